@@ -1,0 +1,89 @@
+// Command berth is the berth compute provider: one binary whose subcommands run the
+// provider, its operators, the marketplace ledger, the local development environment
+// and the tenant tools. main only wires flags to internal/app.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Command groups, in the order `berth --help` lists them.
+const (
+	groupRun   = "run"
+	groupTools = "tools"
+)
+
+// exitError carries the exit code of a command's failure: 1 when the command ran and
+// failed, 2 for usage errors. Errors cobra returns itself (unknown command or flag,
+// wrong arguments) are usage errors too.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// runE adapts a command body so that its failures exit 1, unless it returned a
+// usageError.
+func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := fn(cmd, args)
+		var ee *exitError
+		if err == nil || errors.As(err, &ee) {
+			return err
+		}
+		return &exitError{code: 1, err: err}
+	}
+}
+
+func newRootCommand(log *slog.Logger) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "berth",
+		Short: "berth — a compute provider for a decentralized cloud marketplace",
+		Long: "berth runs tenants' workloads on a Kubernetes cluster for a decentralized cloud\n" +
+			"marketplace: it bids on deployment orders, runs leases, and serves tenants.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddGroup(
+		&cobra.Group{ID: groupRun, Title: "Run:"},
+		&cobra.Group{ID: groupTools, Title: "Tools:"},
+	)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%w", err) })
+	root.AddCommand(
+		newDevCommand(log),
+		newVersionCommand(),
+	)
+	root.SetHelpCommandGroupID(groupTools)
+	root.SetCompletionCommandGroupID(groupTools)
+	return root
+}
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCommand(log).ExecuteContext(ctx)
+	stop()
+	if err == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "berth: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	os.Exit(2)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCommand(slog.New(slog.DiscardHandler))
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(t.Context())
+	return out.String(), err
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 2
+}
+
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"berth " + version, "commit: ", "go: " + runtime.Version()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("version output %q lacks %q", out, want)
+		}
+	}
+}
+
+func TestHelpListsGroups(t *testing.T) {
+	out, err := run(t, "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := strings.Index(out, "Run:")
+	tools := strings.Index(out, "Tools:")
+	if run < 0 || tools < 0 || run > tools {
+		t.Fatalf("help should list the Run group before Tools:\n%s", out)
+	}
+	if !strings.Contains(out[run:tools], "dev") || !strings.Contains(out[tools:], "version") {
+		t.Errorf("commands not in their groups:\n%s", out)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		args    []string
+		code    int
+		message string
+	}{
+		{[]string{"version"}, 0, ""},
+		{[]string{"no-such-command"}, 2, `unknown command "no-such-command"`},
+		{[]string{"version", "extra"}, 2, "unknown command"},
+		{[]string{"version", "--bogus"}, 2, "unknown flag: --bogus"},
+		{[]string{"dev", "--nodes", "-1"}, 2, "--nodes: -1 is outside 0–100"},
+		{[]string{"dev", "--nodes", "0", "--gpu-nodes", "0"}, 2, "at least one node"},
+		{[]string{"dev", "--nodes", "many"}, 2, `invalid argument "many"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, err := run(t, tt.args...)
+			if got := exitCode(err); got != tt.code {
+				t.Errorf("exit code %d (err %v), want %d", got, err, tt.code)
+			}
+			if tt.message != "" && (err == nil || !strings.Contains(err.Error(), tt.message)) {
+				t.Errorf("error %v, want it to contain %q", err, tt.message)
+			}
+		})
+	}
+}

@@ -1,0 +1,73 @@
+package localenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// BinDirEnv names the environment variable holding the directory with the control-plane
+// binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok) and
+// kwok's stage files, as produced by hack/testbin.sh. `make test` sets it.
+const BinDirEnv = "BERTH_TESTBIN"
+
+// ErrMissingDependency marks a dependency (binary, package) that is not installed; tests
+// skip on it locally and fail under CI.
+var ErrMissingDependency = errors.New("missing dependency")
+
+var controlPlaneBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+
+// FindBinaries returns the directory holding the control-plane binaries: $BERTH_TESTBIN
+// when set, otherwise the cache directory hack/testbin.sh reports for the source tree
+// containing the working directory (without building anything).
+func FindBinaries(ctx context.Context) (string, error) {
+	dir := os.Getenv(BinDirEnv)
+	if dir == "" {
+		script, err := findTestbinScript()
+		if err != nil {
+			return "", err
+		}
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "bash", script, "--print")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("%w: Kubernetes test binaries are not built (%s); run `make testbin` or hack/testbin.sh",
+				ErrMissingDependency, strings.TrimSpace(stderr.String()))
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, b := range controlPlaneBinaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("%w: %s not found in %s (%s); run `make testbin` or hack/testbin.sh",
+				ErrMissingDependency, b, dir, BinDirEnv)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "kwok-stages")); err != nil {
+		return "", fmt.Errorf("%w: kwok stages not found in %s; run hack/testbin.sh", ErrMissingDependency, dir)
+	}
+	return dir, nil
+}
+
+// findTestbinScript walks up from the working directory to the berth source tree.
+func findTestbinScript() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		script := filepath.Join(dir, "hack", "testbin.sh")
+		if _, err := os.Stat(script); err == nil {
+			return script, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("%w: %s is not set and no berth source tree (hack/testbin.sh) above %s",
+				ErrMissingDependency, BinDirEnv, wd)
+		}
+	}
+}

@@ -1,0 +1,457 @@
+package localenv
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ControlPlaneOptions configures StartControlPlane.
+type ControlPlaneOptions struct {
+	// Dir holds certificates, kubeconfigs, etcd data and process logs. Empty: a new
+	// temporary directory, removed by Stop.
+	Dir string
+	// BinDir holds the binaries; empty: FindBinaries.
+	BinDir string
+	// Logger receives progress messages; nil discards them.
+	Logger *slog.Logger
+	// StartTimeout bounds the whole start-up (default 2 minutes).
+	StartTimeout time.Duration
+}
+
+// ControlPlane is a running private Kubernetes control plane with kwok.
+type ControlPlane struct {
+	// Dir is the state directory (see ControlPlaneOptions.Dir).
+	Dir string
+	// KubeconfigPath is an admin (system:masters) kubeconfig for this cluster.
+	KubeconfigPath string
+	// APIServerURL is the https URL of kube-apiserver on 127.0.0.1.
+	APIServerURL string
+	// ContainerLogFile is the file kwok serves as every container's log (CRI format:
+	// "<RFC3339Nano> stdout F <line>"); `kubectl logs` streams it.
+	ContainerLogFile string
+	// ExecDir is the working directory of commands run by `kubectl exec`: kwok runs them
+	// on this host, as the user running the control plane.
+	ExecDir string
+
+	cfg     *rest.Config
+	procs   []*process
+	removed bool
+	log     *slog.Logger
+
+	stopOnce sync.Once
+}
+
+const (
+	// kwokNodeAnnotation marks the nodes kwok simulates.
+	kwokNodeAnnotation = "kwok.x-k8s.io/node"
+	kwokNodeValue      = "fake"
+	// ServiceCIDR is the cluster's service IP range; nothing listens there.
+	ServiceCIDR = "10.96.0.0/16"
+	// PodCIDR is the range kwok draws its fake pod IPs from; nothing listens there.
+	PodCIDR = "10.244.0.1/16"
+)
+
+// StartControlPlane starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+// and kwok on free loopback ports, and returns once the API server is ready and the
+// controllers serve. The caller must call Stop. Start-up is retried when a port chosen
+// as free was taken before a process could bind it.
+func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlPlane, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = 2 * time.Minute
+	}
+	if opts.BinDir == "" {
+		dir, err := FindBinaries(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.BinDir = dir
+	}
+	const attempts = 3
+	var err error
+	for range attempts {
+		var cp *ControlPlane
+		cp, err = startControlPlane(ctx, opts)
+		if err == nil {
+			return cp, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+		opts.Logger.Warn("control plane port taken, retrying", slog.String("error", err.Error()))
+	}
+	return nil, err
+}
+
+func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *ControlPlane, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+
+	dir := opts.Dir
+	removeDir := false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "berth-kube-")
+		if err != nil {
+			return nil, fmt.Errorf("create control plane dir: %w", err)
+		}
+		dir, removeDir = d, true
+	} else {
+		// A fresh cluster each start: stale etcd data would not match the new keys.
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, fmt.Errorf("clean control plane dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create control plane dir: %w", err)
+		}
+	}
+	cp := &ControlPlane{Dir: dir, removed: removeDir, log: opts.Logger}
+	defer func() {
+		if retErr != nil {
+			cp.Stop()
+		}
+	}()
+
+	ports, err := freePorts(6)
+	if err != nil {
+		return nil, err
+	}
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
+	cp.APIServerURL = "https://" + hostPort(apiPort)
+
+	files, err := writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL)
+	if err != nil {
+		return nil, err
+	}
+	cp.KubeconfigPath = files.adminKubeconfig
+	cp.ContainerLogFile = files.containerLog
+	cp.ExecDir = files.execDir
+	bin := func(name string) string { return filepath.Join(opts.BinDir, name) }
+	logs := filepath.Join(dir, "logs")
+	if err := os.MkdirAll(logs, 0o700); err != nil {
+		return nil, fmt.Errorf("create log dir: %w", err)
+	}
+
+	// etcd
+	opts.Logger.Info("starting etcd", slog.Int("port", etcdClient))
+	etcdURL := "http://" + hostPort(etcdClient)
+	peerURL := "http://" + hostPort(etcdPeer)
+	etcd, err := startProcess("etcd", logs, bin("etcd"),
+		"--name=default",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync=true", // throwaway data: durability buys nothing, fsync costs seconds
+		"--quota-backend-bytes=2147483648",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, etcd)
+	plain := &http.Client{Timeout: 2 * time.Second}
+	if err := waitFor(ctx, "etcd health", 50*time.Millisecond, []*process{etcd}, httpOK(plain, etcdURL+"/health")); err != nil {
+		return nil, err
+	}
+
+	// kube-apiserver
+	opts.Logger.Info("starting kube-apiserver", slog.Int("port", apiPort))
+	apiserver, err := startProcess("kube-apiserver", logs, bin("kube-apiserver"),
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file="+files.apiserver.CertFile, "--tls-private-key-file="+files.apiserver.KeyFile,
+		"--client-ca-file="+files.pki.CAFile,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+files.saPub, "--service-account-signing-key-file="+files.saKey,
+		"--service-cluster-ip-range="+ServiceCIDR,
+		"--authorization-mode=RBAC",
+		"--kubelet-client-certificate="+files.apiserverKubelet.CertFile,
+		"--kubelet-client-key="+files.apiserverKubelet.KeyFile,
+		"--kubelet-certificate-authority="+files.pki.CAFile,
+		"--kubelet-preferred-address-types=InternalIP",
+		"--enable-priority-and-fairness=false",
+		"--profiling=false",
+		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--v=0",
+	)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, apiserver)
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("load admin kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	cp.cfg = cfg
+	tlsClient, err := clientForCA(files.pki.CAFile, files.admin)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, cp.procs, httpOK(tlsClient, cp.APIServerURL+"/readyz")); err != nil {
+		return nil, err
+	}
+
+	// controllers and kwok
+	opts.Logger.Info("starting kube-controller-manager, kube-scheduler and kwok")
+	kcm, err := startProcess("kube-controller-manager", logs, bin("kube-controller-manager"),
+		"--kubeconfig="+files.kcmKubeconfig,
+		"--authentication-kubeconfig="+files.kcmKubeconfig, "--authorization-kubeconfig="+files.kcmKubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--leader-elect=false",
+		"--service-account-private-key-file="+files.saKey,
+		"--root-ca-file="+files.pki.CAFile,
+		// Each controller acts as its own service account with its bootstrap RBAC role, as
+		// kubeadm runs it; the controller manager's own identity may do little else.
+		"--use-service-account-credentials=true",
+		"--controllers=*",
+		"--kube-api-qps=100", "--kube-api-burst=200",
+		"--profiling=false",
+	)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, kcm)
+	sched, err := startProcess("kube-scheduler", logs, bin("kube-scheduler"),
+		"--kubeconfig="+files.schedKubeconfig,
+		"--authentication-kubeconfig="+files.schedKubeconfig, "--authorization-kubeconfig="+files.schedKubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--leader-elect=false",
+		"--profiling=false",
+	)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, sched)
+	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort)
+	if err != nil {
+		return nil, err
+	}
+	cp.procs = append(cp.procs, kwok)
+
+	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		//nolint:gosec // loopback health probe of a component whose serving cert is self-signed at start
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+	}}
+	defer insecure.CloseIdleConnections()
+	defer tlsClient.CloseIdleConnections()
+	if err := waitFor(ctx, "kube-scheduler health", 100*time.Millisecond, cp.procs, httpOK(insecure, "https://"+hostPort(schedPort)+"/healthz")); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "kube-controller-manager health", 100*time.Millisecond, cp.procs, httpOK(insecure, "https://"+hostPort(kcmPort)+"/healthz")); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "kwok health", 100*time.Millisecond, cp.procs, httpOK(tlsClient, "https://"+hostPort(kwokPort)+"/healthz")); err != nil {
+		return nil, err
+	}
+	// The service-account controller creating "default" proves the controllers reconcile.
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if err := waitFor(ctx, "default service account", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	}); err != nil {
+		return nil, err
+	}
+	opts.Logger.Info("control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
+	return cp, nil
+}
+
+func startKwok(logs, bin string, files controlPlaneFiles, port int) (*process, error) {
+	// kwok reads ~/.kwok/kwok.yaml in addition to --config; a private HOME keeps it hermetic.
+	p, err := startProcess("kwok", logs, "/usr/bin/env", "HOME="+files.kwokHome, bin,
+		"--config="+files.kwokConfig,
+		"--kubeconfig="+files.kwokKubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+kwokNodeValue,
+		"--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", port),
+		"--server-address="+hostPort(port),
+		"--tls-cert-file="+files.kwokServing.CertFile, "--tls-private-key-file="+files.kwokServing.KeyFile,
+		"--cidr="+PodCIDR,
+		"--node-lease-duration-seconds=40",
+	)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// RESTConfig returns a copy of the admin client configuration.
+func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.cfg) }
+
+// Stop ends every process (in reverse start order) and removes the directory when it
+// was a temporary one. It is idempotent.
+func (cp *ControlPlane) Stop() {
+	cp.stopOnce.Do(func() {
+		for i := len(cp.procs) - 1; i >= 0; i-- {
+			cp.procs[i].stop()
+		}
+		if cp.removed {
+			if err := os.RemoveAll(cp.Dir); err != nil {
+				cp.log.Warn("remove control plane dir", slog.String("dir", cp.Dir), slog.String("error", err.Error()))
+			}
+		}
+	})
+}
+
+// Healthy reports an error when one of the control-plane processes has exited.
+func (cp *ControlPlane) Healthy() error {
+	var errs []error
+	for _, p := range cp.procs {
+		if dead, err := p.exited(); dead {
+			errs = append(errs, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, p.logPath, p.tail(2000)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func httpOK(c *http.Client, url string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return true, nil
+	}
+}
+
+func clientForCA(caFile string, client certPair) (*http.Client, error) {
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cert, err := tls.X509KeyPair(client.CertPEM, client.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("load client cert: %w", err)
+	}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+	}}, nil
+}
+
+// controlPlaneFiles are the generated credentials and configuration of one control plane.
+type controlPlaneFiles struct {
+	pki                                                        *pki
+	apiserver, apiserverKubelet, admin, kwokServing            certPair
+	saKey, saPub                                               string
+	adminKubeconfig, kcmKubeconfig, schedKubeconfig, kwokKubeconfig string
+	kwokHome, kwokConfig, containerLog, execDir                string
+}
+
+func writeControlPlaneFiles(dir, binDir, serverURL string) (controlPlaneFiles, error) {
+	var f controlPlaneFiles
+	pkiDir := filepath.Join(dir, "pki")
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		return f, fmt.Errorf("create pki dir: %w", err)
+	}
+	p, err := newPKI(pkiDir)
+	if err != nil {
+		return f, err
+	}
+	f.pki = p
+	loopback := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if f.apiserver, err = p.serving("kube-apiserver",
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		append(loopback, net.IPv4(10, 96, 0, 1))); err != nil {
+		return f, err
+	}
+	if f.kwokServing, err = p.serving("kwok-kubelet", []string{"localhost"}, loopback); err != nil {
+		return f, err
+	}
+	if f.apiserverKubelet, err = p.client("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"); err != nil {
+		return f, err
+	}
+	if f.admin, err = p.client("admin", "berth-admin", "system:masters"); err != nil {
+		return f, err
+	}
+	kcm, err := p.client("kube-controller-manager", "system:kube-controller-manager")
+	if err != nil {
+		return f, err
+	}
+	sched, err := p.client("kube-scheduler", "system:kube-scheduler")
+	if err != nil {
+		return f, err
+	}
+	kwok, err := p.client("kwok", "kwok-controller", "system:masters")
+	if err != nil {
+		return f, err
+	}
+	if f.saKey, f.saPub, err = serviceAccountKeys(pkiDir); err != nil {
+		return f, err
+	}
+	kubeconfig := func(name string, c certPair) (string, error) {
+		path := filepath.Join(dir, name+".kubeconfig")
+		return path, writeKubeconfig(path, serverURL, p.CAFile, c)
+	}
+	if f.adminKubeconfig, err = kubeconfig("admin", f.admin); err != nil {
+		return f, err
+	}
+	if f.kcmKubeconfig, err = kubeconfig("kube-controller-manager", kcm); err != nil {
+		return f, err
+	}
+	if f.schedKubeconfig, err = kubeconfig("kube-scheduler", sched); err != nil {
+		return f, err
+	}
+	if f.kwokKubeconfig, err = kubeconfig("kwok", kwok); err != nil {
+		return f, err
+	}
+	f.kwokHome = filepath.Join(dir, "kwok")
+	f.execDir = filepath.Join(f.kwokHome, "exec")
+	if err := os.MkdirAll(f.execDir, 0o700); err != nil {
+		return f, fmt.Errorf("create kwok dir: %w", err)
+	}
+	f.containerLog = filepath.Join(f.kwokHome, "containers.log")
+	if err := os.WriteFile(f.containerLog, nil, 0o600); err != nil {
+		return f, fmt.Errorf("create container log: %w", err)
+	}
+	f.kwokConfig = filepath.Join(f.kwokHome, "config.yaml")
+	return f, writeKwokConfig(f.kwokConfig, filepath.Join(binDir, "kwok-stages"), f.containerLog, f.execDir)
+}
+
+func writeKubeconfig(path, server, caFile string, c certPair) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["berth"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: caFile}
+	cfg.AuthInfos["berth"] = &clientcmdapi.AuthInfo{ClientCertificate: c.CertFile, ClientKey: c.KeyFile}
+	cfg.Contexts["berth"] = &clientcmdapi.Context{Cluster: "berth", AuthInfo: "berth"}
+	cfg.CurrentContext = "berth"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package localenv
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// kwokStages are the stage files (from kwok's kustomize/stage, copied by
+// hack/testbin.sh) that make simulated nodes and pods behave: nodes initialise and
+// heartbeat with leases, pods become Ready at once and complete or delete as asked,
+// PVCs bind to provisioned PVs.
+var kwokStages = []string{
+	"node/fast/node-initialize.yaml",
+	"node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+	"pod/fast/pod-ready.yaml",
+	"pod/fast/pod-complete.yaml",
+	"pod/fast/pod-delete.yaml",
+	"volume/fast/pvc-provision.yaml",
+	"volume/fast/pv-bind.yaml",
+	"volume/fast/pv-delete.yaml",
+	"volume/fast/pvc-delete.yaml",
+}
+
+// writeKwokConfig writes kwok's --config: the stages plus a ClusterLogs serving logFile
+// as every container's log and a ClusterExec running `exec` commands in execDir on the
+// host.
+func writeKwokConfig(path, stagesDir, logFile, execDir string) error {
+	var b bytes.Buffer
+	for _, s := range kwokStages {
+		data, err := os.ReadFile(filepath.Join(stagesDir, s))
+		if err != nil {
+			return fmt.Errorf("read kwok stage %s: %w", s, err)
+		}
+		b.WriteString("---\n")
+		b.Write(data)
+		if !bytes.HasSuffix(data, []byte("\n")) {
+			b.WriteByte('\n')
+		}
+	}
+	fmt.Fprintf(&b, `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: berth-testenv-logs
+spec:
+  logs:
+  - logsFile: %q
+    follow: true
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterExec
+metadata:
+  name: berth-testenv-exec
+spec:
+  execs:
+  - local:
+      workDir: %q
+`, logFile, execDir)
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		return fmt.Errorf("write kwok config: %w", err)
+	}
+	return nil
+}

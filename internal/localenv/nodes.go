@@ -1,0 +1,166 @@
+package localenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// GPU node labels, as NVIDIA GPU feature discovery publishes them on real clusters.
+const (
+	LabelGPUProduct = "nvidia.com/gpu.product"
+	LabelGPUMemory  = "nvidia.com/gpu.memory" // MiB per GPU
+	LabelGPUCount   = "nvidia.com/gpu.count"
+	// ResourceGPU is the extended resource NVIDIA's device plugin advertises.
+	ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+)
+
+// NodeSpec describes one simulated node.
+type NodeSpec struct {
+	Name string
+	// CPU and Memory are quantities ("8", "32Gi"); empty means 8 CPUs and 32Gi.
+	CPU, Memory string
+	// EphemeralStorage is a quantity; empty means 200Gi.
+	EphemeralStorage string
+	// Pods is the pod capacity; zero means 110.
+	Pods int
+	// GPUs is the number of nvidia.com/gpu devices; GPUProduct and GPUMemoryMiB label them.
+	GPUs         int
+	GPUProduct   string
+	GPUMemoryMiB int
+	Labels       map[string]string
+}
+
+// node builds the Node object, validating quantities.
+func (s NodeSpec) node() (*corev1.Node, error) {
+	if s.Name == "" {
+		return nil, errors.New("node spec: name is empty")
+	}
+	qty := func(field, v, def string) (resource.Quantity, error) {
+		if v == "" {
+			v = def
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return q, fmt.Errorf("node %s: %s %q: %w", s.Name, field, v, err)
+		}
+		if q.Sign() <= 0 {
+			return q, fmt.Errorf("node %s: %s %q must be positive", s.Name, field, v)
+		}
+		return q, nil
+	}
+	cpu, err := qty("cpu", s.CPU, "8")
+	if err != nil {
+		return nil, err
+	}
+	mem, err := qty("memory", s.Memory, "32Gi")
+	if err != nil {
+		return nil, err
+	}
+	eph, err := qty("ephemeral storage", s.EphemeralStorage, "200Gi")
+	if err != nil {
+		return nil, err
+	}
+	pods := s.Pods
+	if pods == 0 {
+		pods = 110
+	}
+	if pods < 0 || s.GPUs < 0 || s.GPUMemoryMiB < 0 {
+		return nil, fmt.Errorf("node %s: pods, GPUs and GPU memory must not be negative", s.Name)
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:              cpu,
+		corev1.ResourceMemory:           mem,
+		corev1.ResourceEphemeralStorage: eph,
+		corev1.ResourcePods:             *resource.NewQuantity(int64(pods), resource.DecimalSI),
+	}
+	labels := map[string]string{
+		corev1.LabelHostname:   s.Name,
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+		"type":                 "kwok",
+	}
+	if s.GPUs > 0 {
+		if s.GPUProduct == "" {
+			return nil, fmt.Errorf("node %s: %d GPUs need a GPU product", s.Name, s.GPUs)
+		}
+		res[ResourceGPU] = *resource.NewQuantity(int64(s.GPUs), resource.DecimalSI)
+		labels[LabelGPUProduct] = s.GPUProduct
+		labels[LabelGPUCount] = strconv.Itoa(s.GPUs)
+		if s.GPUMemoryMiB > 0 {
+			labels[LabelGPUMemory] = strconv.Itoa(s.GPUMemoryMiB)
+		}
+	}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.Name,
+			Labels:      labels,
+			Annotations: map[string]string{kwokNodeAnnotation: kwokNodeValue},
+		},
+		// Nodes accept status on create: kwok keeps capacity and allocatable as given.
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res.DeepCopy()},
+	}, nil
+}
+
+// AddNodes creates simulated nodes and waits until each is Ready and schedulable
+// (kwok reports Ready and the node lifecycle controller has lifted the not-ready taint).
+func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	nodes := make([]*corev1.Node, 0, len(specs))
+	for _, s := range specs {
+		n, err := s.node()
+		if err != nil {
+			return err
+		}
+		nodes = append(nodes, n)
+	}
+	for _, n := range nodes {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create node %s: %w", n.Name, err)
+		}
+	}
+	for _, n := range nodes {
+		name := n.Name
+		if err := waitFor(ctx, "node "+name+" ready", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
+			got, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return nodeSchedulable(got), nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nodeSchedulable(n *corev1.Node) bool {
+	ready := false
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready || n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
+	}
+	return true
+}

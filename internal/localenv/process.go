@@ -1,0 +1,168 @@
+package localenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one child process with its output in a log file. It runs in its own
+// process group, which is killed as a whole on stop, and it is killed by the kernel if
+// the parent dies first (Pdeathsig), so a crashed test leaves nothing running.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	logFile *os.File
+	done    chan struct{}
+	// grace is how long stop waits after SIGTERM before SIGKILL.
+	grace time.Duration
+
+	mu      sync.Mutex
+	waitErr error
+}
+
+const stopGrace = 10 * time.Second
+
+func startProcess(name, logDir, bin string, args ...string) (*process, error) {
+	logPath := filepath.Join(logDir, name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open log for %s: %w", name, err)
+	}
+	//nolint:gosec // the binary and its arguments are built by this package, not taken from input
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Dir = logDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{}), grace: stopGrace}
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.waitErr = err
+		p.mu.Unlock()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended, and how.
+func (p *process) exited() (bool, error) {
+	select {
+	case <-p.done:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.waitErr == nil {
+			return true, fmt.Errorf("%s exited", p.name)
+		}
+		return true, fmt.Errorf("%s exited: %w", p.name, p.waitErr)
+	default:
+		return false, nil
+	}
+}
+
+// stop sends SIGTERM to the process group, waits up to p.grace, then SIGKILLs it.
+// It returns once the process has been reaped.
+func (p *process) stop() {
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(p.grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-p.done
+	}
+	// Reap stragglers in the group (a child that outlived its parent).
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// tail returns the last n bytes of the process's log, for error messages.
+func (p *process) tail(n int) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			b = b[i+1:]
+		}
+	}
+	return string(b)
+}
+
+// freePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners are closed
+// before returning, so a port can in rare cases be taken by someone else before the
+// child binds it; callers retry start-up on bind failures.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		ls = append(ls, l)
+		addr, ok := l.Addr().(*net.TCPAddr)
+		if !ok {
+			return nil, fmt.Errorf("unexpected listener address %v", l.Addr())
+		}
+		ports = append(ports, addr.Port)
+	}
+	return ports, nil
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// errStopped marks a wait that ended because a process died.
+var errStopped = errors.New("process ended")
+
+// waitFor polls check every interval until it returns true, ctx ends, or one of the
+// watched processes exits (whose log tail is then part of the error).
+func waitFor(ctx context.Context, what string, interval time.Duration, procs []*process, check func(context.Context) (bool, error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last error
+	for {
+		for _, p := range procs {
+			if dead, err := p.exited(); dead {
+				return fmt.Errorf("waiting for %s: %w: %w\n--- last lines of %s ---\n%s", what, errStopped, err, p.logPath, p.tail(4000))
+			}
+		}
+		ok, err := check(ctx)
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("waiting for %s: %w (last error: %w)", what, ctx.Err(), last)
+			}
+			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

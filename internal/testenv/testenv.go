@@ -1,0 +1,153 @@
+// Package testenv gives tests berth's real dependencies: a Kubernetes control plane
+// shared by all tests of a package (started on first use, stopped by Main), a
+// redis-server per test, and the rule for missing dependencies: skip with a message
+// saying how to install them, except under CI=true, where the test fails. Main also
+// checks that the package leaked no goroutines.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"berth.dev/berth/internal/localenv"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// shared is the package-wide control plane, started by the first Cluster call and
+// stopped by Main.
+var shared struct {
+	once sync.Once
+	cp   *localenv.ControlPlane
+	err  error
+}
+
+// Main runs a test package: m.Run, then stops the shared control plane, then fails the
+// run if goroutines leaked. Use it from TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	if shared.cp != nil {
+		shared.cp.Stop()
+	}
+	if code == 0 {
+		if err := goleak.Find(LeakOptions()...); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: goroutines leaked: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// LeakOptions are the goleak options for code that talks to Kubernetes: client-go keeps
+// process-wide transports (idle keep-alive connections) and klog a flush daemon.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("k8s.io/klog/v2.(*flushDaemon).run.func1"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	}
+}
+
+// Cluster returns the package's shared control plane, starting it on first use. Tests
+// sharing it must not assume they are alone: create objects in a Namespace of their
+// own and give nodes unique names. Without the binaries the test is skipped (failed
+// under CI=true).
+func Cluster(t testing.TB) *Kube {
+	t.Helper()
+	shared.once.Do(func() {
+		start := time.Now()
+		shared.cp, shared.err = localenv.StartControlPlane(context.Background(), localenv.ControlPlaneOptions{
+			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if shared.err == nil {
+			fmt.Fprintf(os.Stderr, "testenv: control plane ready in %s (%s)\n", time.Since(start).Round(time.Millisecond), shared.cp.Dir)
+		}
+	})
+	Require(t, shared.err)
+	if err := shared.cp.Healthy(); err != nil {
+		t.Fatalf("shared control plane is down: %v", err)
+	}
+	return &Kube{ControlPlane: shared.cp}
+}
+
+// Kube is the shared control plane as a test sees it.
+type Kube struct {
+	*localenv.ControlPlane
+}
+
+// Redis starts a redis-server for this test alone and stops it when the test ends.
+func Redis(t testing.TB) *localenv.RedisServer {
+	t.Helper()
+	r, err := localenv.StartRedis(t.Context(), t.TempDir())
+	Require(t, err)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Require ends the test when err is not nil: a missing dependency skips it with the
+// message saying how to install it, unless CI=true, where every error fails.
+func Require(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, localenv.ErrMissingDependency) && os.Getenv("CI") != "true" {
+		t.Skipf("skipping: %v (with CI=true this fails)", err)
+	}
+	t.Fatalf("test dependency: %v", err)
+}
+
+// Clientset returns a Kubernetes clientset for the admin user.
+func (cp *Kube) Clientset(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatalf("kubernetes client: %v", err)
+	}
+	return cs
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// Namespace creates a namespace named after the test (with a random suffix) and
+// deletes it when the test ends.
+func (cp *Kube) Namespace(t testing.TB) string {
+	t.Helper()
+	prefix := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	if len(prefix) > 40 {
+		prefix = strings.TrimRight(prefix[:40], "-")
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := prefix + "-" + hex.EncodeToString(b[:])
+	cs := cp.Clientset(t)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create namespace %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		// t.Context is already cancelled during cleanup.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
