@@ -89,7 +89,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	start := time.Now()
-	log.Info("starting local Kubernetes control plane", slog.String("home", cfg.Home))
+	log.InfoContext(ctx, "starting local Kubernetes control plane", slog.String("home", cfg.Home))
 	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
 		Dir:    filepath.Join(cfg.Home, "cluster"),
 		Logger: log,
@@ -105,7 +105,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	printDevBanner(out, cfg, cp, specs, time.Since(start))
 
 	<-ctx.Done()
-	log.Info("stopping local environment")
+	log.InfoContext(ctx, "stopping local environment")
 	return nil
 }
 

@@ -33,6 +33,7 @@ func FindBinaries(ctx context.Context) (string, error) {
 			return "", err
 		}
 		var stderr bytes.Buffer
+		//nolint:gosec // G204: the script is berth's own hack/testbin.sh found in the source tree
 		cmd := exec.CommandContext(ctx, "bash", script, "--print")
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -98,7 +98,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		if !strings.Contains(err.Error(), "address already in use") {
 			return nil, err
 		}
-		opts.Logger.Warn("control plane port taken, retrying", slog.String("error", err.Error()))
+		opts.Logger.WarnContext(ctx, "control plane port taken, retrying", slog.String("error", err.Error()))
 	}
 	return nil, err
 }
@@ -131,7 +131,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		}
 	}()
 
-	ports, err := freePorts(6)
+	ports, err := freePorts(ctx, 6)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}
 
 	// etcd
-	opts.Logger.Info("starting etcd", slog.Int("port", etcdClient))
+	opts.Logger.InfoContext(ctx, "starting etcd", slog.Int("port", etcdClient))
 	etcdURL := "http://" + hostPort(etcdClient)
 	peerURL := "http://" + hostPort(etcdPeer)
 	etcd, err := startProcess("etcd", logs, bin("etcd"),
@@ -175,7 +175,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}
 
 	// kube-apiserver
-	opts.Logger.Info("starting kube-apiserver", slog.Int("port", apiPort))
+	opts.Logger.InfoContext(ctx, "starting kube-apiserver", slog.Int("port", apiPort))
 	apiserver, err := startProcess("kube-apiserver", logs, bin("kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
@@ -214,7 +214,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}
 
 	// controllers and kwok
-	opts.Logger.Info("starting kube-controller-manager, kube-scheduler and kwok")
+	opts.Logger.InfoContext(ctx, "starting kube-controller-manager, kube-scheduler and kwok")
 	kcm, err := startProcess("kube-controller-manager", logs, bin("kube-controller-manager"),
 		"--kubeconfig="+files.kcmKubeconfig,
 		"--authentication-kubeconfig="+files.kcmKubeconfig, "--authorization-kubeconfig="+files.kcmKubeconfig,
@@ -279,7 +279,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}); err != nil {
 		return nil, err
 	}
-	opts.Logger.Info("control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
+	opts.Logger.InfoContext(ctx, "control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
 	return cp, nil
 }
 
@@ -333,7 +333,7 @@ func (cp *ControlPlane) Healthy() error {
 
 func httpOK(c *http.Client, url string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
 		if err != nil {
 			return false, err
 		}
@@ -367,11 +367,11 @@ func clientForCA(caFile string, client certPair) (*http.Client, error) {
 
 // controlPlaneFiles are the generated credentials and configuration of one control plane.
 type controlPlaneFiles struct {
-	pki                                                        *pki
-	apiserver, apiserverKubelet, admin, kwokServing            certPair
-	saKey, saPub                                               string
+	pki                                                             *pki
+	apiserver, apiserverKubelet, admin, kwokServing                 certPair
+	saKey, saPub                                                    string
 	adminKubeconfig, kcmKubeconfig, schedKubeconfig, kwokKubeconfig string
-	kwokHome, kwokConfig, containerLog, execDir                string
+	kwokHome, kwokConfig, containerLog, execDir                     string
 }
 
 func writeControlPlaneFiles(dir, binDir, serverURL string) (controlPlaneFiles, error) {

@@ -39,7 +39,8 @@ func startProcess(name, logDir, bin string, args ...string) (*process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open log for %s: %w", name, err)
 	}
-	//nolint:gosec // the binary and its arguments are built by this package, not taken from input
+	// Not CommandContext: the process outlives the start-up call and ends through stop.
+	//nolint:gosec,noctx // G204: binary and arguments are built by this package, not taken from input
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
@@ -109,7 +110,7 @@ func (p *process) tail(n int) string {
 // freePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners are closed
 // before returning, so a port can in rare cases be taken by someone else before the
 // child binds it; callers retry start-up on bind failures.
-func freePorts(n int) ([]int, error) {
+func freePorts(ctx context.Context, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {
@@ -118,7 +119,8 @@ func freePorts(n int) ([]int, error) {
 		}
 	}()
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("find a free port: %w", err)
 		}

@@ -21,10 +21,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"berth.dev/berth/internal/localenv"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"berth.dev/berth/internal/localenv"
 )
 
 // shared is the package-wide control plane, started by the first Cluster call and

@@ -214,9 +214,9 @@ func waitPods(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, se
 			return false, err
 		}
 		pods = pods[:0]
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning && podReady(&p) {
-				pods = append(pods, p)
+		for i := range list.Items {
+			if p := &list.Items[i]; p.Status.Phase == corev1.PodRunning && podReady(p) {
+				pods = append(pods, *p)
 			}
 		}
 		return len(pods) == want && len(list.Items) == want, nil
