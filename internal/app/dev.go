@@ -114,7 +114,7 @@ func printDevBanner(out io.Writer, cfg DevConfig, cp *localenv.ControlPlane, spe
 	fmt.Fprintf(&b, "\nberth dev: local environment ready in %s\n\n", took.Round(100*time.Millisecond))
 	fmt.Fprintf(&b, "  Kubernetes API   %s\n", cp.APIServerURL)
 	fmt.Fprintf(&b, "  kubeconfig       %s\n", cp.KubeconfigPath)
-	fmt.Fprintf(&b, "  state            %s (recreated on every start)\n", cfg.Home)
+	fmt.Fprintf(&b, "  state            %s (its cluster is recreated on every start)\n", cfg.Home)
 	fmt.Fprintf(&b, "  nodes (kwok)     ")
 	for i, s := range specs {
 		if i > 0 {
