@@ -105,19 +105,7 @@ func TestClusterRunsWorkloads(t *testing.T) {
 		return d.Status.AvailableReplicas == 3 && d.Status.ReadyReplicas == 3, nil
 	})
 
-	gpuPod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "trainer", Labels: map[string]string{"app": "trainer"}},
-		Spec: corev1.PodSpec{
-			NodeSelector: poolLabel,
-			Containers: []corev1.Container{{
-				Name: "trainer", Image: "pytorch/pytorch:latest",
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{localenv.ResourceGPU: resource.MustParse("2")},
-					Limits:   corev1.ResourceList{localenv.ResourceGPU: resource.MustParse("2")},
-				},
-			}},
-		},
-	}
+	gpuPod := podWithGPUs("trainer", poolLabel, 2)
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, gpuPod, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create GPU pod: %v", err)
 	}
@@ -142,19 +130,7 @@ func TestUnsatisfiableGPURequestStaysPending(t *testing.T) {
 	}
 	t.Cleanup(func() { deleteNodes(t, cs, nodes) })
 	ns := kube.Namespace(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "greedy"},
-		Spec: corev1.PodSpec{
-			NodeSelector: poolLabel,
-			Containers: []corev1.Container{{
-				Name: "c", Image: "busybox",
-				Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{localenv.ResourceGPU: resource.MustParse("2")},
-					Limits:   corev1.ResourceList{localenv.ResourceGPU: resource.MustParse("2")},
-				},
-			}},
-		},
-	}
+	pod := podWithGPUs("greedy", poolLabel, 2)
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +178,25 @@ func TestRedisPubSub(t *testing.T) {
 	}
 	if msg.Channel != "berth.test" || msg.Payload != "lease-created" {
 		t.Fatalf("received %s/%q, want berth.test/\"lease-created\"", msg.Channel, msg.Payload)
+	}
+}
+
+// podWithGPUs is a pod labelled app=name requesting gpus nvidia.com/gpu on the
+// nodes matching nodeSelector.
+func podWithGPUs(name string, nodeSelector map[string]string, gpus int64) *corev1.Pod {
+	n := *resource.NewQuantity(gpus, resource.DecimalSI)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{
+			NodeSelector: nodeSelector,
+			Containers: []corev1.Container{{
+				Name: name, Image: "registry.example/" + name + ":1",
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{localenv.ResourceGPU: n},
+					Limits:   corev1.ResourceList{localenv.ResourceGPU: n},
+				},
+			}},
+		},
 	}
 }
 
