@@ -65,6 +65,7 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%w", err) })
 	root.AddCommand(
 		newDevCommand(log),
+		newSDLCommand(),
 		newVersionCommand(),
 	)
 	root.SetHelpCommandGroupID(groupTools)

@@ -1,0 +1,146 @@
+package market
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+)
+
+// Manifest is what a tenant sends the provider for a deployment: per group, the
+// services to run.
+type Manifest []ManifestGroup
+
+// Version is the manifest's version hash as Akash computes it: the sha256 of its JSON
+// encoding with object keys sorted. The deployment on the ledger records it, and a
+// provider accepts a manifest only if the hashes match.
+func (m Manifest) Version() ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode manifest: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return sum[:], nil
+}
+
+// ManifestGroup is the services of one deployment group.
+type ManifestGroup struct {
+	Name     string    `json:"name"`
+	Services []Service `json:"services"`
+}
+
+// Service is one container service of a group.
+type Service struct {
+	Args        []string            `json:"args"`
+	Command     []string            `json:"command"`
+	Count       uint32              `json:"count"`
+	Credentials *ServiceCredentials `json:"credentials"`
+	Env         []string            `json:"env"`
+	Expose      []ServiceExpose     `json:"expose"`
+	Image       string              `json:"image"`
+	Name        string              `json:"name"`
+	Params      *ServiceParams      `json:"params,omitempty"`
+	Resources   Resources           `json:"resources"`
+}
+
+// Protocols of a service port.
+const (
+	ProtoTCP = "TCP"
+	ProtoUDP = "UDP"
+)
+
+// ServiceExpose is one exposed port of a service toward one destination: another
+// service of the deployment, or the world when Global.
+type ServiceExpose struct {
+	EndpointSequenceNumber uint32             `json:"endpointSequenceNumber"`
+	ExternalPort           uint32             `json:"externalPort"`
+	Global                 bool               `json:"global"`
+	Hosts                  []string           `json:"hosts"`
+	HTTPOptions            ServiceHTTPOptions `json:"httpOptions"`
+	IP                     string             `json:"ip"`
+	Port                   uint32             `json:"port"`
+	Proto                  string             `json:"proto"`
+	Service                string             `json:"service"`
+}
+
+// ExternalPortOrPort is the port the world sees: ExternalPort, or Port when that is 0.
+func (e ServiceExpose) ExternalPortOrPort() uint32 {
+	if e.ExternalPort == 0 {
+		return e.Port
+	}
+	return e.ExternalPort
+}
+
+// IsIngress reports a global TCP port 80, served through the provider's HTTP ingress.
+func (e ServiceExpose) IsIngress() bool {
+	return e.Proto == ProtoTCP && e.Global && e.ExternalPortOrPort() == 80
+}
+
+// Endpoints are the endpoints this port needs from its resource unit: none unless it is
+// global; an HTTP endpoint for ingress, a random port otherwise; plus a leased IP.
+func (e ServiceExpose) Endpoints() Endpoints {
+	if !e.Global {
+		return Endpoints{}
+	}
+	eps := make(Endpoints, 0, 2)
+	if e.IP != "" {
+		eps = append(eps, Endpoint{Kind: EndpointLeasedIP, SequenceNumber: e.EndpointSequenceNumber})
+	}
+	kind := EndpointRandomPort
+	if e.IsIngress() {
+		kind = EndpointSharedHTTP
+	}
+	eps = append(eps, Endpoint{Kind: kind})
+	if len(eps) == 2 && eps[1].SequenceNumber < eps[0].SequenceNumber {
+		eps[0], eps[1] = eps[1], eps[0]
+	}
+	return eps
+}
+
+// ServiceHTTPOptions tune the ingress for an HTTP port.
+type ServiceHTTPOptions struct {
+	MaxBodySize uint32   `json:"maxBodySize"`
+	NextCases   []string `json:"nextCases,omitempty"`
+	NextTimeout uint32   `json:"nextTimeout"`
+	NextTries   uint32   `json:"nextTries"`
+	ReadTimeout uint32   `json:"readTimeout"`
+	SendTimeout uint32   `json:"sendTimeout"`
+}
+
+// ServiceParams are optional per-service settings.
+type ServiceParams struct {
+	Permissions *ServicePermissions `json:"permissions,omitempty"`
+	Storage     []StorageParams     `json:"storage"`
+	TEE         *TEEParams          `json:"tee,omitempty"`
+}
+
+// StorageParams mount one of the service's storage volumes.
+type StorageParams struct {
+	Mount    string `json:"mount"`
+	Name     string `json:"name"`
+	ReadOnly bool   `json:"readOnly"`
+}
+
+// ServicePermissions grant a service read access to provider APIs about its lease.
+type ServicePermissions struct {
+	Read []string `json:"read,omitempty"`
+}
+
+// TEE types: confidential compute on the CPU only, or on the CPU and GPUs.
+const (
+	TEETypeCPU    = "cpu"
+	TEETypeCPUGPU = "cpu-gpu"
+)
+
+// TEEParams ask for a trusted execution environment.
+type TEEParams struct {
+	Attestation bool   `json:"attestation"`
+	Type        string `json:"type"`
+}
+
+// ServiceCredentials authenticate image pulls from a private registry.
+type ServiceCredentials struct {
+	Email    string `json:"email"`
+	Host     string `json:"host"`
+	Password string `json:"password"`
+	Username string `json:"username"`
+}

@@ -1,0 +1,151 @@
+package market
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// DecPrecision is the number of decimal places of a Dec, as Cosmos SDK's LegacyDec.
+const DecPrecision = 18
+
+// maxDecDigits bounds the digits a Dec is parsed from (LegacyDec allows 316 bits, about
+// 95 digits), so hostile input cannot make huge numbers.
+const maxDecDigits = 95
+
+var decScale = new(big.Int).Exp(big.NewInt(10), big.NewInt(DecPrecision), nil)
+
+// Dec is an exact decimal with 18 fractional digits. Its JSON form is the string
+// "12.500000000000000000". The zero value is 0.
+type Dec struct {
+	i *big.Int // value × 10^18
+}
+
+// ErrDecSyntax reports a decimal that is not of the form [-]digits[.digits].
+var ErrDecSyntax = errors.New("not a decimal number")
+
+// ParseDec reads "123", "0.5", "-1.25" (at most 18 decimal places).
+func ParseDec(s string) (Dec, error) {
+	str := s
+	neg := false
+	if rest, ok := strings.CutPrefix(str, "-"); ok {
+		neg, str = true, rest
+	}
+	whole, frac, hasDot := strings.Cut(str, ".")
+	if whole == "" || hasDot && frac == "" || !digits(whole) || !digits(frac) {
+		return Dec{}, fmt.Errorf("%q: %w", s, ErrDecSyntax)
+	}
+	if len(frac) > DecPrecision {
+		return Dec{}, fmt.Errorf("%q: more than %d decimal places", s, DecPrecision)
+	}
+	if len(whole)+len(frac) > maxDecDigits {
+		return Dec{}, fmt.Errorf("%q: more than %d digits", s, maxDecDigits)
+	}
+	v, ok := new(big.Int).SetString(whole+frac+strings.Repeat("0", DecPrecision-len(frac)), 10)
+	if !ok {
+		return Dec{}, fmt.Errorf("%q: %w", s, ErrDecSyntax)
+	}
+	if neg {
+		v.Neg(v)
+	}
+	return Dec{i: v}, nil
+}
+
+// NewDec is the integer n as a Dec.
+func NewDec(n int64) Dec {
+	return Dec{i: new(big.Int).Mul(big.NewInt(n), decScale)}
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func (d Dec) big() *big.Int {
+	if d.i == nil {
+		return new(big.Int)
+	}
+	return d.i
+}
+
+// Sign returns -1, 0 or 1.
+func (d Dec) Sign() int { return d.big().Sign() }
+
+// Cmp compares d and o: -1, 0 or 1.
+func (d Dec) Cmp(o Dec) int { return d.big().Cmp(o.big()) }
+
+// MulUint returns d × n.
+func (d Dec) MulUint(n uint64) Dec {
+	return Dec{i: new(big.Int).Mul(d.big(), new(big.Int).SetUint64(n))}
+}
+
+// Add returns d + o.
+func (d Dec) Add(o Dec) Dec { return Dec{i: new(big.Int).Add(d.big(), o.big())} }
+
+// String is the canonical form with all 18 decimals.
+func (d Dec) String() string {
+	v := d.big()
+	abs := new(big.Int).Abs(v)
+	q, r := new(big.Int).QuoRem(abs, decScale, new(big.Int))
+	rs := r.String()
+	var b strings.Builder
+	if v.Sign() < 0 {
+		b.WriteByte('-')
+	}
+	b.WriteString(q.String())
+	b.WriteByte('.')
+	b.WriteString(strings.Repeat("0", DecPrecision-len(rs)))
+	b.WriteString(rs)
+	return b.String()
+}
+
+// MarshalJSON encodes the canonical string.
+func (d Dec) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
+
+// UnmarshalJSON reads a quoted decimal.
+func (d *Dec) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return fmt.Errorf("decimal must be a JSON string: %w", ErrDecSyntax)
+	}
+	v, err := ParseDec(s[1 : len(s)-1])
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// DecCoin is an amount of a denomination, e.g. a price per block.
+type DecCoin struct {
+	Amount Dec    `json:"amount"`
+	Denom  string `json:"denom,omitempty"`
+}
+
+func (c DecCoin) String() string { return c.Amount.String() + c.Denom }
+
+// ValidDenom reports a denomination Cosmos SDK accepts: a letter, then 2 to 127 letters,
+// digits or "/:._-".
+func ValidDenom(d string) bool {
+	if len(d) < 3 || len(d) > 128 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		letter := c|0x20 >= 'a' && c|0x20 <= 'z'
+		digit := c >= '0' && c <= '9'
+		switch {
+		case letter:
+		case i == 0:
+			return false
+		case !digit && !strings.ContainsRune("/:._-", rune(c)):
+			return false
+		}
+	}
+	return true
+}
