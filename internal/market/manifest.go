@@ -1,26 +1,9 @@
 package market
 
-import (
-	"crypto/sha256"
-	"encoding/json"
-	"fmt"
-)
-
 // Manifest is what a tenant sends the provider for a deployment: per group, the
-// services to run.
+// services to run. Its version hash (Version) is what the deployment records on the
+// ledger; a provider accepts a manifest only if the hashes match.
 type Manifest []ManifestGroup
-
-// Version is the manifest's version hash as Akash computes it: the sha256 of its JSON
-// encoding with object keys sorted. The deployment on the ledger records it, and a
-// provider accepts a manifest only if the hashes match.
-func (m Manifest) Version() ([]byte, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, fmt.Errorf("encode manifest: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return sum[:], nil
-}
 
 // ManifestGroup is the services of one deployment group.
 type ManifestGroup struct {

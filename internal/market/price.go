@@ -25,12 +25,14 @@ type Dec struct {
 // ErrDecSyntax reports a decimal that is not of the form [-]digits[.digits].
 var ErrDecSyntax = errors.New("not a decimal number")
 
-// ParseDec reads "123", "0.5", "-1.25" (at most 18 decimal places).
+// ParseDec reads "123", "0.5", "+2", "-1.25" (at most 18 decimal places).
 func ParseDec(s string) (Dec, error) {
 	str := s
 	neg := false
 	if rest, ok := strings.CutPrefix(str, "-"); ok {
 		neg, str = true, rest
+	} else {
+		str = strings.TrimPrefix(str, "+")
 	}
 	whole, frac, hasDot := strings.Cut(str, ".")
 	if whole == "" || hasDot && frac == "" || !digits(whole) || !digits(frac) {

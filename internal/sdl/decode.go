@@ -20,6 +20,19 @@ type decoder struct {
 	// visits counts nodes read, including every read through an alias; budget bounds
 	// it, so an alias bomb (a few lines expanding to billions of nodes) fails fast.
 	visits, budget int
+	// arena holds the field lists of mappings, handed out in pieces.
+	arena []field
+}
+
+// fieldList returns an empty list with room for n fields, carved from the arena. Its
+// capacity is capped, so growing it past n copies it out instead of overwriting.
+func (d *decoder) fieldList(n int) []field {
+	if cap(d.arena)-len(d.arena) < n {
+		d.arena = make([]field, 0, max(n, 2*cap(d.arena), 32))
+	}
+	start := len(d.arena)
+	d.arena = d.arena[:start+n]
+	return d.arena[start : start : start+n]
 }
 
 // maxAliasVisits is how many node reads aliases may add to a document's own size.
@@ -176,7 +189,7 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 		return nil, d.errorf(n, "expected a mapping, found %s", describe(n))
 	}
 	var (
-		out    = make([]field, 0, len(n.Content)/2)
+		out    = d.fieldList(len(n.Content) / 2)
 		seen   fieldIndex
 		merges []*yaml.Node
 	)

@@ -46,9 +46,9 @@ func FuzzParse(f *testing.F) {
 		if err := checkSortedKeys(res.Groups); err != nil {
 			t.Fatal(err)
 		}
-		v, err := res.Manifest.Version()
+		v, err := akashVersion(res.Manifest)
 		if err != nil || !bytes.Equal(v, res.Version) {
-			t.Fatalf("version %s is not the manifest's hash %s", hex.EncodeToString(res.Version), hex.EncodeToString(v))
+			t.Fatalf("version %s is not the manifest's hash as Akash computes it, %s (%v)", hex.EncodeToString(res.Version), hex.EncodeToString(v), err)
 		}
 		raw, err := json.Marshal(res.Manifest)
 		if err != nil {

@@ -2,6 +2,7 @@ package yaml
 
 import (
 	"fmt"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -49,14 +50,45 @@ func Parse(data []byte) (Document, error) {
 	if err != nil {
 		return Document{}, err
 	}
+	sc, ok := scratchPool.Get().(*scratch)
+	if !ok {
+		sc = &scratch{}
+	}
+	defer sc.release()
 	// Real documents have a node per 8 to 16 bytes; allocate for that up front.
 	p := parser{
-		s:     scanner{src: src, maxDepth: MaxDepth, tokens: make([]token, 0, 16)},
+		s:     scanner{src: src, maxDepth: MaxDepth, tokens: sc.tokens[:0], byTok: sc.byTok[:0], keys: sc.keys[:0], indents: sc.indents[:0]},
 		slab:  make([]Node, len(src)/12+8),
 		ptrs:  make([]*Node, 0, len(src)/12+8),
-		stack: make([]*Node, 0, 64),
+		stack: sc.stack[:0],
 	}
-	return p.parseStream()
+	doc, err := p.parseStream()
+	sc.tokens, sc.byTok, sc.keys, sc.indents, sc.stack = p.s.tokens, p.s.byTok, p.s.keys, p.s.indents, p.stack
+	return doc, err
+}
+
+// scratch is the parser's working memory that does not outlive a parse, reused across
+// parses.
+type scratch struct {
+	tokens  []token
+	byTok   []tokSlot
+	keys    []simpleKey
+	indents []int
+	stack   []*Node
+}
+
+var scratchPool = sync.Pool{New: func() any {
+	return &scratch{tokens: make([]token, 0, 16), stack: make([]*Node, 0, 64)}
+}}
+
+// release drops the scratch's references into the finished document and pools it.
+func (sc *scratch) release() {
+	clear(sc.tokens[:cap(sc.tokens)])
+	clear(sc.stack[:cap(sc.stack)])
+	if cap(sc.tokens) > 1024 || cap(sc.stack) > 1<<16 {
+		return // a hostile document's worth; let it go
+	}
+	scratchPool.Put(sc)
 }
 
 // checkInput strips a UTF-8 byte order mark and rejects what libyaml's reader rejects:
@@ -100,12 +132,12 @@ func inputError(data []byte, line, lineStart, at int, msg string) error {
 	return &Error{Line: line, Column: utf8.RuneCount(data[lineStart:at]) + 1, Msg: msg}
 }
 
-func (p *parser) peek() (token, error) {
-	t, err := p.s.peekToken()
-	if err != nil {
-		return token{}, err
+// peek returns the next token. The pointer is valid until the next peek.
+func (p *parser) peek() (*token, error) {
+	if p.s.available {
+		return &p.s.tokens[p.s.head], nil
 	}
-	return *t, nil
+	return p.s.peekToken()
 }
 
 func (p *parser) skip() { p.s.skipToken() }
@@ -425,6 +457,7 @@ func (p *parser) entry(indentless bool, stops ...tokenKind) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	end := ind.end
 	p.skip()
 	t, err := p.peek()
 	if err != nil {
@@ -432,17 +465,18 @@ func (p *parser) entry(indentless bool, stops ...tokenKind) (*Node, error) {
 	}
 	for _, k := range stops {
 		if t.kind == k {
-			return p.emptyScalar(ind.end), nil
+			return p.emptyScalar(end), nil
 		}
 	}
 	return p.parseNode(true, indentless)
 }
 
 func (p *parser) blockSequence() error {
-	start, err := p.peek()
+	t0, err := p.peek()
 	if err != nil {
 		return err
 	}
+	start := t0.start
 	p.skip()
 	for {
 		t, err := p.peek()
@@ -460,7 +494,7 @@ func (p *parser) blockSequence() error {
 			p.skip()
 			return nil
 		default:
-			return p.errorf(t.start, within("a block collection", start.start), "did not find expected '-' indicator")
+			return p.errorf(t.start, within("a block collection", start), "did not find expected '-' indicator")
 		}
 	}
 }
@@ -483,10 +517,11 @@ func (p *parser) indentlessSequence() error {
 }
 
 func (p *parser) blockMapping() error {
-	start, err := p.peek()
+	t0, err := p.peek()
 	if err != nil {
 		return err
 	}
+	start := t0.start
 	p.skip()
 	for {
 		t, err := p.peek()
@@ -503,7 +538,7 @@ func (p *parser) blockMapping() error {
 			p.skip()
 			return nil
 		default:
-			return p.errorf(t.start, within("a block mapping", start.start), "did not find expected key")
+			return p.errorf(t.start, within("a block mapping", start), "did not find expected key")
 		}
 		if t, err = p.peek(); err != nil {
 			return err
@@ -521,10 +556,11 @@ func (p *parser) blockMapping() error {
 }
 
 func (p *parser) flowSequence() error {
-	start, err := p.peek()
+	t0, err := p.peek()
 	if err != nil {
 		return err
 	}
+	start := t0.start
 	p.skip()
 	for first := true; ; first = false {
 		t, err := p.peek()
@@ -533,7 +569,7 @@ func (p *parser) flowSequence() error {
 		}
 		if t.kind != tokFlowSequenceEnd && !first {
 			if t.kind != tokFlowEntry {
-				return p.errorf(t.start, within("a flow sequence", start.start), "did not find expected ',' or ']'")
+				return p.errorf(t.start, within("a flow sequence", start), "did not find expected ',' or ']'")
 			}
 			p.skip()
 			if t, err = p.peek(); err != nil {
@@ -545,7 +581,7 @@ func (p *parser) flowSequence() error {
 			p.skip()
 			return nil
 		case tokKey:
-			pair, err := p.flowSequencePair(t)
+			pair, err := p.flowSequencePair(t.start)
 			if err != nil {
 				return err
 			}
@@ -562,8 +598,8 @@ func (p *parser) flowSequence() error {
 
 // flowSequencePair reads "? key : value" (or "key: value") inside a flow sequence, a
 // single-pair mapping. Like libyaml, an omitted key consumes the token that follows it.
-func (p *parser) flowSequencePair(keyTok token) (*Node, error) {
-	m := p.newNode(MappingNode, keyTok.start)
+func (p *parser) flowSequencePair(keyStart mark) (*Node, error) {
+	m := p.newNode(MappingNode, keyStart)
 	m.Style = FlowStyle
 	p.skip()
 	t, err := p.peek()
@@ -583,6 +619,7 @@ func (p *parser) flowSequencePair(keyTok token) (*Node, error) {
 	if t, err = p.peek(); err != nil {
 		return nil, err
 	}
+	valueMark := t.start
 	var value *Node
 	if t.kind == tokValue {
 		p.skip()
@@ -597,7 +634,7 @@ func (p *parser) flowSequencePair(keyTok token) (*Node, error) {
 		}
 	}
 	if value == nil {
-		value = p.emptyScalar(t.start)
+		value = p.emptyScalar(valueMark)
 	}
 	from := len(p.stack)
 	p.push(key, value)
@@ -606,10 +643,11 @@ func (p *parser) flowSequencePair(keyTok token) (*Node, error) {
 }
 
 func (p *parser) flowMapping() error {
-	start, err := p.peek()
+	t0, err := p.peek()
 	if err != nil {
 		return err
 	}
+	start := t0.start
 	p.skip()
 	for first := true; ; first = false {
 		t, err := p.peek()
@@ -618,7 +656,7 @@ func (p *parser) flowMapping() error {
 		}
 		if t.kind != tokFlowMappingEnd && !first {
 			if t.kind != tokFlowEntry {
-				return p.errorf(t.start, within("a flow mapping", start.start), "did not find expected ',' or '}'")
+				return p.errorf(t.start, within("a flow mapping", start), "did not find expected ',' or '}'")
 			}
 			p.skip()
 			if t, err = p.peek(); err != nil {

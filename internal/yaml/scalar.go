@@ -1,6 +1,9 @@
 package yaml
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Scalar, tag and directive scanning. Values are slices of the input when they can be
 // (a single-line plain or quoted scalar without escapes); otherwise they are built in the
@@ -25,6 +28,16 @@ func fold(b []byte, leadingBreak string, trailingBreaks []byte) []byte {
 	b = append(b, leadingBreak...)
 	return append(b, trailingBreaks...)
 }
+
+// plainSafe marks the ASCII characters that can neither end a word of a plain scalar
+// nor start a line break; plainSafeFlow also excludes the flow indicators.
+var plainSafe, plainSafeFlow = func() (block, flow [256]bool) {
+	for c := 0x21; c < 0x7F; c++ {
+		block[c] = c != ':'
+		flow[c] = block[c] && !strings.ContainsRune(",?[]{}", rune(c))
+	}
+	return block, flow
+}()
 
 func (s *scanner) atDocumentIndicator() bool {
 	return s.m.col == 0 && (s.at(0) == '-' && s.at(1) == '-' && s.at(2) == '-' ||
@@ -61,11 +74,22 @@ func (s *scanner) scanPlainScalar() (token, error) {
 				b = append(b, s.src[wsFrom:wsTo]...)
 			}
 			wsFrom, wsTo = 0, 0
-			if b != nil {
-				b = s.read(b)
-			} else {
-				s.skip()
+			// Take this character and the run of ASCII characters after it that cannot
+			// end a word.
+			from := s.m.off
+			j := from + width(c)
+			safe := &plainSafe
+			if s.flowLevel > 0 {
+				safe = &plainSafeFlow
 			}
+			for j < len(s.src) && safe[s.src[j]] {
+				j++
+			}
+			if b != nil {
+				b = append(b, s.src[from:j]...)
+			}
+			chars := 1 + j - from - width(c)
+			s.m.off, s.m.idx, s.m.col = j, s.m.idx+chars, s.m.col+chars
 			end = s.m
 		}
 		if !s.isBlank(0) && !s.isBreak(0) {
@@ -130,10 +154,8 @@ func (s *scanner) scanFlowScalar(single bool) (token, error) {
 			}
 		}
 		if single && c == '\'' || !single && c == '"' {
-			for s.m.off < i {
-				s.skip()
-			}
-			s.skip()
+			n := utf8.RuneCountInString(s.src[s.m.off:i]) + 1
+			s.m.off, s.m.idx, s.m.col = i+1, s.m.idx+n, s.m.col+n
 			style := DoubleQuotedStyle
 			if single {
 				style = SingleQuotedStyle

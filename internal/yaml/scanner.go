@@ -474,9 +474,12 @@ func (s *scanner) canStartPlain(c byte) bool {
 // they are not, and the caller reports them.
 func (s *scanner) scanToNextToken() {
 	for {
-		for c := s.at(0); c == ' ' || c == '\t' && (s.flowLevel > 0 || !s.keyAllowed); c = s.at(0) {
-			s.skip()
+		tabs := s.flowLevel > 0 || !s.keyAllowed
+		j := s.m.off
+		for j < len(s.src) && (s.src[j] == ' ' || tabs && s.src[j] == '\t') {
+			j++
 		}
+		s.m.idx, s.m.col, s.m.off = s.m.idx+j-s.m.off, s.m.col+j-s.m.off, j
 		if s.at(0) == '#' {
 			for !s.isBreakz(0) {
 				s.skip()
