@@ -22,7 +22,12 @@ type decoder struct {
 	visits, budget int
 	// arena holds the field lists of mappings, handed out in pieces.
 	arena []field
+	// merging are the mappings whose "<<" merges are being read, innermost last.
+	merging []*yaml.Node
 }
+
+// maxMergeDepth bounds merges of merges ("<<" whose mapping has its own "<<").
+const maxMergeDepth = 32
 
 // fieldList returns an empty list with room for n fields, carved from the arena. Its
 // capacity is capped, so growing it past n copies it out instead of overwriting.
@@ -167,8 +172,11 @@ var composeHints = map[string]string{
 type fieldSet struct {
 	// known are the keys Akash reads; nil accepts any key (a map keyed by names).
 	known []string
-	// unknownIsError makes an unknown key an error, as Akash has it at the top level.
+	// unknownIsError makes an unknown key an error, as Akash has it at the top level
+	// and in the blocks its hand-written decoders read.
 	unknownIsError bool
+	// noMerge treats "<<" as an ordinary (so unknown) key, as those decoders do.
+	noMerge bool
 }
 
 // isMerge reports a YAML merge key ("<<") as yaml.v3 recognises it.
@@ -195,7 +203,7 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 	)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, v := n.Content[i], n.Content[i+1]
-		if isMerge(kn) {
+		if isMerge(kn) && !set.noMerge {
 			merges = append(merges, v)
 			continue
 		}
@@ -237,6 +245,18 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 			continue
 		}
 		out = seen.add(out, field{key: key, keyNod: kn, val: v})
+	}
+	if len(merges) > 0 {
+		for _, outer := range d.merging {
+			if outer == n {
+				return nil, d.errorf(n, "this mapping merges itself (through an alias in a << key)")
+			}
+		}
+		if len(d.merging) >= maxMergeDepth {
+			return nil, d.errorf(n, "merges (<<) are nested more than %d deep", maxMergeDepth)
+		}
+		d.merging = append(d.merging, n)
+		defer func() { d.merging = d.merging[:len(d.merging)-1] }()
 	}
 	for _, m := range merges {
 		merged, err := d.mergeSources(m, set)
@@ -359,9 +379,9 @@ func (d *decoder) str(n *yaml.Node) (string, error) {
 	return d.scalarString(n)
 }
 
-// strs reads a list of strings. Null reads as nil and null items are dropped, as
-// yaml.v3 drops them; an empty list stays an empty (non-nil) list, which the manifest
-// encodes as [] rather than null.
+// strs reads a list of strings. Null reads as nil and null items are dropped (with a
+// warning), as yaml.v3 drops them; an empty list stays an empty (non-nil) list, which
+// the manifest encodes as [] rather than null.
 func (d *decoder) strs(n *yaml.Node) ([]string, error) {
 	n, err := d.deref(n)
 	if err != nil || n.IsNull() {
@@ -377,6 +397,7 @@ func (d *decoder) strs(n *yaml.Node) ([]string, error) {
 			return nil, err
 		}
 		if it.IsNull() {
+			d.warnf(item, "an empty list item is ignored, as Akash ignores it")
 			continue
 		}
 		if it.Kind != yaml.ScalarNode {

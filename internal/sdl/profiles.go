@@ -74,9 +74,9 @@ var (
 	computeKeys     = fieldSet{known: []string{"resources"}}
 	resourcesKeys   = fieldSet{known: []string{"cpu", "gpu", "memory", "storage"}}
 	cpuKeys         = fieldSet{known: []string{"units", "attributes"}}
-	cpuAttrKeys     = fieldSet{known: []string{"arch"}, unknownIsError: true}
-	gpuKeys         = fieldSet{known: []string{"units", "attributes"}, unknownIsError: true}
-	gpuAttrKeys     = fieldSet{known: []string{"vendor"}, unknownIsError: true}
+	cpuAttrKeys     = fieldSet{known: []string{"arch"}, unknownIsError: true, noMerge: true}
+	gpuKeys         = fieldSet{known: []string{"units", "attributes"}, unknownIsError: true, noMerge: true}
+	gpuAttrKeys     = fieldSet{known: []string{"vendor"}, unknownIsError: true, noMerge: true}
 	vendorKeys      = fieldSet{known: []string{"nvidia"}}
 	nvidiaKeys      = fieldSet{known: []string{"model", "ram", "interface"}}
 	memoryKeys      = fieldSet{known: []string{"size"}}

@@ -152,11 +152,11 @@ func Parse(data []byte, opts Options) (*Result, []Warning, error) {
 	}
 	if opts.Strict && len(d.warnings) > 0 {
 		w := d.warnings[0]
-		msg := w.Msg
+		msg := "--strict makes this warning an error: " + w.Msg
 		if n := len(d.warnings) - 1; n > 0 {
 			msg += fmt.Sprintf(" (and %d more warning(s))", n)
 		}
-		return nil, d.warnings, &Error{Path: w.Path, Line: w.Line, Msg: "strict mode: " + msg}
+		return nil, d.warnings, &Error{Path: w.Path, Line: w.Line, Msg: msg}
 	}
 	return res, d.warnings, nil
 }

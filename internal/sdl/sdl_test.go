@@ -154,7 +154,7 @@ func TestWarningsForKeysAkashIgnores(t *testing.T) {
 	}
 	// Strict mode rejects the file, and still reports every warning.
 	_, sws, err := Parse([]byte(in), Options{Strict: true})
-	if err == nil || !strings.Contains(err.Error(), "strict mode: unknown key \"imgae\"") || !strings.Contains(err.Error(), "and 2 more") {
+	if err == nil || !strings.Contains(err.Error(), "--strict makes this warning an error: unknown key \"imgae\"") || !strings.Contains(err.Error(), "and 2 more") {
 		t.Errorf("strict error %v", err)
 	}
 	if len(sws) != 3 {
@@ -199,7 +199,7 @@ func TestYAMLv3DecodingRules(t *testing.T) {
 	})
 	t.Run("null list items are dropped", func(t *testing.T) {
 		res, ws := mustParse(t, edit(t, "      - GREETING=hello\n", "      - GREETING=hello\n      - ~\n"))
-		if env := res.Manifest[0].Services[0].Env; len(env) != 1 || len(ws) != 0 {
+		if env := res.Manifest[0].Services[0].Env; len(env) != 1 || len(ws) != 1 || ws[0].Path != "services.web.env[1]" {
 			t.Errorf("env %q, warnings %v", env, ws)
 		}
 	})
@@ -231,6 +231,7 @@ func TestHostileInput(t *testing.T) {
 		{"deep nesting", "version: \"2.0\"\nx: " + strings.Repeat("[", 200) + strings.Repeat("]", 200) + "\n", "nested more than 100 levels"},
 		{"alias bomb", aliasBomb(), "aliases expand the document"},
 		{"self-referencing alias", edit(t, "    env:\n      - GREETING=hello\n", "    env: &e [*e]\n"), "expected a single value, found a list"},
+		{"self-merging mapping", edit(t, "  web:\n    image: nginx:1.27\n", "  web: &w\n    <<: *w\n    image: nginx:1.27\n"), "services.web (line 3): this mapping merges itself"},
 		{"control character", base + "\x00", "control character 0x00 is not allowed"},
 		{"not UTF-8", base + "# \xff\n", "invalid UTF-8 byte 0xff"},
 		{"empty", "", "the file is empty"},
