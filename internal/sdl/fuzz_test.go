@@ -5,13 +5,29 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"runtime/metrics"
 	"testing"
 )
 
+// maxAllocBytes bounds what Parse may allocate for n bytes of input: the node tree and
+// values grow with the input, and alias expansion is capped (the worst case known, an
+// alias bomb of 708 bytes, allocates about 2.2 MB).
+func maxAllocBytes(n int) uint64 { return 8<<20 + 200*uint64(n) }
+
+// allocatedBytes is the process's cumulative heap allocation (coarse: small allocations
+// show up when their span fills, which is enough to catch runaway growth).
+func allocatedBytes() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
 // FuzzParse feeds arbitrary input to the SDL reader. It must never panic, must fail
-// only with an *Error, and what it accepts must be consistent: the same result twice,
-// canonical JSON, a version that is the manifest's hash, and a manifest that reads back
-// from its own JSON unchanged. (Run: go test ./internal/sdl -fuzz FuzzParse.)
+// only with an *Error, must allocate at most maxAllocBytes for the input (so hostile
+// input cannot exhaust memory), and what it accepts must be consistent: the same result
+// twice, canonical JSON, a version that is the manifest's hash as Akash computes it, and
+// a manifest that reads back from its own JSON. (Run: go test ./internal/sdl -fuzz
+// FuzzParse.)
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte(aliasBomb()))
@@ -20,7 +36,11 @@ func FuzzParse(f *testing.F) {
 		f.Add(cases[i].input)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		before := allocatedBytes()
 		res, ws, err := Parse(data, Options{})
+		if used := allocatedBytes() - before; used > maxAllocBytes(len(data)) {
+			t.Fatalf("parsing %d bytes allocated %d bytes, over the bound of %d", len(data), used, maxAllocBytes(len(data)))
+		}
 		if err != nil {
 			var se *Error
 			if !errors.As(err, &se) {

@@ -239,7 +239,11 @@ func TestHostileInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			before := allocatedBytes()
 			_, _, err := Parse([]byte(tt.in), Options{})
+			if used := allocatedBytes() - before; used > maxAllocBytes(len(tt.in)) {
+				t.Errorf("allocated %d bytes for %d bytes of input, over the bound of %d", used, len(tt.in), maxAllocBytes(len(tt.in)))
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %v, want it to contain %q", err, tt.want)
 			}
