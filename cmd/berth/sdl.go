@@ -24,7 +24,7 @@ func newSDLCommand() *cobra.Command {
 			"--strict makes them errors.\n\n" +
 			"Exit status: 0 valid, 1 invalid (the error names the field path and line), 2 usage.",
 	}
-	cmd.PersistentFlags().BoolVar(&strict, "strict", false, "treat warnings about ignored keys as errors")
+	cmd.PersistentFlags().BoolVar(&strict, "strict", false, "treat warnings (such as ignored keys) as errors")
 	sub := func(use, short string, show func(w io.Writer, name string, r *sdl.Result) error) *cobra.Command {
 		return &cobra.Command{
 			Use:   use + " FILE",

@@ -14,9 +14,9 @@ import (
 // UTF-8 bytes as the raw replacement character rather than a \ufffd escape.
 
 // Version is the manifest's version hash: the sha256 of its canonical JSON.
-func (m Manifest) Version() ([]byte, error) {
+func (m Manifest) Version() []byte {
 	sum := sha256.Sum256(m.AppendCanonicalJSON(make([]byte, 0, 4096)))
-	return sum[:], nil
+	return sum[:]
 }
 
 // AppendCanonicalJSON appends the manifest's canonical JSON to b.
@@ -94,7 +94,7 @@ func (s *Service) appendJSON(b []byte) []byte {
 		b = append(b, `,"params":{`...)
 		if p.Permissions != nil {
 			b = append(b, `"permissions":{`...)
-			if p.Permissions.Read != nil {
+			if len(p.Permissions.Read) > 0 {
 				b = append(b, `"read":`...)
 				b = appendStrings(b, p.Permissions.Read)
 			}

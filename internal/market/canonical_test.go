@@ -54,6 +54,8 @@ func TestCanonicalJSONIsWhatAkashHashes(t *testing.T) {
 	checkCanonical(t, sampleManifest())
 	checkCanonical(t, Manifest{})
 	checkCanonical(t, nil)
+	// omitempty drops empty lists too, not only nil ones.
+	checkCanonical(t, Manifest{{Name: "g", Services: []Service{{Params: &ServiceParams{Permissions: &ServicePermissions{Read: []string{}}}}}}})
 }
 
 func FuzzCanonicalString(f *testing.F) {

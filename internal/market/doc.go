@@ -5,8 +5,9 @@
 // The JSON encodings are Akash's, field for field (names, nulls, omitted zero values),
 // so that groups and manifests written by Akash tools read the same here and hash the
 // same. Struct fields are declared in the order of their JSON names, so encoding/json
-// writes canonical JSON (keys sorted) directly: a manifest's version is the sha256 of
-// that encoding (Manifest.Version).
+// writes keys sorted. A manifest's version (Manifest.Version) is the sha256 of its
+// canonical JSON, written without reflection by AppendCanonicalJSON and byte-identical
+// to what Akash hashes.
 //
 // Values are plain data: safe to share once built, not safe to mutate concurrently.
 package market

@@ -10,9 +10,9 @@ import (
 // DecPrecision is the number of decimal places of a Dec, as Cosmos SDK's LegacyDec.
 const DecPrecision = 18
 
-// maxDecDigits bounds the digits a Dec is parsed from (LegacyDec allows 316 bits, about
-// 95 digits), so hostile input cannot make huge numbers.
-const maxDecDigits = 95
+// maxDecWholeDigits bounds the integer part of a Dec (LegacyDec holds 316 bits, about
+// 95 digits with the 18 decimals), so hostile input cannot make huge numbers.
+const maxDecWholeDigits = 95 - DecPrecision
 
 var decScale = new(big.Int).Exp(big.NewInt(10), big.NewInt(DecPrecision), nil)
 
@@ -41,8 +41,8 @@ func ParseDec(s string) (Dec, error) {
 	if len(frac) > DecPrecision {
 		return Dec{}, fmt.Errorf("%q: more than %d decimal places", s, DecPrecision)
 	}
-	if len(whole)+len(frac) > maxDecDigits {
-		return Dec{}, fmt.Errorf("%q: more than %d digits", s, maxDecDigits)
+	if len(whole) > maxDecWholeDigits {
+		return Dec{}, fmt.Errorf("%q: more than %d digits before the decimal point", s, maxDecWholeDigits)
 	}
 	v, ok := new(big.Int).SetString(whole+frac+strings.Repeat("0", DecPrecision-len(frac)), 10)
 	if !ok {

@@ -27,6 +27,9 @@ type unitOrigin struct {
 }
 
 func (d *decoder) build(doc *document) (*Result, error) {
+	if err := d.checkManifestSize(doc); err != nil {
+		return nil, err
+	}
 	if err := d.validateDocument(doc); err != nil {
 		return nil, err
 	}
@@ -55,10 +58,7 @@ func (d *decoder) build(doc *document) (*Result, error) {
 	if err := d.validateManifest(doc, res.Manifest); err != nil {
 		return nil, err
 	}
-	var err error
-	if res.Version, err = res.Manifest.Version(); err != nil {
-		return nil, err
-	}
+	res.Version = res.Manifest.Version()
 	if doc.reclamation != nil {
 		res.Reclamation = &Reclamation{MinWindow: doc.parsedWindow}
 	}
@@ -118,12 +118,13 @@ func (d *decoder) addDeployment(doc *document, dep *deployment, builders map[str
 		unit := &b.spec.Resources[loc]
 		resources.ID = unit.Resources.ID
 		unit.Count += dep.count
-		unit.Resources.Endpoints = append(unit.Resources.Endpoints, exposeEndpoints(exposes)...)
+		unit.Resources.Endpoints = append(unit.Resources.Endpoints, endpoints...)
 		sort.Sort(unit.Resources.Endpoints)
 		b.origins[loc].deps = append(b.origins[loc].deps, dep)
 	} else {
-		unit := compute.resources.toResources()
-		unit.Endpoints = exposeEndpoints(exposes)
+		// The unit gets its own copy of the endpoints: in 2.1 it grows as services join.
+		unit := resources
+		unit.Endpoints = append(make(market.Endpoints, 0, len(endpoints)), endpoints...)
 		unit.ID = uint32(len(b.spec.Resources) + 1) //nolint:gosec // at most one per deployment entry
 		resources.ID = unit.ID
 		b.spec.Resources = append(b.spec.Resources, market.ResourceUnit{
@@ -218,20 +219,38 @@ func (r *computeResources) toResources() market.Resources {
 	if r.memory != nil {
 		res.Memory = &market.Memory{Size: r.memory.Size, Attributes: r.memory.Attributes}
 	}
-	for i := range r.storage {
-		res.Storage = append(res.Storage, r.storage[i].Storage)
-	}
+	res.Storage = r.storageList()
 	return res
 }
 
-// exposeList sorts manifest ports as Akash does (sort.Sort, so ties stay where that
-// algorithm leaves them): by destination service, port, protocol, global first.
-type exposeList []market.ServiceExpose
+// storageList is the profile's volumes as the ledger records them, built once and
+// shared (read-only) by every unit and service that uses the profile.
+func (r *computeResources) storageList() []market.Storage {
+	if r.volumes == nil && len(r.storage) > 0 {
+		r.volumes = make([]market.Storage, len(r.storage))
+		for i := range r.storage {
+			r.volumes[i] = r.storage[i].Storage
+		}
+	}
+	return r.volumes
+}
 
-func (e exposeList) Len() int      { return len(e) }
-func (e exposeList) Swap(i, j int) { e[i], e[j] = e[j], e[i] }
+// exposeList sorts manifest ports as Akash does (sort.Sort, so ties stay where that
+// algorithm leaves them): by destination service, port, protocol, global first. src,
+// moved along, is the expose entry each port came from.
+type exposeList struct {
+	ports []market.ServiceExpose
+	src   []*expose
+}
+
+func (e exposeList) Len() int { return len(e.ports) }
+func (e exposeList) Swap(i, j int) {
+	e.ports[i], e.ports[j] = e.ports[j], e.ports[i]
+	e.src[i], e.src[j] = e.src[j], e.src[i]
+}
+
 func (e exposeList) Less(i, j int) bool {
-	a, b := e[i], e[j]
+	a, b := &e.ports[i], &e.ports[j]
 	switch {
 	case a.Service != b.Service:
 		return a.Service < b.Service
@@ -246,13 +265,14 @@ func (e exposeList) Less(i, j int) bool {
 }
 
 // manifestExposes turns a service's expose entries into manifest ports: one per "to"
-// destination, or one unexposed port when there is none.
+// destination, or one unexposed port when there is none. It checks each port, and that
+// no hostname is accepted twice in the deployment.
 func (d *decoder) manifestExposes(svc *service, seq map[string]uint32) ([]market.ServiceExpose, error) {
 	n := 0
 	for i := range svc.expose {
 		n += max(1, len(svc.expose[i].to))
 	}
-	out := make(exposeList, 0, n)
+	out := exposeList{ports: make([]market.ServiceExpose, 0, n), src: make([]*expose, 0, n)}
 	for i := range svc.expose {
 		e := &svc.expose[i]
 		proto, err := d.protocol(e)
@@ -264,7 +284,8 @@ func (d *decoder) manifestExposes(svc *service, seq map[string]uint32) ([]market
 			return nil, err
 		}
 		if len(e.to) == 0 {
-			out = append(out, market.ServiceExpose{Port: e.port, ExternalPort: e.as, Proto: proto, Hosts: e.accept, HTTPOptions: http})
+			out.ports = append(out.ports, market.ServiceExpose{Port: e.port, ExternalPort: e.as, Proto: proto, Hosts: e.accept, HTTPOptions: http})
+			out.src = append(out.src, e)
 			continue
 		}
 		for _, to := range e.to {
@@ -281,11 +302,17 @@ func (d *decoder) manifestExposes(svc *service, seq map[string]uint32) ([]market
 			if se.Global && se.IP != "" {
 				se.EndpointSequenceNumber = seq[se.IP]
 			}
-			out = append(out, se)
+			out.ports = append(out.ports, se)
+			out.src = append(out.src, e)
 		}
 	}
 	sort.Sort(out)
-	return out, nil
+	for i := range out.ports {
+		if err := d.validatePort(&out.ports[i], out.src[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out.ports, nil
 }
 
 func (d *decoder) protocol(e *expose) (string, error) {
@@ -360,4 +387,49 @@ func (d *decoder) manifestHTTPOptions(h httpOptions) (market.ServiceHTTPOptions,
 		}
 	}
 	return out, nil
+}
+
+// maxManifestBytes bounds the manifest a file may describe. Each deployment entry
+// repeats its service and its compute profile in the manifest (and in the groups), so a
+// small file can describe a huge one; real manifests are a few kilobytes.
+const maxManifestBytes = 16 << 20
+
+// checkManifestSize estimates, generously, the size of the manifest and groups the file
+// would build, before building them.
+func (d *decoder) checkManifestSize(doc *document) error {
+	serviceSize := make(map[string]int, len(doc.services))
+	for name, svc := range doc.services {
+		n := 512 + len(svc.image)
+		for _, list := range [][]string{svc.command, svc.args, svc.env} {
+			for _, s := range list {
+				n += 16 + 6*len(s) // JSON may escape a byte as \u00XX
+			}
+		}
+		for i := range svc.expose {
+			e := &svc.expose[i]
+			hosts := 0
+			for _, h := range e.accept {
+				hosts += 16 + len(h)
+			}
+			n += max(1, len(e.to)) * (320 + hosts + 64)
+		}
+		if svc.params != nil {
+			n += 128 * len(svc.params.storage)
+		}
+		serviceSize[name] = n
+	}
+	total := 0
+	for i := range doc.deployments {
+		dep := &doc.deployments[i]
+		total += 256 + serviceSize[dep.service]
+		if c := doc.computes[dep.profile]; c != nil && c.resources != nil {
+			// The profile's volumes appear in the service and in its resource unit.
+			total += 2 * 192 * len(c.resources.storage)
+		}
+		if total > maxManifestBytes {
+			return d.errorf(doc.deployNode, "the deployment would make a manifest of more than %d MiB (each deployment entry repeats its service and compute profile); real ones are a few KiB",
+				maxManifestBytes>>20)
+		}
+	}
+	return nil
 }

@@ -24,7 +24,29 @@ type decoder struct {
 	arena []field
 	// merging are the mappings whose "<<" merges are being read, innermost last.
 	merging []*yaml.Node
+	// parents links every node of the tree to its parent, for paths in messages; built
+	// on the first message.
+	parents map[*yaml.Node]parentLink
+	// warned dedupes warnings (a merged mapping is read once per merge); dropped counts
+	// those past maxWarnings.
+	warned  map[warning]bool
+	dropped int
+	// hosts are the hostnames accepted so far in the manifest being built.
+	hosts map[string]bool
 }
+
+type parentLink struct {
+	parent *yaml.Node
+	index  int // in parent.Content
+}
+
+type warning struct {
+	n   *yaml.Node
+	msg string
+}
+
+// maxWarnings is the most warnings reported; the rest are counted.
+const maxWarnings = 100
 
 // maxMergeDepth bounds merges of merges ("<<" whose mapping has its own "<<").
 const maxMergeDepth = 32
@@ -49,53 +71,80 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) *Error {
 	return &Error{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
-// warnf records a warning at node n.
+// warnf records a warning at node n, once.
 func (d *decoder) warnf(n *yaml.Node, format string, args ...any) {
+	w := warning{n: n, msg: fmt.Sprintf(format, args...)}
+	if d.warned[w] {
+		return
+	}
+	if d.warned == nil {
+		d.warned = make(map[warning]bool)
+	}
+	d.warned[w] = true
+	if len(d.warnings) >= maxWarnings {
+		d.dropped++
+		return
+	}
 	path, line := d.locate(n)
-	d.warnings = append(d.warnings, Warning{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+	d.warnings = append(d.warnings, Warning{Path: path, Line: line, Msg: w.msg})
+}
+
+// finishWarnings returns the warnings, with a note of those not reported.
+func (d *decoder) finishWarnings() []Warning {
+	if d.dropped > 0 {
+		return append(d.warnings, Warning{Msg: fmt.Sprintf("%d more warning(s) not shown", d.dropped)})
+	}
+	return d.warnings
 }
 
 // locate returns the field path of n (for a mapping key, the path of its entry) and its
-// line. The path is found by walking the document, without following aliases.
+// line. Paths follow the document as written, not aliases.
 func (d *decoder) locate(n *yaml.Node) (string, int) {
 	if n == nil {
 		return "", 0
 	}
+	if d.parents == nil {
+		d.parents = make(map[*yaml.Node]parentLink)
+		if d.root != nil {
+			d.linkChildren(d.root)
+		}
+	}
+	var links []parentLink
+	for at := n; ; {
+		l, ok := d.parents[at]
+		if !ok {
+			break
+		}
+		links = append(links, l)
+		at = l.parent
+	}
 	var b []byte
-	if d.root != nil && n != d.root {
-		b, _ = pathTo(d.root, n, b)
+	for i := len(links) - 1; i >= 0; i-- {
+		l := links[i]
+		if l.parent.Kind == yaml.MappingNode {
+			b = appendKey(b, l.parent.Content[l.index&^1])
+		} else {
+			b = append(append(append(b, '['), strconv.Itoa(l.index)...), ']')
+		}
 	}
 	return string(b), n.Line
 }
 
-// pathTo appends the path from node at to target and reports whether it found target.
-func pathTo(at, target *yaml.Node, b []byte) ([]byte, bool) {
-	mark := len(b)
-	var found bool
-	switch at.Kind {
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(at.Content); i += 2 {
-			k, v := at.Content[i], at.Content[i+1]
-			b = appendKey(b[:mark], k)
-			if k == target || v == target {
-				return b, true
-			}
-			if b, found = pathTo(v, target, b); found {
-				return b, true
-			}
+// linkChildren records the parent of every node under n (iteratively: documents may
+// be deep).
+func (d *decoder) linkChildren(n *yaml.Node) {
+	stack := []*yaml.Node{n}
+	for len(stack) > 0 {
+		at := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if at.Kind != yaml.MappingNode && at.Kind != yaml.SequenceNode {
+			continue
 		}
-	case yaml.SequenceNode:
-		for i, v := range at.Content {
-			b = append(append(append(b[:mark], '['), strconv.Itoa(i)...), ']')
-			if v == target {
-				return b, true
-			}
-			if b, found = pathTo(v, target, b); found {
-				return b, true
-			}
+		for i, c := range at.Content {
+			d.parents[c] = parentLink{parent: at, index: i}
+			stack = append(stack, c)
 		}
 	}
-	return b[:mark], false
 }
 
 // appendKey appends ".key", quoting keys that would make the path ambiguous.
@@ -175,8 +224,9 @@ type fieldSet struct {
 	// unknownIsError makes an unknown key an error, as Akash has it at the top level
 	// and in the blocks its hand-written decoders read.
 	unknownIsError bool
-	// noMerge treats "<<" as an ordinary (so unknown) key, as those decoders do.
-	noMerge bool
+	// raw reads keys as written, as those hand-written decoders do: an alias key is its
+	// anchor's name, "~" and "<<" are ordinary keys, !!binary is not decoded.
+	raw bool
 }
 
 // isMerge reports a YAML merge key ("<<") as yaml.v3 recognises it.
@@ -196,6 +246,9 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 	if n.Kind != yaml.MappingNode {
 		return nil, d.errorf(n, "expected a mapping, found %s", describe(n))
 	}
+	if err := d.checkDuplicateKeys(n); err != nil {
+		return nil, err
+	}
 	var (
 		out    = d.fieldList(len(n.Content) / 2)
 		seen   fieldIndex
@@ -203,24 +256,26 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 	)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, v := n.Content[i], n.Content[i+1]
-		if isMerge(kn) && !set.noMerge {
-			merges = append(merges, v)
-			continue
-		}
-		k, err := d.deref(kn)
-		if err != nil {
-			return nil, err
-		}
-		if k.Kind != yaml.ScalarNode {
-			return nil, d.errorf(kn, "a key must be a single value, not %s", describe(k))
-		}
-		if k.IsNull() {
-			d.warnf(kn, "an entry with an empty key is ignored, as Akash ignores it")
-			continue
-		}
-		key, err := d.scalarString(k)
-		if err != nil {
-			return nil, err
+		key := kn.Value
+		if !set.raw {
+			if isMerge(kn) {
+				merges = append(merges, v)
+				continue
+			}
+			k, err := d.deref(kn)
+			if err != nil {
+				return nil, err
+			}
+			if k.Kind != yaml.ScalarNode {
+				return nil, d.errorf(kn, "a key must be a single value, not %s", describe(k))
+			}
+			if k.IsNull() {
+				d.warnf(kn, "an entry with an empty key is ignored, as Akash ignores it")
+				continue
+			}
+			if key, err = d.scalarString(k); err != nil {
+				return nil, err
+			}
 		}
 		if first, dup := seen.find(out, key); dup {
 			return nil, d.errorf(kn, "duplicate key %q (first at line %d)", key, first.keyNod.Line)
@@ -304,6 +359,34 @@ func (x *fieldIndex) add(fs []field, f field) []field {
 		}
 	}
 	return fs
+}
+
+// checkDuplicateKeys rejects a mapping with two keys written alike (same kind and
+// text), as yaml.v3 does before decoding a mapping.
+func (d *decoder) checkDuplicateKeys(n *yaml.Node) error {
+	type rawKey struct {
+		kind  yaml.Kind
+		value string
+	}
+	if len(n.Content) <= 32 {
+		for i := 2; i < len(n.Content); i += 2 {
+			for j := 0; j < i; j += 2 {
+				if a, b := n.Content[i], n.Content[j]; a.Kind == b.Kind && a.Value == b.Value {
+					return d.errorf(a, "duplicate key %q (first at line %d)", a.Value, b.Line)
+				}
+			}
+		}
+		return nil
+	}
+	first := make(map[rawKey]*yaml.Node, len(n.Content)/2)
+	for i := 0; i < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if f, dup := first[rawKey{k.Kind, k.Value}]; dup {
+			return d.errorf(k, "duplicate key %q (first at line %d)", k.Value, f.Line)
+		}
+		first[rawKey{k.Kind, k.Value}] = k
+	}
+	return nil
 }
 
 // mergeSources reads the value of a "<<" key: a mapping, or a list of mappings where
@@ -414,7 +497,7 @@ func (d *decoder) strs(n *yaml.Node) ([]string, error) {
 
 // uint32Field reads a whole number that fits in 32 bits; null reads as 0. Like yaml.v3
 // it accepts hexadecimal, octal, binary and underscores, and truncates a fraction (with
-// a warning); unlike it, it rejects negative fractions instead of wrapping them.
+// a warning); unlike it, it rejects a negative fraction (yaml.v3 truncates -0.5 to 0).
 func (d *decoder) uint32Field(n *yaml.Node) (uint32, error) {
 	n, err := d.deref(n)
 	if err != nil || n.IsNull() {
@@ -440,7 +523,7 @@ func (d *decoder) uint32Field(n *yaml.Node) (uint32, error) {
 			return uint32(v), nil
 		}
 	case float64:
-		if v >= 0 && v <= math.MaxUint32 {
+		if v >= 0 && math.Trunc(v) <= math.MaxUint32 {
 			if v != math.Trunc(v) {
 				d.warnf(n, "%s is not a whole number; Akash reads it as %d", n.Value, uint32(v))
 			}

@@ -29,6 +29,19 @@ type computeResources struct {
 	memorySizeNode *yaml.Node
 	storage        []volume
 	storageNode    *yaml.Node
+	volumes        []market.Storage   // storage as the ledger records it (storageList)
+	byName         map[string]*volume // storage by name (volume)
+}
+
+// volume returns the profile's volume named name, or nil.
+func (r *computeResources) volume(name string) *volume {
+	if r.byName == nil {
+		r.byName = make(map[string]*volume, len(r.storage))
+		for i := range r.storage {
+			r.byName[r.storage[i].Name] = &r.storage[i]
+		}
+	}
+	return r.byName[name]
 }
 
 type volume struct {
@@ -74,9 +87,9 @@ var (
 	computeKeys     = fieldSet{known: []string{"resources"}}
 	resourcesKeys   = fieldSet{known: []string{"cpu", "gpu", "memory", "storage"}}
 	cpuKeys         = fieldSet{known: []string{"units", "attributes"}}
-	cpuAttrKeys     = fieldSet{known: []string{"arch"}, unknownIsError: true, noMerge: true}
-	gpuKeys         = fieldSet{known: []string{"units", "attributes"}, unknownIsError: true, noMerge: true}
-	gpuAttrKeys     = fieldSet{known: []string{"vendor"}, unknownIsError: true, noMerge: true}
+	cpuAttrKeys     = fieldSet{known: []string{"arch"}, unknownIsError: true, raw: true}
+	gpuKeys         = fieldSet{known: []string{"units", "attributes"}, unknownIsError: true, raw: true}
+	gpuAttrKeys     = fieldSet{known: []string{"vendor"}, unknownIsError: true, raw: true}
 	vendorKeys      = fieldSet{known: []string{"nvidia"}}
 	nvidiaKeys      = fieldSet{known: []string{"model", "ram", "interface"}}
 	memoryKeys      = fieldSet{known: []string{"size"}}
@@ -97,10 +110,8 @@ func (d *decoder) profiles(n *yaml.Node, doc *document) error {
 	for _, f := range fs {
 		switch f.key {
 		case "compute":
-			doc.computeNode = f.val
 			err = d.computeProfiles(f.val, doc)
 		case "placement":
-			doc.placementNode = f.val
 			err = d.placementProfiles(f.val, doc)
 		}
 		if err != nil {
@@ -374,7 +385,7 @@ func validAttributeKey(k string) bool {
 	middle := func(c byte) bool {
 		return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '/' || c == '.' || c == '-'
 	}
-	if first := k[0] | 0x20; len(k) < 2 || first < 'a' || first > 'z' {
+	if len(k) < 2 || k[0]|0x20 < 'a' || k[0]|0x20 > 'z' {
 		return false
 	}
 	rest := k[1:]
@@ -425,12 +436,12 @@ func (d *decoder) storage(n *yaml.Node) ([]volume, error) {
 	default:
 		return nil, d.errorf(n, "expected a storage volume or a list of them, found %s", describe(v))
 	}
+	seen := make(map[string]bool, len(vols))
 	for i := range vols {
-		for j := range i {
-			if vols[j].Name == vols[i].Name {
-				return nil, d.errorf(vols[i].node, "storage volume name %q is used twice", vols[i].Name)
-			}
+		if seen[vols[i].Name] {
+			return nil, d.errorf(vols[i].node, "storage volume name %q is used twice", vols[i].Name)
 		}
+		seen[vols[i].Name] = true
 	}
 	sortVolumes(vols)
 	return vols, nil
@@ -497,8 +508,14 @@ func (d *decoder) storageAttributes(n *yaml.Node) (market.Attributes, error) {
 			return nil, d.errorf(f.keyNod, "unsupported storage attribute %q (only class and persistent)", f.key)
 		}
 	}
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
 	out := make(market.Attributes, 0, len(attrs))
-	for k, v := range attrs {
+	for _, k := range keys {
+		v := attrs[k]
 		switch k {
 		case market.StorageAttributePersistent:
 			switch v {
@@ -518,7 +535,6 @@ func (d *decoder) storageAttributes(n *yaml.Node) (market.Attributes, error) {
 		}
 		out = append(out, market.Attribute{Key: k, Value: v})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
 }
 

@@ -7,7 +7,8 @@
 // Beyond Akash, keys that Akash silently ignores (typos, docker-compose habits) are
 // reported as warnings, with a suggestion when a known key is close; Options.Strict
 // makes them errors. Hostile input is bounded: size (MaxInputBytes), nesting, node
-// count and alias expansion.
+// count, alias expansion, merges, the size of the manifest a file may describe, and the
+// number of warnings.
 //
 // Parse is a pure function, safe for concurrent use.
 package sdl
@@ -100,16 +101,14 @@ func formatProblem(path string, line, column int, msg string) string {
 
 // document is an SDL file as read, before groups and manifest are built.
 type document struct {
-	version       sdlVersion
-	versionNode   *yaml.Node
-	services      map[string]*service
-	servicesNode  *yaml.Node
-	computes      map[string]*computeProfile
-	computeNode   *yaml.Node
-	placements    map[string]*placementProfile
-	placementNode *yaml.Node
-	deployments   []deployment // sorted by service, then placement
-	deployNode    *yaml.Node
+	version      sdlVersion
+	versionNode  *yaml.Node
+	services     map[string]*service
+	servicesNode *yaml.Node
+	computes     map[string]*computeProfile
+	placements   map[string]*placementProfile
+	deployments  []deployment // sorted by service, then placement
+	deployNode   *yaml.Node
 	// deployServices are the service names under deployment, sorted, including those
 	// placed nowhere (they still count when numbering leased-IP endpoints).
 	deployServices []string
@@ -123,6 +122,7 @@ type document struct {
 var topKeys = fieldSet{
 	known:          []string{"version", "include", "services", "profiles", "deployment", "endpoints", "reclamation"},
 	unknownIsError: true,
+	raw:            true,
 }
 
 // Parse reads an SDL file. It returns the warnings found even when it fails.
@@ -144,21 +144,21 @@ func Parse(data []byte, opts Options) (*Result, []Warning, error) {
 	}
 	doc, err := d.document(ydoc.Root)
 	if err != nil {
-		return nil, d.warnings, err
+		return nil, d.finishWarnings(), err
 	}
 	res, err := d.build(doc)
 	if err != nil {
-		return nil, d.warnings, err
+		return nil, d.finishWarnings(), err
 	}
 	if opts.Strict && len(d.warnings) > 0 {
 		w := d.warnings[0]
 		msg := "--strict makes this warning an error: " + w.Msg
-		if n := len(d.warnings) - 1; n > 0 {
+		if n := len(d.warnings) - 1 + d.dropped; n > 0 {
 			msg += fmt.Sprintf(" (and %d more warning(s))", n)
 		}
-		return nil, d.warnings, &Error{Path: w.Path, Line: w.Line, Msg: msg}
+		return nil, d.finishWarnings(), &Error{Path: w.Path, Line: w.Line, Msg: msg}
 	}
-	return res, d.warnings, nil
+	return res, d.finishWarnings(), nil
 }
 
 // yamlError turns a syntax error into an Error.
@@ -188,7 +188,7 @@ func (d *decoder) document(root *yaml.Node) (*document, error) {
 	}
 	doc := &document{}
 	for _, f := range fs {
-		if f.key == "version" {
+		if f.key == "version" && doc.versionNode == nil {
 			if doc.version, err = d.version(f.val); err != nil {
 				return nil, err
 			}
@@ -216,7 +216,6 @@ func (d *decoder) document(root *yaml.Node) (*document, error) {
 		case "endpoints":
 			err = d.endpoints(f.val, doc)
 		case "reclamation":
-			doc.reclamation = f.keyNod
 			doc.minWindow, doc.reclamation, err = d.reclamation(f.val)
 		}
 		if err != nil {

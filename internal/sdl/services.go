@@ -24,7 +24,6 @@ type service struct {
 }
 
 type expose struct {
-	node     *yaml.Node
 	port, as uint32
 	portNode *yaml.Node
 	proto    string
@@ -36,7 +35,6 @@ type expose struct {
 }
 
 type exposeTo struct {
-	node    *yaml.Node
 	service string
 	global  bool
 	ip      string
@@ -50,7 +48,6 @@ type httpOptions struct {
 }
 
 type serviceParams struct {
-	node        *yaml.Node
 	storage     []storageParam
 	permissions *market.ServicePermissions
 	tee         string
@@ -65,9 +62,8 @@ type storageParam struct {
 }
 
 type credentials struct {
-	node                             *yaml.Node
-	host, email, username, password  string
-	hostN, emailN, usernameN, passwN *yaml.Node
+	host, email, username, password string
+	hostN, usernameN, passwN        *yaml.Node
 }
 
 var (
@@ -196,7 +192,7 @@ func (d *decoder) exposes(n *yaml.Node) ([]expose, error) {
 	}
 	out := make([]expose, 0, len(items))
 	for _, it := range items {
-		e := expose{node: it, portNode: it}
+		e := expose{portNode: it}
 		fs, err := d.fields(it, exposeKeys)
 		if err != nil {
 			return nil, err
@@ -249,7 +245,7 @@ func (d *decoder) exposeTos(n *yaml.Node) ([]exposeTo, error) {
 	}
 	out := make([]exposeTo, 0, len(items))
 	for _, it := range items {
-		t := exposeTo{node: it}
+		t := exposeTo{}
 		fs, err := d.fields(it, exposeToKeys)
 		if err != nil {
 			return nil, err
@@ -309,7 +305,7 @@ func (d *decoder) params(n *yaml.Node) (*serviceParams, error) {
 	if v, err := d.deref(n); err != nil || v.IsNull() {
 		return nil, err
 	}
-	p := &serviceParams{node: n}
+	p := &serviceParams{}
 	fs, err := d.fields(n, paramsKeys)
 	if err != nil {
 		return nil, err
@@ -380,7 +376,7 @@ func (d *decoder) credentials(n *yaml.Node) (*credentials, error) {
 	if v, err := d.deref(n); err != nil || v.IsNull() {
 		return nil, err
 	}
-	c := &credentials{node: n, hostN: n, usernameN: n, passwN: n}
+	c := &credentials{hostN: n, usernameN: n, passwN: n}
 	fs, err := d.fields(n, credentialsKeys)
 	if err != nil {
 		return nil, err
@@ -391,7 +387,6 @@ func (d *decoder) credentials(n *yaml.Node) (*credentials, error) {
 			c.hostN = g.val
 			c.host, err = d.str(g.val)
 		case "email":
-			c.emailN = g.val
 			c.email, err = d.str(g.val)
 		case "username":
 			c.usernameN = g.val

@@ -221,20 +221,16 @@ func (d *decoder) validateDeployment(doc *document, dep *deployment, usedEndpoin
 
 // validateMounts checks a service's volume mounts against its compute profile's volumes.
 func (d *decoder) validateMounts(doc *document, svc *service, compute *computeProfile) error {
-	vols := map[string]*volume{}
-	for i := range compute.resources.storage {
-		vols[compute.resources.storage[i].Name] = &compute.resources.storage[i]
-	}
 	mounts := map[string]string{}
 	var params []storageParam
 	if svc.params != nil {
 		params = svc.params.storage
 	}
 	for _, sp := range params {
-		vol, ok := vols[sp.name]
+		vol := compute.resources.volume(sp.name)
 		switch {
-		case !ok:
-			return d.errorf(sp.keyNode, "service %q mounts volume %q, which compute profile %q does not have (it has: %s)", svc.name, sp.name, compute.name, names(vols))
+		case vol == nil:
+			return d.errorf(sp.keyNode, "service %q mounts volume %q, which compute profile %q does not have (it has: %s)", svc.name, sp.name, compute.name, volumeNames(compute.resources.storage))
 		case !path.IsAbs(sp.mount):
 			return d.errorf(sp.keyNode, "mount %q must be an absolute path", sp.mount)
 		}
@@ -257,6 +253,14 @@ func (d *decoder) validateMounts(doc *document, svc *service, compute *computePr
 		}
 	}
 	return nil
+}
+
+func volumeNames(vols []volume) string {
+	out := make([]string, len(vols))
+	for i := range vols {
+		out[i] = vols[i].Name
+	}
+	return strings.Join(out, ", ")
 }
 
 // validateGroups applies the ledger's checks on deployment groups: resource limits per
@@ -367,10 +371,9 @@ func (d *decoder) validatePrice(doc *document, o unitOrigin, p market.DecCoin) e
 	return nil
 }
 
-// validateManifest applies the manifest's own checks: names, images, environment
-// variable names, ports, hostnames, and at least one globally exposed port.
+// validateManifest applies the manifest's own checks that are not made while building
+// it: names, images, environment variable names, and at least one global port.
 func (d *decoder) validateManifest(doc *document, m market.Manifest) error {
-	hosts := map[string]bool{}
 	global := false
 	for _, g := range m {
 		for i := range g.Services {
@@ -389,9 +392,6 @@ func (d *decoder) validateManifest(doc *document, m market.Manifest) error {
 				}
 			}
 			for j := range s.Expose {
-				if err := d.validatePort(svc, &s.Expose[j], hosts); err != nil {
-					return err
-				}
 				global = global || s.Expose[j].Global
 			}
 		}
@@ -402,29 +402,23 @@ func (d *decoder) validateManifest(doc *document, m market.Manifest) error {
 	return nil
 }
 
-func (d *decoder) validatePort(svc *service, e *market.ServiceExpose, hosts map[string]bool) error {
-	var src *expose
-	for i := range svc.expose {
-		if svc.expose[i].port == e.Port {
-			src = &svc.expose[i]
-			break
-		}
-	}
+// validatePort checks one manifest port, made from the expose entry src, and records
+// its hostnames: a hostname may be accepted once per deployment.
+func (d *decoder) validatePort(e *market.ServiceExpose, src *expose) error {
 	if e.Port == 0 || e.Port > math.MaxUint16 {
-		at := svc.keyNode
-		if src != nil {
-			at = src.portNode
-		}
-		return d.errorf(at, "port %d is outside 1–65535", e.Port)
+		return d.errorf(src.portNode, "port %d is outside 1–65535", e.Port)
 	}
 	for _, h := range e.Hosts {
 		switch {
 		case !validHostname(h):
 			return d.errorf(src.acceptN, "hostname %q is not a valid lowercase DNS name", h)
-		case hosts[h]:
+		case d.hosts[h]:
 			return d.errorf(src.acceptN, "hostname %q appears more than once; a hostname may be accepted once per deployment (an expose entry with several to destinations counts once per destination)", h)
 		}
-		hosts[h] = true
+		if d.hosts == nil {
+			d.hosts = make(map[string]bool)
+		}
+		d.hosts[h] = true
 	}
 	return nil
 }

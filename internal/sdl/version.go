@@ -34,15 +34,10 @@ func (v sdlVersion) v20() bool {
 	return v.major == 2 && v.minor == 0 && v.patch == 0 && !v.prerelease
 }
 
+// version reads the version field as Akash does, from the node's text as written (an
+// alias reads as its anchor's name, which is no version).
 func (d *decoder) version(n *yaml.Node) (sdlVersion, error) {
-	v, err := d.deref(n)
-	if err != nil {
-		return sdlVersion{}, err
-	}
-	text := ""
-	if v.Kind == yaml.ScalarNode {
-		text = v.Value
-	}
+	text := n.Value
 	sv, err := parseTolerantVersion(text)
 	if err != nil {
 		return sv, d.errorf(n, "%q is not a version number (use \"2.0\" or \"2.1\"): %v", text, err)
@@ -93,8 +88,13 @@ func parseTolerantVersion(s string) (sdlVersion, error) {
 	}
 	if i := strings.IndexByte(patch, '-'); i >= 0 {
 		for _, p := range strings.Split(patch[i+1:], ".") {
-			if p == "" || !onlyChars(p, alnum) || onlyChars(p, digitsOnly) && len(p) > 1 && p[0] == '0' {
+			if p == "" || !onlyChars(p, alnum) {
 				return v, errors.New("invalid pre-release")
+			}
+			if onlyChars(p, digitsOnly) {
+				if _, err := strconv.ParseUint(p, 10, 64); err != nil || len(p) > 1 && p[0] == '0' {
+					return v, errors.New("invalid numeric pre-release")
+				}
 			}
 		}
 		v.prerelease = true

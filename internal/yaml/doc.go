@@ -14,7 +14,9 @@
 // accepted (a UTF-16 byte order mark is an error), and invalid UTF-8 or a control
 // character anywhere is an error (yaml.v3 checks only as far as it reads); nesting
 // deeper than MaxDepth and more than MaxNodes nodes are errors; a byte order mark after
-// the first character is an ordinary character; comments are skipped, not kept. Like
+// the first character is an ordinary character; comments are skipped, not kept (so an
+// omitted value that ends a block before comment lines is placed at the next token,
+// where libyaml places it at a comment). Like
 // yaml.v3, Parse does not expand aliases, and an anchored collection may contain an
 // alias of itself: consumers that expand aliases must bound the work (see sdl).
 //

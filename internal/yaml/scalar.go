@@ -513,7 +513,7 @@ func (s *scanner) fetchDirective() error {
 		for s.isBlank(0) {
 			s.skip()
 		}
-		prefix, err := s.tagURI(true, "", context)
+		prefix, err := s.tagURI("", context)
 		if err != nil {
 			return err
 		}
@@ -572,7 +572,7 @@ func (s *scanner) fetchTag() error {
 		s.skip()
 		s.skip()
 		var err error
-		if suffix, err = s.tagURI(false, "", context); err != nil {
+		if suffix, err = s.tagURI("", context); err != nil {
 			return err
 		}
 		if s.at(0) != '>' {
@@ -585,13 +585,13 @@ func (s *scanner) fetchTag() error {
 			return err
 		}
 		if len(handle) > 1 && handle[0] == '!' && handle[len(handle)-1] == '!' {
-			if suffix, err = s.tagURI(false, "", context); err != nil {
+			if suffix, err = s.tagURI("", context); err != nil {
 				return err
 			}
 		} else {
 			// "!name" is the primary handle "!" followed by the suffix "name"; a lone "!"
 			// is the non-specific tag.
-			if suffix, err = s.tagURI(false, handle, context); err != nil {
+			if suffix, err = s.tagURI(handle, context); err != nil {
 				return err
 			}
 			handle = "!"
@@ -626,7 +626,7 @@ func (s *scanner) tagHandle(directive bool, context string) (string, error) {
 
 // tagURI scans the URI part of a tag, decoding %-escapes. head is what tagHandle already
 // read when the handle turned out to be part of the suffix ("!name").
-func (s *scanner) tagURI(directive bool, head, context string) (string, error) {
+func (s *scanner) tagURI(head, context string) (string, error) {
 	var b []byte
 	hasTag := head != ""
 	if len(head) > 1 {
@@ -646,7 +646,6 @@ func (s *scanner) tagURI(directive bool, head, context string) (string, error) {
 	if !hasTag {
 		return "", s.errorf(s.m, context, "did not find expected tag URI")
 	}
-	_ = directive
 	return string(b), nil
 }
 
