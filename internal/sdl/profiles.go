@@ -174,31 +174,41 @@ func (d *decoder) computeResources(n *yaml.Node) (*computeResources, error) {
 	return r, nil
 }
 
-func (d *decoder) cpu(n *yaml.Node) (*market.CPU, *yaml.Node, error) {
+// unitsBlock reads the {units, attributes} shape that cpu and gpu share. It reports
+// whether the block is there (not null), the units' node, and their values.
+func (d *decoder) unitsBlock(n *yaml.Node, set fieldSet, readUnits func(*yaml.Node) (uint64, error),
+	readAttrs func(*yaml.Node) (market.Attributes, error),
+) (present bool, unitsNode *yaml.Node, units market.ResourceValue, attrs market.Attributes, err error) {
 	if v, err := d.deref(n); err != nil || v.IsNull() {
-		return nil, nil, err
+		return false, nil, units, nil, err
 	}
-	c := &market.CPU{}
-	var units *yaml.Node
-	fs, err := d.fields(n, cpuKeys)
+	fs, err := d.fields(n, set)
 	if err != nil {
-		return nil, nil, err
+		return false, nil, units, nil, err
 	}
 	for _, f := range fs {
 		switch f.key {
 		case "units":
 			var u uint64
-			units = f.val
-			u, err = d.millicpu(f.val)
-			c.Units.Val = market.Uint(u)
+			u, err = readUnits(f.val)
+			units.Val, unitsNode = market.Uint(u), f.val
 		case "attributes":
-			c.Attributes, err = d.attributes(f.val, cpuAttrKeys)
+			attrs, err = readAttrs(f.val)
 		}
 		if err != nil {
-			return nil, nil, err
+			return false, nil, units, nil, err
 		}
 	}
-	return c, units, nil
+	return true, unitsNode, units, attrs, nil
+}
+
+func (d *decoder) cpu(n *yaml.Node) (*market.CPU, *yaml.Node, error) {
+	present, unitsNode, units, attrs, err := d.unitsBlock(n, cpuKeys, d.millicpu,
+		func(a *yaml.Node) (market.Attributes, error) { return d.attributes(a, cpuAttrKeys) })
+	if err != nil || !present {
+		return nil, nil, err
+	}
+	return &market.CPU{Units: units, Attributes: attrs}, unitsNode, nil
 }
 
 func (d *decoder) memory(n *yaml.Node) (*market.Memory, *yaml.Node, error) {
@@ -241,33 +251,14 @@ func (d *decoder) attributes(n *yaml.Node, set fieldSet) (market.Attributes, err
 }
 
 func (d *decoder) gpu(n *yaml.Node) (*market.GPU, *yaml.Node, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	present, unitsNode, units, attrs, err := d.unitsBlock(n, gpuKeys, d.gpuUnits, d.gpuAttributes)
+	if err != nil || !present {
 		return nil, nil, err
 	}
-	g := &market.GPU{}
-	var units *yaml.Node
-	fs, err := d.fields(n, gpuKeys)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, f := range fs {
-		switch f.key {
-		case "units":
-			var u uint64
-			units = f.val
-			u, err = d.gpuUnits(f.val)
-			g.Units.Val = market.Uint(u)
-		case "attributes":
-			g.Attributes, err = d.gpuAttributes(f.val)
-		}
-		if err != nil {
-			return nil, nil, err
-		}
-	}
-	if g.Units.Val > 0 && len(g.Attributes) == 0 {
+	if units.Val > 0 && len(attrs) == 0 {
 		return nil, nil, d.errorf(n, "GPU attributes are required when units > 0 (e.g. attributes: {vendor: {nvidia: [{model: a100}]}})")
 	}
-	return g, units, nil
+	return &market.GPU{Units: units, Attributes: attrs}, unitsNode, nil
 }
 
 // gpuAttributes turns the vendor/model list into Akash's attribute keys:

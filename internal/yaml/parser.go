@@ -471,13 +471,22 @@ func (p *parser) entry(indentless bool, stops ...tokenKind) (*Node, error) {
 	return p.parseNode(true, indentless)
 }
 
+// open consumes the token that opens a collection and returns where it starts.
+func (p *parser) open() (mark, error) {
+	t, err := p.peek()
+	if err != nil {
+		return mark{}, err
+	}
+	start := t.start
+	p.skip()
+	return start, nil
+}
+
 func (p *parser) blockSequence() error {
-	t0, err := p.peek()
+	start, err := p.open()
 	if err != nil {
 		return err
 	}
-	start := t0.start
-	p.skip()
 	for {
 		t, err := p.peek()
 		if err != nil {
@@ -517,12 +526,10 @@ func (p *parser) indentlessSequence() error {
 }
 
 func (p *parser) blockMapping() error {
-	t0, err := p.peek()
+	start, err := p.open()
 	if err != nil {
 		return err
 	}
-	start := t0.start
-	p.skip()
 	for {
 		t, err := p.peek()
 		if err != nil {
@@ -555,26 +562,29 @@ func (p *parser) blockMapping() error {
 	}
 }
 
+// flowNext returns the first token of a flow collection's next entry, or its end token:
+// entries after the first must be preceded by ','.
+func (p *parser) flowNext(first bool, end tokenKind, start mark, what, closer string) (*token, error) {
+	t, err := p.peek()
+	if err != nil || first || t.kind == end {
+		return t, err
+	}
+	if t.kind != tokFlowEntry {
+		return nil, p.errorf(t.start, within(what, start), "did not find expected ',' or %s", closer)
+	}
+	p.skip()
+	return p.peek()
+}
+
 func (p *parser) flowSequence() error {
-	t0, err := p.peek()
+	start, err := p.open()
 	if err != nil {
 		return err
 	}
-	start := t0.start
-	p.skip()
 	for first := true; ; first = false {
-		t, err := p.peek()
+		t, err := p.flowNext(first, tokFlowSequenceEnd, start, "a flow sequence", "']'")
 		if err != nil {
 			return err
-		}
-		if t.kind != tokFlowSequenceEnd && !first {
-			if t.kind != tokFlowEntry {
-				return p.errorf(t.start, within("a flow sequence", start), "did not find expected ',' or ']'")
-			}
-			p.skip()
-			if t, err = p.peek(); err != nil {
-				return err
-			}
 		}
 		switch t.kind {
 		case tokFlowSequenceEnd:
@@ -643,25 +653,14 @@ func (p *parser) flowSequencePair(keyStart mark) (*Node, error) {
 }
 
 func (p *parser) flowMapping() error {
-	t0, err := p.peek()
+	start, err := p.open()
 	if err != nil {
 		return err
 	}
-	start := t0.start
-	p.skip()
 	for first := true; ; first = false {
-		t, err := p.peek()
+		t, err := p.flowNext(first, tokFlowMappingEnd, start, "a flow mapping", "'}'")
 		if err != nil {
 			return err
-		}
-		if t.kind != tokFlowMappingEnd && !first {
-			if t.kind != tokFlowEntry {
-				return p.errorf(t.start, within("a flow mapping", start), "did not find expected ',' or '}'")
-			}
-			p.skip()
-			if t, err = p.peek(); err != nil {
-				return err
-			}
 		}
 		var key, value *Node
 		switch t.kind {

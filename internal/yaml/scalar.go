@@ -366,19 +366,8 @@ func (s *scanner) scanBlockScalar(literal bool) (token, error) {
 		}
 		chomp()
 	}
-	for s.isBlank(0) {
-		s.skip()
-	}
-	if s.at(0) == '#' {
-		for !s.isBreakz(0) {
-			s.skip()
-		}
-	}
-	if !s.isBreakz(0) {
-		return token{}, s.errorf(s.m, context, "did not find expected comment or line break")
-	}
-	if s.isBreak(0) {
-		s.skipLine()
+	if err := s.finishLine(context); err != nil {
+		return token{}, err
 	}
 	end := s.m
 	indent := 0
@@ -459,6 +448,26 @@ func (s *scanner) blockScalarBreaks(indent *int, breaks []byte, context string, 
 	return breaks, nil
 }
 
+// finishLine skips what may end a block scalar's header or a directive: blanks and a
+// comment, then the line break.
+func (s *scanner) finishLine(context string) error {
+	for s.isBlank(0) {
+		s.skip()
+	}
+	if s.at(0) == '#' {
+		for !s.isBreakz(0) {
+			s.skip()
+		}
+	}
+	if !s.isBreakz(0) {
+		return s.errorf(s.m, context, "did not find expected comment or line break")
+	}
+	if s.isBreak(0) {
+		s.skipLine()
+	}
+	return nil
+}
+
 // fetchDirective scans a %YAML or %TAG directive line.
 func (s *scanner) fetchDirective() error {
 	s.unrollIndent(-1)
@@ -525,19 +534,8 @@ func (s *scanner) fetchDirective() error {
 		return s.errorf(start, context, "found unknown directive name")
 	}
 	t.end = s.m
-	for s.isBlank(0) {
-		s.skip()
-	}
-	if s.at(0) == '#' {
-		for !s.isBreakz(0) {
-			s.skip()
-		}
-	}
-	if !s.isBreakz(0) {
-		return s.errorf(s.m, context, "did not find expected comment or line break")
-	}
-	if s.isBreak(0) {
-		s.skipLine()
+	if err := s.finishLine(context); err != nil {
+		return err
 	}
 	s.queue(t, -1)
 	return nil
