@@ -21,33 +21,30 @@ func (m Manifest) Version() []byte {
 
 // AppendCanonicalJSON appends the manifest's canonical JSON to b.
 func (m Manifest) AppendCanonicalJSON(b []byte) []byte {
-	if m == nil {
+	return appendList(b, m, (*ManifestGroup).appendJSON)
+}
+
+// appendList writes xs as a JSON array, or null when xs is nil (as encoding/json does).
+func appendList[T any](b []byte, xs []T, elem func(*T, []byte) []byte) []byte {
+	if xs == nil {
 		return append(b, "null"...)
 	}
 	b = append(b, '[')
-	for i := range m {
+	for i := range xs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		g := &m[i]
-		b = append(b, `{"name":`...)
-		b = appendString(b, g.Name)
-		b = append(b, `,"services":`...)
-		if g.Services == nil {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, '[')
-			for j := range g.Services {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = g.Services[j].appendJSON(b)
-			}
-			b = append(b, ']')
-		}
-		b = append(b, '}')
+		b = elem(&xs[i], b)
 	}
 	return append(b, ']')
+}
+
+func (g *ManifestGroup) appendJSON(b []byte) []byte {
+	b = append(b, `{"name":`...)
+	b = appendString(b, g.Name)
+	b = append(b, `,"services":`...)
+	b = appendList(b, g.Services, (*Service).appendJSON)
+	return append(b, '}')
 }
 
 func (s *Service) appendJSON(b []byte) []byte {
@@ -74,18 +71,7 @@ func (s *Service) appendJSON(b []byte) []byte {
 	b = append(b, `,"env":`...)
 	b = appendStrings(b, s.Env)
 	b = append(b, `,"expose":`...)
-	if s.Expose == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i := range s.Expose {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = s.Expose[i].appendJSON(b)
-		}
-		b = append(b, ']')
-	}
+	b = appendList(b, s.Expose, (*ServiceExpose).appendJSON)
 	b = append(b, `,"image":`...)
 	b = appendString(b, s.Image)
 	b = append(b, `,"name":`...)
@@ -101,24 +87,7 @@ func (s *Service) appendJSON(b []byte) []byte {
 			b = append(b, "},"...)
 		}
 		b = append(b, `"storage":`...)
-		if p.Storage == nil {
-			b = append(b, "null"...)
-		} else {
-			b = append(b, '[')
-			for i, sp := range p.Storage {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = append(b, `{"mount":`...)
-				b = appendString(b, sp.Mount)
-				b = append(b, `,"name":`...)
-				b = appendString(b, sp.Name)
-				b = append(b, `,"readOnly":`...)
-				b = strconv.AppendBool(b, sp.ReadOnly)
-				b = append(b, '}')
-			}
-			b = append(b, ']')
-		}
+		b = appendList(b, p.Storage, (*StorageParams).appendJSON)
 		if p.TEE != nil {
 			b = append(b, `,"tee":{"attestation":`...)
 			b = strconv.AppendBool(b, p.TEE.Attestation)
@@ -130,6 +99,16 @@ func (s *Service) appendJSON(b []byte) []byte {
 	}
 	b = append(b, `,"resources":`...)
 	b = s.Resources.appendJSON(b)
+	return append(b, '}')
+}
+
+func (sp *StorageParams) appendJSON(b []byte) []byte {
+	b = append(b, `{"mount":`...)
+	b = appendString(b, sp.Mount)
+	b = append(b, `,"name":`...)
+	b = appendString(b, sp.Name)
+	b = append(b, `,"readOnly":`...)
+	b = strconv.AppendBool(b, sp.ReadOnly)
 	return append(b, '}')
 }
 
@@ -176,26 +155,7 @@ func (r *Resources) appendJSON(b []byte) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, `"endpoints":`...)
-	if r.Endpoints == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, ep := range r.Endpoints {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '{')
-			if ep.Kind != 0 {
-				b = append(b, `"kind":`...)
-				b = strconv.AppendInt(b, int64(ep.Kind), 10)
-				b = append(b, ',')
-			}
-			b = append(b, `"sequence_number":`...)
-			b = strconv.AppendUint(b, uint64(ep.SequenceNumber), 10)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
-	}
+	b = appendList(b, r.Endpoints, (*Endpoint).appendJSON)
 	if r.GPU != nil {
 		b = append(b, `,"gpu":`...)
 		b = appendUnits(b, r.GPU.Attributes, "units", r.GPU.Units)
@@ -207,26 +167,35 @@ func (r *Resources) appendJSON(b []byte) []byte {
 		b = appendUnits(b, r.Memory.Attributes, "size", r.Memory.Size)
 	}
 	if len(r.Storage) > 0 {
-		b = append(b, `,"storage":[`...)
-		for i := range r.Storage {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			st := &r.Storage[i]
-			b = append(b, '{')
-			if len(st.Attributes) > 0 {
-				b = append(b, `"attributes":`...)
-				b = appendAttributes(b, st.Attributes)
-				b = append(b, ',')
-			}
-			b = append(b, `"name":`...)
-			b = appendString(b, st.Name)
-			b = append(b, `,"size":`...)
-			b = appendValue(b, st.Size)
-			b = append(b, '}')
-		}
-		b = append(b, ']')
+		b = append(b, `,"storage":`...)
+		b = appendList(b, r.Storage, (*Storage).appendJSON)
 	}
+	return append(b, '}')
+}
+
+func (ep *Endpoint) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	if ep.Kind != 0 {
+		b = append(b, `"kind":`...)
+		b = strconv.AppendInt(b, int64(ep.Kind), 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"sequence_number":`...)
+	b = strconv.AppendUint(b, uint64(ep.SequenceNumber), 10)
+	return append(b, '}')
+}
+
+func (st *Storage) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	if len(st.Attributes) > 0 {
+		b = append(b, `"attributes":`...)
+		b = appendList(b, st.Attributes, (*Attribute).appendJSON)
+		b = append(b, ',')
+	}
+	b = append(b, `"name":`...)
+	b = appendString(b, st.Name)
+	b = append(b, `,"size":`...)
+	b = appendValue(b, st.Size)
 	return append(b, '}')
 }
 
@@ -235,7 +204,7 @@ func appendUnits(b []byte, attrs Attributes, key string, v ResourceValue) []byte
 	b = append(b, '{')
 	if len(attrs) > 0 {
 		b = append(b, `"attributes":`...)
-		b = appendAttributes(b, attrs)
+		b = appendList(b, attrs, (*Attribute).appendJSON)
 		b = append(b, ',')
 	}
 	b = append(b, '"')
@@ -251,41 +220,24 @@ func appendValue(b []byte, v ResourceValue) []byte {
 	return append(b, `"}`...)
 }
 
-func appendAttributes(b []byte, attrs Attributes) []byte {
-	b = append(b, '[')
-	for i, a := range attrs {
-		if i > 0 {
+func (a *Attribute) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	if a.Key != "" {
+		b = append(b, `"key":`...)
+		b = appendString(b, a.Key)
+	}
+	if a.Value != "" {
+		if a.Key != "" {
 			b = append(b, ',')
 		}
-		b = append(b, '{')
-		if a.Key != "" {
-			b = append(b, `"key":`...)
-			b = appendString(b, a.Key)
-		}
-		if a.Value != "" {
-			if a.Key != "" {
-				b = append(b, ',')
-			}
-			b = append(b, `"value":`...)
-			b = appendString(b, a.Value)
-		}
-		b = append(b, '}')
+		b = append(b, `"value":`...)
+		b = appendString(b, a.Value)
 	}
-	return append(b, ']')
+	return append(b, '}')
 }
 
 func appendStrings(b []byte, ss []string) []byte {
-	if ss == nil {
-		return append(b, "null"...)
-	}
-	b = append(b, '[')
-	for i, s := range ss {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, s)
-	}
-	return append(b, ']')
+	return appendList(b, ss, func(s *string, b []byte) []byte { return appendString(b, *s) })
 }
 
 const hexDigits = "0123456789abcdef"

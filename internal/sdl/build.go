@@ -1,10 +1,12 @@
 package sdl
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/yaml"
 )
 
 // Building groups and the manifest, step for step as Akash's SDL package does: the
@@ -24,6 +26,7 @@ type groupBuilder struct {
 type unitOrigin struct {
 	compute *computeProfile
 	deps    []*deployment
+	price   *yaml.Node // the unit's price in its placement's pricing
 }
 
 func (d *decoder) build(doc *document) (*Result, error) {
@@ -52,7 +55,7 @@ func (d *decoder) build(doc *document) (*Result, error) {
 		res.Groups = append(res.Groups, b.spec)
 		res.Manifest = append(res.Manifest, market.ManifestGroup{Name: name, Services: b.services})
 	}
-	if err := d.validateGroups(doc, names, builders); err != nil {
+	if err := d.validateGroups(names, builders); err != nil {
 		return nil, err
 	}
 	if err := d.validateManifest(doc, res.Manifest); err != nil {
@@ -132,7 +135,7 @@ func (d *decoder) addDeployment(doc *document, dep *deployment, builders map[str
 			Price:     infra.pricing[dep.profile].coin,
 			Count:     dep.count,
 		})
-		b.origins = append(b.origins, unitOrigin{compute: compute, deps: []*deployment{dep}})
+		b.origins = append(b.origins, unitOrigin{compute: compute, deps: []*deployment{dep}, price: infra.pricing[dep.profile].node})
 		b.bound[dep.profile] = len(b.spec.Resources) - 1
 	}
 	ms := market.Service{
@@ -380,7 +383,7 @@ func (d *decoder) manifestHTTPOptions(h httpOptions) (market.ServiceHTTPOptions,
 	}
 	for _, c := range out.NextCases {
 		switch {
-		case !contains(nextCases, c):
+		case !slices.Contains(nextCases, c):
 			return out, d.errorf(h.node, "unknown next_cases entry %q (one of %s)", c, strings.Join(nextCases, ", "))
 		case c == "off" && len(out.NextCases) != 1:
 			return out, d.errorf(h.node, "next_cases: \"off\" cannot be combined with other cases")

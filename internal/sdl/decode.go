@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -280,7 +281,7 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 		if first, dup := seen.find(out, key); dup {
 			return nil, d.errorf(kn, "duplicate key %q (first at line %d)", key, first.keyNod.Line)
 		}
-		if set.known != nil && !contains(set.known, key) {
+		if set.known != nil && !slices.Contains(set.known, key) {
 			msg := fmt.Sprintf("unknown key %q", key)
 			hint := composeHints[key]
 			if s := suggest(key, set.known); s != "" && hint == "" {
@@ -314,17 +315,33 @@ func (d *decoder) fields(n *yaml.Node, set fieldSet) ([]field, error) {
 		defer func() { d.merging = d.merging[:len(d.merging)-1] }()
 	}
 	for _, m := range merges {
-		merged, err := d.mergeSources(m, set)
+		sources, err := d.mergeSources(m)
 		if err != nil {
 			return nil, err
 		}
-		for _, f := range merged {
-			if _, dup := seen.find(out, f.key); !dup {
-				out = seen.add(out, f)
+		for _, src := range sources {
+			merged, err := d.fields(src, set)
+			if err != nil {
+				return nil, err
+			}
+			for _, f := range merged {
+				if _, dup := seen.find(out, f.key); !dup {
+					out = seen.add(out, f)
+				}
 			}
 		}
 	}
 	return out, nil
+}
+
+// optionalFields reads a mapping that may be left out: present is false for null, so
+// that an empty mapping ({}) and none at all can be told apart.
+func (d *decoder) optionalFields(n *yaml.Node, set fieldSet) (fs []field, present bool, err error) {
+	if v, err := d.deref(n); err != nil || v.IsNull() {
+		return nil, false, err
+	}
+	fs, err = d.fields(n, set)
+	return fs, err == nil, err
 }
 
 // fieldIndex finds fields by key: a scan while there are few, a map beyond that (a
@@ -389,21 +406,17 @@ func (d *decoder) checkDuplicateKeys(n *yaml.Node) error {
 	return nil
 }
 
-// mergeSources reads the value of a "<<" key: a mapping, or a list of mappings where
-// earlier ones win.
-func (d *decoder) mergeSources(v *yaml.Node, set fieldSet) ([]field, error) {
+// mergeSources returns the mappings a "<<" key merges, in order (earlier ones win): its
+// value is a mapping or a list of mappings.
+func (d *decoder) mergeSources(v *yaml.Node) ([]*yaml.Node, error) {
 	m, err := d.deref(v)
 	if err != nil {
 		return nil, err
 	}
 	switch m.Kind {
 	case yaml.MappingNode:
-		return d.fields(m, set)
+		return []*yaml.Node{m}, nil
 	case yaml.SequenceNode:
-		var (
-			out  []field
-			seen fieldIndex
-		)
 		for _, item := range m.Content {
 			it, err := d.deref(item)
 			if err != nil {
@@ -412,29 +425,11 @@ func (d *decoder) mergeSources(v *yaml.Node, set fieldSet) ([]field, error) {
 			if it.Kind != yaml.MappingNode {
 				return nil, d.errorf(item, "a merge (<<) list may hold only mappings, found %s", describe(it))
 			}
-			fs, err := d.fields(it, set)
-			if err != nil {
-				return nil, err
-			}
-			for _, f := range fs {
-				if _, dup := seen.find(out, f.key); !dup {
-					out = seen.add(out, f)
-				}
-			}
 		}
-		return out, nil
+		return m.Content, nil
 	default:
 		return nil, d.errorf(v, "a merge (<<) needs a mapping or a list of mappings, found %s", describe(m))
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // scalarString is a scalar's text as yaml.v3 decodes it into a string: the value as
@@ -462,35 +457,50 @@ func (d *decoder) str(n *yaml.Node) (string, error) {
 	return d.scalarString(n)
 }
 
-// strs reads a list of strings. Null reads as nil and null items are dropped (with a
-// warning), as yaml.v3 drops them; an empty list stays an empty (non-nil) list, which
-// the manifest encodes as [] rather than null.
-func (d *decoder) strs(n *yaml.Node) ([]string, error) {
-	n, err := d.deref(n)
+// eachItem calls fn with each item of a list and the item through its alias, if any.
+// yaml.v3 drops null items when decoding a list, so they are dropped here, with a
+// warning. isList is false when n is null (no list at all).
+func (d *decoder) eachItem(n *yaml.Node, fn func(item, v *yaml.Node) error) (isList bool, err error) {
+	n, err = d.deref(n)
 	if err != nil || n.IsNull() {
-		return nil, err
+		return false, err
 	}
 	if n.Kind != yaml.SequenceNode {
-		return nil, d.errorf(n, "expected a list, found %s", describe(n))
+		return false, d.errorf(n, "expected a list, found %s", describe(n))
 	}
-	out := make([]string, 0, len(n.Content))
 	for _, item := range n.Content {
-		it, err := d.deref(item)
+		v, err := d.deref(item)
 		if err != nil {
-			return nil, err
+			return false, err
 		}
-		if it.IsNull() {
+		if v.IsNull() {
 			d.warnf(item, "an empty list item is ignored, as Akash ignores it")
 			continue
 		}
-		if it.Kind != yaml.ScalarNode {
-			return nil, d.errorf(item, "expected a single value, found %s", describe(it))
+		if err := fn(item, v); err != nil {
+			return false, err
 		}
-		s, err := d.scalarString(it)
-		if err != nil {
-			return nil, err
+	}
+	return true, nil
+}
+
+// strs reads a list of strings. Null reads as nil; an empty list stays an empty
+// (non-nil) list, which the manifest encodes as [] rather than null.
+func (d *decoder) strs(n *yaml.Node) ([]string, error) {
+	var out []string
+	isList, err := d.eachItem(n, func(item, v *yaml.Node) error {
+		if v.Kind != yaml.ScalarNode {
+			return d.errorf(item, "expected a single value, found %s", describe(v))
 		}
+		s, err := d.scalarString(v)
 		out = append(out, s)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if isList && out == nil {
+		out = []string{}
 	}
 	return out, nil
 }
@@ -563,21 +573,4 @@ func (d *decoder) boolField(n *yaml.Node) (bool, error) {
 		}
 	}
 	return false, d.errorf(n, "expected true or false, found %s", describe(n))
-}
-
-// stringMap reads a mapping of plain values (attributes): null values read as "".
-func (d *decoder) stringMap(n *yaml.Node) ([]field, map[string]string, error) {
-	fs, err := d.fields(n, fieldSet{})
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make(map[string]string, len(fs))
-	for _, f := range fs {
-		v, err := d.str(f.val)
-		if err != nil {
-			return nil, nil, err
-		}
-		out[f.key] = v
-	}
-	return fs, out, nil
 }

@@ -144,14 +144,11 @@ func (d *decoder) computeProfiles(n *yaml.Node, doc *document) error {
 }
 
 func (d *decoder) computeResources(n *yaml.Node) (*computeResources, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, resourcesKeys)
+	if !present {
 		return nil, err
 	}
 	r := &computeResources{node: n}
-	fs, err := d.fields(n, resourcesKeys)
-	if err != nil {
-		return nil, err
-	}
 	for _, f := range fs {
 		switch f.key {
 		case "cpu":
@@ -179,11 +176,8 @@ func (d *decoder) computeResources(n *yaml.Node) (*computeResources, error) {
 func (d *decoder) unitsBlock(n *yaml.Node, set fieldSet, readUnits func(*yaml.Node) (uint64, error),
 	readAttrs func(*yaml.Node) (market.Attributes, error),
 ) (present bool, unitsNode *yaml.Node, units market.ResourceValue, attrs market.Attributes, err error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
-		return false, nil, units, nil, err
-	}
-	fs, err := d.fields(n, set)
-	if err != nil {
+	fs, present, err := d.optionalFields(n, set)
+	if !present {
 		return false, nil, units, nil, err
 	}
 	for _, f := range fs {
@@ -212,15 +206,12 @@ func (d *decoder) cpu(n *yaml.Node) (*market.CPU, *yaml.Node, error) {
 }
 
 func (d *decoder) memory(n *yaml.Node) (*market.Memory, *yaml.Node, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, memoryKeys)
+	if !present {
 		return nil, nil, err
 	}
 	m := &market.Memory{}
 	var sizeNode *yaml.Node
-	fs, err := d.fields(n, memoryKeys)
-	if err != nil {
-		return nil, nil, err
-	}
 	for _, f := range fs {
 		size, err := d.bytes(f.val, false)
 		if err != nil {
@@ -265,11 +256,8 @@ func (d *decoder) gpu(n *yaml.Node) (*market.GPU, *yaml.Node, error) {
 // "vendor/nvidia/model/<model>[/ram/<N>Gi][/interface/<pcie|sxm>]" = "true", or
 // "vendor/nvidia/model/*" when no model is listed.
 func (d *decoder) gpuAttributes(n *yaml.Node) (market.Attributes, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
-		return nil, err
-	}
-	fs, err := d.fields(n, gpuAttrKeys)
-	if err != nil {
+	fs, present, err := d.optionalFields(n, gpuAttrKeys)
+	if !present {
 		return nil, err
 	}
 	var vendor *yaml.Node
@@ -467,12 +455,15 @@ func (d *decoder) volume(n *yaml.Node) (volume, error) {
 // class other than "ram" requires persistence; "ram" forbids it. Booleans are written
 // true/false, yes/no or on/off, and are compared as written before that.
 func (d *decoder) storageAttributes(n *yaml.Node) (market.Attributes, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, fieldSet{})
+	if !present {
 		return nil, err
 	}
-	fs, attrs, err := d.stringMap(n)
-	if err != nil {
-		return nil, err
+	attrs := make(map[string]string, len(fs)+1)
+	for _, f := range fs {
+		if attrs[f.key], err = d.str(f.val); err != nil {
+			return nil, err
+		}
 	}
 	if _, ok := attrs[market.StorageAttributePersistent]; !ok {
 		attrs[market.StorageAttributePersistent] = "false"

@@ -151,38 +151,14 @@ func (d *decoder) dependencies(f field) error {
 	return nil
 }
 
-// list reads a sequence's items (null reads as none).
-func (d *decoder) list(n *yaml.Node) ([]*yaml.Node, error) {
-	n, err := d.deref(n)
-	if err != nil || n.IsNull() {
-		return nil, err
-	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, d.errorf(n, "expected a list, found %s", describe(n))
-	}
-	return n.Content, nil
-}
-
-// structItems reads the items of a list of mappings. yaml.v3 drops null items from such
-// lists, so they are dropped here too, with a warning.
+// structItems reads the items of a list of mappings (null items dropped; see eachItem).
 func (d *decoder) structItems(n *yaml.Node) ([]*yaml.Node, error) {
-	items, err := d.list(n)
-	if err != nil {
-		return nil, err
-	}
-	out := items[:0:0]
-	for _, it := range items {
-		v, err := d.deref(it)
-		if err != nil {
-			return nil, err
-		}
-		if v.IsNull() {
-			d.warnf(it, "an empty list item is ignored, as Akash ignores it")
-			continue
-		}
-		out = append(out, it)
-	}
-	return out, nil
+	var out []*yaml.Node
+	_, err := d.eachItem(n, func(item, _ *yaml.Node) error {
+		out = append(out, item)
+		return nil
+	})
+	return out, err
 }
 
 func (d *decoder) exposes(n *yaml.Node) ([]expose, error) {
@@ -302,14 +278,11 @@ func (d *decoder) httpOptions(n *yaml.Node) (httpOptions, error) {
 }
 
 func (d *decoder) params(n *yaml.Node) (*serviceParams, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, paramsKeys)
+	if !present {
 		return nil, err
 	}
 	p := &serviceParams{}
-	fs, err := d.fields(n, paramsKeys)
-	if err != nil {
-		return nil, err
-	}
 	for _, g := range fs {
 		switch g.key {
 		case "storage":
@@ -356,14 +329,11 @@ func (d *decoder) storageParams(n *yaml.Node) ([]storageParam, error) {
 }
 
 func (d *decoder) permissions(n *yaml.Node) (*market.ServicePermissions, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, permissionsKeys)
+	if !present {
 		return nil, err
 	}
 	p := &market.ServicePermissions{}
-	fs, err := d.fields(n, permissionsKeys)
-	if err != nil {
-		return nil, err
-	}
 	for _, g := range fs {
 		if p.Read, err = d.strs(g.val); err != nil {
 			return nil, err
@@ -373,14 +343,11 @@ func (d *decoder) permissions(n *yaml.Node) (*market.ServicePermissions, error) 
 }
 
 func (d *decoder) credentials(n *yaml.Node) (*credentials, error) {
-	if v, err := d.deref(n); err != nil || v.IsNull() {
+	fs, present, err := d.optionalFields(n, credentialsKeys)
+	if !present {
 		return nil, err
 	}
 	c := &credentials{hostN: n, usernameN: n, passwN: n}
-	fs, err := d.fields(n, credentialsKeys)
-	if err != nil {
-		return nil, err
-	}
 	for _, g := range fs {
 		switch g.key {
 		case "host":

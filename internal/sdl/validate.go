@@ -265,7 +265,7 @@ func volumeNames(vols []volume) string {
 
 // validateGroups applies the ledger's checks on deployment groups: resource limits per
 // replica and per group, and prices.
-func (d *decoder) validateGroups(doc *document, order []string, builders map[string]*groupBuilder) error {
+func (d *decoder) validateGroups(order []string, builders map[string]*groupBuilder) error {
 	denom := ""
 	for _, name := range order {
 		b := builders[name]
@@ -275,15 +275,14 @@ func (d *decoder) validateGroups(doc *document, order []string, builders map[str
 			if err := d.validateUnit(o, u.Resources); err != nil {
 				return err
 			}
-			if err := d.validatePrice(doc, o, u.Price); err != nil {
+			if err := d.validatePrice(o, u.Price); err != nil {
 				return err
 			}
 			switch {
 			case denom == "":
 				denom = u.Price.Denom
 			case u.Price.Denom != denom:
-				return d.errorf(doc.placements[o.deps[0].placement].pricing[o.compute.name].node,
-					"all prices must use one denomination: %q here, %q elsewhere", u.Price.Denom, denom)
+				return d.errorf(o.price, "all prices must use one denomination: %q here, %q elsewhere", u.Price.Denom, denom)
 			}
 			cpu = addSat(cpu, mulSat(uint64(u.Resources.CPU.Units.Val), uint64(u.Count)))
 			gpu = addSat(gpu, mulSat(uint64(u.Resources.GPU.Units.Val), uint64(u.Count)))
@@ -360,8 +359,8 @@ func (d *decoder) validateUnit(o unitOrigin, r market.Resources) error {
 	return nil
 }
 
-func (d *decoder) validatePrice(doc *document, o unitOrigin, p market.DecCoin) error {
-	node := doc.placements[o.deps[0].placement].pricing[o.compute.name].node
+func (d *decoder) validatePrice(o unitOrigin, p market.DecCoin) error {
+	node := o.price
 	switch {
 	case !market.ValidDenom(p.Denom):
 		return d.errorf(node, "denom %q is not a valid denomination (a letter, then 2–127 letters, digits or /:._-)", p.Denom)

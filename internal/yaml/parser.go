@@ -33,8 +33,7 @@ type parser struct {
 	tags    []tagDirective
 	depth   int
 	slab    []Node
-	made    int
-	tooMany bool
+	made    int // nodes made so far
 	// stack holds the children of the collections being parsed; each collection's
 	// Content is carved, at its exact size, out of ptrs when it ends.
 	stack []*Node
@@ -143,15 +142,19 @@ func (p *parser) peek() (*token, error) {
 func (p *parser) skip() { p.s.skipToken() }
 
 func (p *parser) errorf(at mark, context, format string, args ...any) error {
-	return &Error{Line: at.line + 1, Column: at.col + 1, Context: context, Msg: fmt.Sprintf(format, args...)}
+	return p.s.errorf(at, context, format, args...)
+}
+
+// tooMany reports a document past MaxNodes, and errTooMany says so.
+func (p *parser) tooMany() bool { return p.made > MaxNodes }
+
+func errTooMany() error {
+	return &Error{Msg: fmt.Sprintf("the document has more than %d nodes", MaxNodes)}
 }
 
 // newNode hands out a node from a slab, so a document costs a few allocations, not one
 // per node.
 func (p *parser) newNode(kind Kind, at mark) *Node {
-	if p.made >= MaxNodes {
-		p.tooMany = true
-	}
 	if len(p.slab) == 0 {
 		p.slab = make([]Node, min(max(16, p.made/2), 1024))
 	}
@@ -228,8 +231,8 @@ func (p *parser) parseStream() (Document, error) {
 			return Document{}, err
 		}
 	}
-	if p.tooMany {
-		return Document{}, &Error{Msg: fmt.Sprintf("the document has more than %d nodes", MaxNodes)}
+	if p.tooMany() {
+		return Document{}, errTooMany()
 	}
 	doc := Document{Root: root, Nodes: p.made}
 	if t, err = p.peek(); err != nil {
@@ -281,15 +284,13 @@ func (p *parser) directives() error {
 			}
 			seenVersion = true
 		case tokTagDirective:
-			for _, d := range p.tags {
-				if d.handle == t.value {
-					return p.errorf(t.start, "", "found duplicate %%TAG directive")
-				}
+			if _, dup := p.tagPrefix(t.value); dup {
+				return p.errorf(t.start, "", "found duplicate %%TAG directive")
 			}
 			p.tags = append(p.tags, tagDirective{handle: t.value, prefix: t.suffix})
 		default:
 			for _, def := range [...]tagDirective{{"!", "!"}, {"!!", longTagPrefix}} {
-				if !p.hasTagHandle(def.handle) {
+				if _, ok := p.tagPrefix(def.handle); !ok {
 					p.tags = append(p.tags, def)
 				}
 			}
@@ -299,19 +300,20 @@ func (p *parser) directives() error {
 	}
 }
 
-func (p *parser) hasTagHandle(h string) bool {
+// tagPrefix returns the prefix a tag handle stands for.
+func (p *parser) tagPrefix(handle string) (string, bool) {
 	for _, d := range p.tags {
-		if d.handle == h {
-			return true
+		if d.handle == handle {
+			return d.prefix, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // parseNode reads one node: an alias, or optional properties (anchor, tag) and content.
 func (p *parser) parseNode(block, indentlessSequence bool) (*Node, error) {
-	if p.tooMany {
-		return nil, &Error{Msg: fmt.Sprintf("the document has more than %d nodes", MaxNodes)}
+	if p.tooMany() {
+		return nil, errTooMany()
 	}
 	t, err := p.peek()
 	if err != nil {
@@ -327,56 +329,27 @@ func (p *parser) parseNode(block, indentlessSequence bool) (*Node, error) {
 		return n, nil
 	}
 	start := t.start
+	// Properties: at most one anchor and one tag, in either order.
 	var (
-		anchor, handle, suffix string
-		hasTag                 bool
-		tagMark                mark
+		anchor, tag string
+		hasTag      bool
 	)
-	readTag := func() {
-		hasTag, handle, suffix, tagMark = true, t.value, t.suffix, t.start
-	}
-	switch t.kind {
-	case tokAnchor:
-		anchor = t.value
-		p.skip()
-		if t, err = p.peek(); err != nil {
-			return nil, err
-		}
-		if t.kind == tokTag {
-			readTag()
-			p.skip()
-			if t, err = p.peek(); err != nil {
-				return nil, err
-			}
-		}
-	case tokTag:
-		readTag()
-		p.skip()
-		if t, err = p.peek(); err != nil {
-			return nil, err
-		}
+	for t.kind == tokAnchor && anchor == "" || t.kind == tokTag && !hasTag {
 		if t.kind == tokAnchor {
 			anchor = t.value
-			p.skip()
-			if t, err = p.peek(); err != nil {
-				return nil, err
+		} else {
+			hasTag, tag = true, t.suffix
+			if t.value != "" {
+				prefix, ok := p.tagPrefix(t.value)
+				if !ok {
+					return nil, p.errorf(t.start, fmt.Sprintf("while parsing a node that starts at line %d", start.line+1), "found undefined tag handle %q", t.value)
+				}
+				tag = prefix + t.suffix
 			}
 		}
-	}
-	tag := ""
-	if hasTag {
-		if handle == "" {
-			tag = suffix
-		} else {
-			for _, d := range p.tags {
-				if d.handle == handle {
-					tag = d.prefix + suffix
-					break
-				}
-			}
-			if tag == "" {
-				return nil, p.errorf(tagMark, fmt.Sprintf("while parsing a node that starts at line %d", start.line+1), "found undefined tag handle %q", handle)
-			}
+		p.skip()
+		if t, err = p.peek(); err != nil {
+			return nil, err
 		}
 	}
 	var n *Node

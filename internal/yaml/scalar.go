@@ -88,8 +88,7 @@ func (s *scanner) scanPlainScalar() (token, error) {
 			if b != nil {
 				b = append(b, s.src[from:j]...)
 			}
-			chars := 1 + j - from - width(c)
-			s.m.off, s.m.idx, s.m.col = j, s.m.idx+chars, s.m.col+chars
+			s.advance(j, 1+j-from-width(c))
 			end = s.m
 		}
 		if !s.isBlank(0) && !s.isBreak(0) {
@@ -111,11 +110,7 @@ func (s *scanner) scanPlainScalar() (token, error) {
 			}
 			if !leadingBlanks {
 				wsFrom, wsTo = 0, 0
-				leadingBreak = "\n"
-				if s.at(0) == 0xE2 {
-					leadingBreak = s.src[s.m.off : s.m.off+3]
-				}
-				s.skipLine()
+				leadingBreak = s.takeBreak()
 				leadingBlanks = true
 			} else {
 				trailing = s.readLine(trailing)
@@ -142,28 +137,32 @@ func (s *scanner) scanFlowScalar(single bool) (token, error) {
 	start := s.m
 	s.skip()
 	from := s.m.off
-	// Fast path: the closing quote on the same line, with no escapes in between.
+	quote := byte('"')
+	if single {
+		quote = '\''
+	}
+	// Fast path: the closing quote on the same line, with no escapes in between (a
+	// line break, possibly NEL, LS or PS, or an escape sends it to the slow path).
 	for i := from; i < len(s.src); i++ {
-		c := s.src[i]
-		if c == '\\' && !single || c == '\r' || c == '\n' || c >= 0x80 && (c == 0xC2 || c == 0xE2) {
-			break
+		switch c := s.src[i]; {
+		case c == '\\' && !single, c == '\r', c == '\n', c == 0xC2, c == 0xE2:
+		case c != quote:
+			continue
+		case single && i+1 < len(s.src) && s.src[i+1] == quote: // '' is an escaped quote
+		default:
+			s.advance(i+1, utf8.RuneCountInString(s.src[s.m.off:i])+1)
+			return token{kind: tokScalar, style: quoteStyle(single), start: start, end: s.m, value: s.src[from:i]}, nil
 		}
-		if single && c == '\'' {
-			if i+1 < len(s.src) && s.src[i+1] == '\'' {
-				break
-			}
-		}
-		if single && c == '\'' || !single && c == '"' {
-			n := utf8.RuneCountInString(s.src[s.m.off:i]) + 1
-			s.m.off, s.m.idx, s.m.col = i+1, s.m.idx+n, s.m.col+n
-			style := DoubleQuotedStyle
-			if single {
-				style = SingleQuotedStyle
-			}
-			return token{kind: tokScalar, style: style, start: start, end: s.m, value: s.src[from:i]}, nil
-		}
+		break
 	}
 	return s.scanFlowScalarSlow(start, single)
+}
+
+func quoteStyle(single bool) Style {
+	if single {
+		return SingleQuotedStyle
+	}
+	return DoubleQuotedStyle
 }
 
 func (s *scanner) scanFlowScalarSlow(start mark, single bool) (token, error) {
@@ -218,11 +217,7 @@ func (s *scanner) scanFlowScalarSlow(start mark, single bool) (token, error) {
 				s.skip()
 			case !leadingBlanks:
 				ws = ws[:0]
-				leadingBreak = "\n"
-				if s.at(0) == 0xE2 {
-					leadingBreak = s.src[s.m.off : s.m.off+3]
-				}
-				s.skipLine()
+				leadingBreak = s.takeBreak()
 				leadingBlanks = true
 			default:
 				trailing = s.readLine(trailing)
@@ -238,11 +233,7 @@ func (s *scanner) scanFlowScalarSlow(start mark, single bool) (token, error) {
 		}
 	}
 	s.skip()
-	style := DoubleQuotedStyle
-	if single {
-		style = SingleQuotedStyle
-	}
-	return token{kind: tokScalar, style: style, start: start, end: s.m, value: s.value(b)}, nil
+	return token{kind: tokScalar, style: quoteStyle(single), start: start, end: s.m, value: s.value(b)}, nil
 }
 
 // scanEscape reads one escape sequence of a double-quoted scalar.
@@ -293,9 +284,7 @@ func (s *scanner) scanEscape(b []byte, context string) ([]byte, error) {
 		return nil, s.errorf(s.m, context, "found unknown escape character")
 	}
 	s.skip()
-	if !s.atEnd() {
-		s.skip()
-	}
+	s.skip()
 	if codeLength == 0 {
 		return b, nil
 	}
@@ -401,9 +390,7 @@ func (s *scanner) scanBlockScalar(literal bool) (token, error) {
 		trailingBreaks = trailingBreaks[:0]
 		leadingBlank = s.isBlank(0)
 		from := s.m.off
-		for !s.isBreakz(0) {
-			s.skip()
-		}
+		s.skipToBreak()
 		b = append(b, s.src[from:s.m.off]...)
 		leadingBreak = s.readLine(leadingBreak)
 		if trailingBreaks, err = s.blockScalarBreaks(&indent, trailingBreaks, context, &end); err != nil {
@@ -451,13 +438,9 @@ func (s *scanner) blockScalarBreaks(indent *int, breaks []byte, context string, 
 // finishLine skips what may end a block scalar's header or a directive: blanks and a
 // comment, then the line break.
 func (s *scanner) finishLine(context string) error {
-	for s.isBlank(0) {
-		s.skip()
-	}
+	s.skipBlanks()
 	if s.at(0) == '#' {
-		for !s.isBreakz(0) {
-			s.skip()
-		}
+		s.skipToBreak()
 	}
 	if !s.isBreakz(0) {
 		return s.errorf(s.m, context, "did not find expected comment or line break")
@@ -493,9 +476,7 @@ func (s *scanner) fetchDirective() error {
 	switch name {
 	case "YAML":
 		t.kind = tokVersionDirective
-		for s.isBlank(0) {
-			s.skip()
-		}
+		s.skipBlanks()
 		var err error
 		if t.major, err = s.versionNumber(context); err != nil {
 			return err
@@ -509,9 +490,7 @@ func (s *scanner) fetchDirective() error {
 		}
 	case "TAG":
 		t.kind = tokTagDirective
-		for s.isBlank(0) {
-			s.skip()
-		}
+		s.skipBlanks()
 		handle, err := s.tagHandle(true, context)
 		if err != nil {
 			return err
@@ -519,9 +498,7 @@ func (s *scanner) fetchDirective() error {
 		if !s.isBlank(0) {
 			return s.errorf(s.m, context, "did not find expected whitespace")
 		}
-		for s.isBlank(0) {
-			s.skip()
-		}
+		s.skipBlanks()
 		prefix, err := s.tagURI("", context)
 		if err != nil {
 			return err

@@ -136,18 +136,38 @@ func (s *scanner) isBlankz(i int) bool { c := s.at(i); return c == ' ' || c == '
 
 func (s *scanner) atEnd() bool { return s.m.off >= len(s.src) }
 
-// width is the length of the UTF-8 sequence that starts with c.
-func width(c byte) int {
-	switch {
-	case c < 0x80:
-		return 1
-	case c&0xE0 == 0xC0:
-		return 2
-	case c&0xF0 == 0xE0:
-		return 3
-	default:
-		return 4
+// width is the length of the UTF-8 sequence that starts with c (the input is valid
+// UTF-8, so c is a leading byte; 1 otherwise, so that scanning always advances).
+func width(c byte) int { return max(utf8Width(c), 1) }
+
+// advance moves to byte offset to, past chars characters of the current line.
+func (s *scanner) advance(to, chars int) {
+	s.m.off, s.m.idx, s.m.col = to, s.m.idx+chars, s.m.col+chars
+}
+
+// skipBlanks moves past spaces and tabs.
+func (s *scanner) skipBlanks() {
+	for s.isBlank(0) {
+		s.skip()
 	}
+}
+
+// skipToBreak moves to the end of the line (a comment's text, say).
+func (s *scanner) skipToBreak() {
+	for !s.isBreakz(0) {
+		s.skip()
+	}
+}
+
+// takeBreak moves past a line break and returns it as it counts when folding: LF, or
+// LS or PS as written.
+func (s *scanner) takeBreak() string {
+	lb := "\n"
+	if s.at(0) == 0xE2 {
+		lb = s.src[s.m.off : s.m.off+3]
+	}
+	s.skipLine()
+	return lb
 }
 
 // skip moves past one character that is not a line break.
@@ -446,12 +466,10 @@ func (s *scanner) fetchToken(c byte) error {
 		return s.fetchBlockScalar(true)
 	case c == '>' && s.flowLevel == 0:
 		return s.fetchBlockScalar(false)
-	case c == '\'':
-		return s.fetchFlowScalar(true)
-	case c == '"':
-		return s.fetchFlowScalar(false)
+	case c == '\'' || c == '"':
+		return s.fetchScalar(func() (token, error) { return s.scanFlowScalar(c == '\'') })
 	case s.canStartPlain(c):
-		return s.fetchPlainScalar()
+		return s.fetchScalar(s.scanPlainScalar)
 	}
 	return s.errorf(s.m, "while scanning for the next token", "found character that cannot start any token")
 }
@@ -479,11 +497,9 @@ func (s *scanner) scanToNextToken() {
 		for j < len(s.src) && (s.src[j] == ' ' || tabs && s.src[j] == '\t') {
 			j++
 		}
-		s.m.idx, s.m.col, s.m.off = s.m.idx+j-s.m.off, s.m.col+j-s.m.off, j
+		s.advance(j, j-s.m.off)
 		if s.at(0) == '#' {
-			for !s.isBreakz(0) {
-				s.skip()
-			}
+			s.skipToBreak()
 		}
 		if !s.isBreak(0) {
 			return
@@ -504,9 +520,7 @@ func (s *scanner) skipLineComment() {
 			continue
 		}
 		if s.at(i) == '#' {
-			for !s.isBreakz(0) {
-				s.skip()
-			}
+			s.skipToBreak()
 		}
 		return
 	}
@@ -688,25 +702,13 @@ func (s *scanner) fetchBlockScalar(literal bool) error {
 	return nil
 }
 
-func (s *scanner) fetchFlowScalar(single bool) error {
+// fetchScalar queues a quoted or plain scalar, which may turn out to be a simple key.
+func (s *scanner) fetchScalar(scan func() (token, error)) error {
 	if err := s.saveKey(); err != nil {
 		return err
 	}
 	s.keyAllowed = false
-	t, err := s.scanFlowScalar(single)
-	if err != nil {
-		return err
-	}
-	s.queue(t, -1)
-	return nil
-}
-
-func (s *scanner) fetchPlainScalar() error {
-	if err := s.saveKey(); err != nil {
-		return err
-	}
-	s.keyAllowed = false
-	t, err := s.scanPlainScalar()
+	t, err := scan()
 	if err != nil {
 		return err
 	}
