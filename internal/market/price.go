@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -89,6 +90,43 @@ func (d Dec) MulUint(n uint64) Dec {
 // Add returns d + o.
 func (d Dec) Add(o Dec) Dec { return Dec{i: new(big.Int).Add(d.big(), o.big())} }
 
+// Sub returns d - o.
+func (d Dec) Sub(o Dec) Dec { return Dec{i: new(big.Int).Sub(d.big(), o.big())} }
+
+// DecFromUint is n as a Dec.
+func DecFromUint(n uint64) Dec {
+	return Dec{i: new(big.Int).Mul(new(big.Int).SetUint64(n), decScale)}
+}
+
+// TruncateUint returns the integer part of a non-negative d, and false when d is
+// negative or its integer part does not fit in a uint64.
+func (d Dec) TruncateUint() (uint64, bool) {
+	v := d.big()
+	if v.Sign() < 0 {
+		return 0, false
+	}
+	q := new(big.Int).Quo(v, decScale)
+	if !q.IsUint64() {
+		return 0, false
+	}
+	return q.Uint64(), true
+}
+
+// QuoFloor returns floor(d / o) for positive o and non-negative d, capped at max.
+func (d Dec) QuoFloor(o Dec, maxQ uint64) uint64 {
+	if o.Sign() <= 0 || d.Sign() <= 0 {
+		return 0
+	}
+	q := new(big.Int).Quo(d.big(), o.big())
+	if !q.IsUint64() || q.Uint64() > maxQ {
+		return maxQ
+	}
+	return q.Uint64()
+}
+
+// IsZero reports d == 0.
+func (d Dec) IsZero() bool { return d.Sign() == 0 }
+
 // String is the canonical form with all 18 decimals.
 func (d Dec) String() string {
 	v := d.big()
@@ -130,6 +168,49 @@ type DecCoin struct {
 }
 
 func (c DecCoin) String() string { return c.Amount.String() + c.Denom }
+
+// Coin is a whole amount of a denomination: balances, deposits, withdrawals.
+type Coin struct {
+	Amount Uint   `json:"amount"`
+	Denom  string `json:"denom"`
+}
+
+func (c Coin) String() string { return strconv.FormatUint(uint64(c.Amount), 10) + c.Denom }
+
+// ParseCoin reads "5000000uakt": digits, then a valid denomination.
+func ParseCoin(s string) (Coin, error) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 {
+		return Coin{}, fmt.Errorf("coin %q: want an amount then a denomination, like 5000000uakt", s)
+	}
+	n, err := strconv.ParseUint(s[:i], 10, 64)
+	if err != nil {
+		return Coin{}, fmt.Errorf("coin %q: amount does not fit in 64 bits", s)
+	}
+	if !ValidDenom(s[i:]) {
+		return Coin{}, fmt.Errorf("coin %q: %q is not a valid denomination", s, s[i:])
+	}
+	return Coin{Amount: Uint(n), Denom: s[i:]}, nil
+}
+
+// ParseDecCoin reads "1.5uakt": a decimal, then a valid denomination.
+func ParseDecCoin(s string) (DecCoin, error) {
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	d, err := ParseDec(s[:i])
+	if err != nil {
+		return DecCoin{}, fmt.Errorf("price %q: %w", s, err)
+	}
+	if !ValidDenom(s[i:]) {
+		return DecCoin{}, fmt.Errorf("price %q: %q is not a valid denomination", s, s[i:])
+	}
+	return DecCoin{Amount: d, Denom: s[i:]}, nil
+}
 
 // ValidDenom reports a denomination Cosmos SDK accepts: a letter, then 2 to 127 letters,
 // digits or "/:._-".

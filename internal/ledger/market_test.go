@@ -1,0 +1,214 @@
+package ledger
+
+import (
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+)
+
+const webSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.27
+    expose:
+      - port: 80
+        as: 80
+        to:
+          - global: true
+profiles:
+  compute:
+    web:
+      resources:
+        cpu: {units: 0.5}
+        memory: {size: 512Mi}
+        storage: {size: 1Gi}
+  placement:
+    dc:
+      attributes:
+        region: us-west
+      pricing:
+        web: {denom: uakt, amount: 1000}
+deployment:
+  web:
+    dc:
+      profile: web
+      count: 2
+`
+
+func parseSDL(t testing.TB, src string) *sdl.Result {
+	t.Helper()
+	r, _, err := sdl.Parse([]byte(src), sdl.Options{})
+	if err != nil {
+		t.Fatalf("sdl: %v", err)
+	}
+	return r
+}
+
+func (h *harness) createDeployment(owner string, dseq uint64, deposit uint64) market.DeploymentID {
+	h.t.Helper()
+	r := parseSDL(h.t, webSDL)
+	id := market.DeploymentID{Owner: h.addr(owner), DSeq: dseq}
+	h.ok(owner, &MsgCreateDeployment{ID: id, Groups: r.Groups, Version: r.Version, Deposit: market.Coin{Amount: market.Uint(deposit), Denom: DefaultDenom}})
+	return id
+}
+
+func (h *harness) registerProvider(name string, attrs ...market.Attribute) {
+	h.t.Helper()
+	h.ok(name, &MsgCreateProvider{Owner: h.addr(name), HostURI: "https://" + name + ".example.com:8443", Attributes: attrs})
+}
+
+func (h *harness) bid(provider string, oid market.OrderID, price string) market.BidID {
+	h.t.Helper()
+	h.ok(provider, &MsgCreateBid{OrderID: oid, Provider: h.addr(provider), Price: market.DecCoin{Amount: dec(h.t, price), Denom: DefaultDenom}, Deposit: DefaultParams().BidMinDeposit})
+	return oid.Bid(h.addr(provider))
+}
+
+var usWest = market.Attribute{Key: "region", Value: "us-west"}
+
+const fund = 1_000_000_000
+
+func TestLeaseLifecycle(t *testing.T) {
+	h := newHarness(t, fund, "tenant", "p1", "p2")
+	total := uint64(3 * fund)
+	h.registerProvider("p1", usWest)
+	h.registerProvider("p2", usWest)
+	id := h.createDeployment("tenant", 100, 10_000_000)
+	if ev := h.events(EventOrderCreated); len(ev) != 1 || ev[0][AttrOwner] != id.Owner || ev[0][AttrDSeq] != "100" || ev[0][AttrGSeq] != "1" || ev[0][AttrOSeq] != "1" {
+		t.Fatalf("order.created events: %v", ev)
+	}
+	oid := id.Group(1).Order(1)
+	var orders OrdersResponse
+	h.mustQuery(QueryOrders, OrdersRequest{State: OrderOpen}, &orders)
+	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
+		t.Fatalf("open orders: %+v", orders)
+	}
+
+	// The group is priced 2 × 1000 per block; a bid above that is refused.
+	h.fail(CodePriceTooHigh, "p1", &MsgCreateBid{OrderID: oid, Provider: h.addr("p1"), Price: market.DecCoin{Amount: dec(t, "2000.5"), Denom: DefaultDenom}, Deposit: DefaultParams().BidMinDeposit})
+	b1 := h.bid("p1", oid, "1500.5")
+	b2 := h.bid("p2", oid, "1200")
+	if got := h.balance("p2"); got != fund-5_000_000 {
+		t.Fatalf("p2 balance after bid deposit %d", got)
+	}
+	var bids BidsResponse
+	h.mustQuery(QueryBids, BidsRequest{Order: &oid}, &bids)
+	if len(bids.Bids) != 2 {
+		t.Fatalf("bids: %+v", bids)
+	}
+	h.checkSupply(total)
+
+	// Only the owner accepts a bid.
+	h.fail(CodeUnauthorized, "p1", &MsgCreateLease{BidID: b2})
+	h.seq[h.addr("p1")]-- // the tx was rejected before execution: sequence not used
+	h.ok("tenant", &MsgCreateLease{BidID: b2})
+	leaseHeight := h.height
+	if ev := h.events(EventLeaseCreated); len(ev) != 1 || ev[0][AttrProvider] != b2.Provider {
+		t.Fatalf("lease.created: %v", ev)
+	}
+	if ev := h.events(EventBidClosed); len(ev) != 1 || ev[0][AttrProvider] != b1.Provider || ev[0][AttrState] != BidLost {
+		t.Fatalf("losing bid: %v", ev)
+	}
+	if got := h.balance("p1"); got != fund {
+		t.Fatalf("losing bid deposit not returned: p1 has %d", got)
+	}
+	var o Order
+	h.mustQuery(QueryOrder, OrderRequest{ID: oid}, &o)
+	if o.State != OrderActive {
+		t.Fatalf("order state %s", o.State)
+	}
+
+	// Ten blocks later the lease has accrued 10 × 1200.
+	for range 10 {
+		h.block()
+	}
+	var lr LeaseResponse
+	h.mustQuery(QueryLease, LeaseRequest{ID: b2.Lease()}, &lr)
+	if want := market.DecFromUint(uint64(h.height-leaseHeight) * 1200); lr.Payment.Balance.Amount.Cmp(want) != 0 {
+		t.Fatalf("accrued %s, want %s", lr.Payment.Balance.Amount, want)
+	}
+	h.checkSupply(total)
+	h.ok("p2", &MsgWithdrawLease{ID: b2.Lease()})
+	paid := uint64(h.height-leaseHeight) * 1200
+	if got := h.balance("p2"); got != fund-5_000_000+paid {
+		t.Fatalf("p2 balance %d after withdrawing %d", got, paid)
+	}
+	if ev := h.events(EventWithdrawal); len(ev) != 1 || ev[0][AttrAmount] != uintStr(paid)+"uakt" {
+		t.Fatalf("withdrawal events %v", ev)
+	}
+
+	// A stranger cannot close the lease; the tenant can.
+	log := h.fail(CodeNotPermitted, "p1", &MsgCloseLease{ID: b2.Lease(), Sender: h.addr("p1"), Reason: ReasonUnstable})
+	if !strings.Contains(log, "neither") {
+		t.Fatalf("log %q", log)
+	}
+	h.seq[h.addr("p1")]--
+	h.ok("tenant", &MsgCloseLease{ID: b2.Lease(), Sender: h.addr("tenant"), Reason: ReasonOwner})
+	paid = uint64(h.height-leaseHeight) * 1200
+	if got := h.balance("p2"); got != fund+paid {
+		t.Fatalf("p2 balance %d, want deposit back and %d paid", got, paid)
+	}
+	h.mustQuery(QueryLease, LeaseRequest{ID: b2.Lease()}, &lr)
+	if lr.Lease.State != LeaseClosed || lr.Lease.Reason != ReasonOwner || lr.Payment.State != PaymentClosed {
+		t.Fatalf("closed lease %+v", lr)
+	}
+	var dr DeploymentResponse
+	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	if dr.Groups[0].State != GroupClosed {
+		t.Fatalf("group %s after the tenant closed its lease", dr.Groups[0].State)
+	}
+
+	h.ok("tenant", &MsgCloseDeployment{ID: id})
+	if got := h.balance("tenant"); got != fund-paid {
+		t.Fatalf("tenant balance %d, want %d (paid %d)", got, fund-paid, paid)
+	}
+	h.checkSupply(total)
+}
+
+func TestInsufficientFundsClosesLeases(t *testing.T) {
+	params := DefaultParams()
+	params.DeploymentMinDeposit = []market.Coin{{Amount: 1000, Denom: DefaultDenom}}
+	h := newHarnessParams(t, params, fund, "tenant", "p1")
+	h.registerProvider("p1", usWest)
+	// 5000 at 1200 per block pays 4 full blocks.
+	id := h.createDeployment("tenant", 7, 5000)
+	oid := id.Group(1).Order(1)
+	b := h.bid("p1", oid, "1200")
+	h.ok("tenant", &MsgCreateLease{BidID: b})
+	start := h.height
+	for h.height < start+4 {
+		h.block()
+		if ev := h.events(EventLeaseClosed); len(ev) != 0 {
+			t.Fatalf("height %d: lease closed early: %v", h.height, ev)
+		}
+	}
+	h.block()
+	ev := h.events(EventLeaseClosed)
+	if len(ev) != 1 || ev[0][AttrReason] != ReasonInsufficientFunds || ev[0][AttrState] != LeaseInsufficientFunds {
+		t.Fatalf("height %d: lease.closed %v", h.height, ev)
+	}
+	if ev := h.events(EventGroupUnfunded); len(ev) != 1 {
+		t.Fatalf("group.insufficient_funds %v", ev)
+	}
+	// The provider got exactly 4 blocks and its deposit back.
+	if got := h.balance("p1"); got != fund+4*1200 {
+		t.Fatalf("p1 balance %d, want %d", got, fund+4*1200)
+	}
+	var dr DeploymentResponse
+	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	if dr.Escrow.State != EscrowOverdrawn || dr.Escrow.Balance.Amount.Cmp(market.DecFromUint(200)) != 0 || dr.Groups[0].State != GroupInsufficientFunds {
+		t.Fatalf("after depletion: escrow %+v group %s", dr.Escrow, dr.Groups[0].State)
+	}
+	h.checkSupply(2 * fund)
+
+	// A deposit and a start open a new order (oseq 2).
+	h.fail(CodeInsufficientFunds, "tenant", &MsgStartGroup{ID: id.Group(1)})
+	h.ok("tenant", &MsgDepositDeployment{ID: id, Depositor: h.addr("tenant"), Amount: market.Coin{Amount: 100_000, Denom: DefaultDenom}})
+	h.ok("tenant", &MsgStartGroup{ID: id.Group(1)})
+	if ev := h.events(EventOrderCreated); len(ev) != 1 || ev[0][AttrOSeq] != "2" {
+		t.Fatalf("order.created after start: %v", ev)
+	}
+	h.checkSupply(2 * fund)
+}

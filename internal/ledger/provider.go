@@ -1,0 +1,141 @@
+package ledger
+
+import (
+	"slices"
+	"strings"
+
+	"berth.dev/berth/internal/market"
+)
+
+func sortedAttributes(a market.Attributes) market.Attributes {
+	out := slices.Clone(a)
+	slices.SortStableFunc(out, func(x, y market.Attribute) int { return strings.Compare(x.Key, y.Key) })
+	return out
+}
+
+func (x *execCtx) createProvider(m *MsgCreateProvider) error {
+	if _, ok := x.s.get(providerKey(m.Owner)); ok {
+		return errf(CodeAlreadyExists, "provider %s is already registered (use provider/update)", m.Owner)
+	}
+	x.s.setJSON(providerKey(m.Owner), Provider{Owner: m.Owner, HostURI: m.HostURI, Attributes: sortedAttributes(m.Attributes), Info: m.Info})
+	x.ev.emit(EventProviderCreated, AttrOwner, m.Owner, AttrHostURI, m.HostURI)
+	return nil
+}
+
+func (x *execCtx) updateProvider(m *MsgUpdateProvider) error {
+	if _, ok := x.s.get(providerKey(m.Owner)); !ok {
+		return errf(CodeNotFound, "provider %s is not registered (use provider/create)", m.Owner)
+	}
+	x.s.setJSON(providerKey(m.Owner), Provider{Owner: m.Owner, HostURI: m.HostURI, Attributes: sortedAttributes(m.Attributes), Info: m.Info})
+	x.ev.emit(EventProviderUpdated, AttrOwner, m.Owner, AttrHostURI, m.HostURI)
+	return nil
+}
+
+func (x *execCtx) signAttributes(m *MsgSignProviderAttributes) error {
+	if _, ok := x.s.get(providerKey(m.Owner)); !ok {
+		return errf(CodeNotFound, "provider %s is not registered", m.Owner)
+	}
+	var rec AuditedAttributes
+	if !getJSON(x.s, auditKey(m.Owner, m.Auditor), &rec) {
+		rec = AuditedAttributes{Owner: m.Owner, Auditor: m.Auditor}
+	}
+	for _, a := range m.Attributes {
+		i := slices.IndexFunc(rec.Attributes, func(o market.Attribute) bool { return o.Key == a.Key })
+		if i >= 0 {
+			rec.Attributes[i] = a
+		} else {
+			rec.Attributes = append(rec.Attributes, a)
+		}
+	}
+	if len(rec.Attributes) > maxAttributes {
+		return invalid("attributes: the auditor would sign %d attributes for %s, at most %d", len(rec.Attributes), m.Owner, maxAttributes)
+	}
+	rec.Attributes = sortedAttributes(rec.Attributes)
+	x.s.setJSON(auditKey(m.Owner, m.Auditor), rec)
+	x.ev.emit(EventAuditSigned, AttrOwner, m.Owner, AttrAuditor, m.Auditor)
+	return nil
+}
+
+func (x *execCtx) deleteAttributes(m *MsgDeleteProviderAttributes) error {
+	var rec AuditedAttributes
+	if !getJSON(x.s, auditKey(m.Owner, m.Auditor), &rec) {
+		return errf(CodeNotFound, "auditor %s has signed no attributes of %s", m.Auditor, m.Owner)
+	}
+	if len(m.Keys) == 0 {
+		rec.Attributes = nil
+	} else {
+		for _, k := range m.Keys {
+			i := slices.IndexFunc(rec.Attributes, func(o market.Attribute) bool { return o.Key == k })
+			if i < 0 {
+				return errf(CodeNotFound, "auditor %s has not signed attribute %q of %s", m.Auditor, k, m.Owner)
+			}
+			rec.Attributes = slices.Delete(rec.Attributes, i, i+1)
+		}
+	}
+	if len(rec.Attributes) == 0 {
+		x.s.del(auditKey(m.Owner, m.Auditor))
+	} else {
+		x.s.setJSON(auditKey(m.Owner, m.Auditor), rec)
+	}
+	x.ev.emit(EventAuditDeleted, AttrOwner, m.Owner, AttrAuditor, m.Auditor)
+	return nil
+}
+
+func (x *execCtx) createCertificate(m *MsgCreateCertificate) error {
+	c, err := parseCert(m.Cert, m.PubKey, m.Owner)
+	if err != nil {
+		return err
+	}
+	serial := c.SerialNumber.String()
+	if _, ok := x.s.get(certKey(m.Owner, serial)); ok {
+		return errf(CodeAlreadyExists, "certificate %s of %s already exists", serial, m.Owner)
+	}
+	x.s.setJSON(certKey(m.Owner, serial), Certificate{Owner: m.Owner, Serial: serial, State: CertValid, Cert: m.Cert, PubKey: m.PubKey})
+	x.ev.emit(EventCertCreated, AttrOwner, m.Owner, AttrSerial, serial)
+	return nil
+}
+
+func (x *execCtx) revokeCertificate(m *MsgRevokeCertificate) error {
+	var c Certificate
+	if !getJSON(x.s, certKey(m.Owner, m.Serial), &c) {
+		return errf(CodeNotFound, "certificate %s of %s does not exist", m.Serial, m.Owner)
+	}
+	if c.State != CertValid {
+		return errf(CodeInvalidState, "certificate %s of %s is already %s", m.Serial, m.Owner, c.State)
+	}
+	c.State = CertRevoked
+	x.s.setJSON(certKey(m.Owner, m.Serial), c)
+	x.ev.emit(EventCertRevoked, AttrOwner, m.Owner, AttrSerial, m.Serial)
+	return nil
+}
+
+// meetsRequirements reports why a provider cannot serve a group, or nil: every
+// required attribute among its own, and the required auditors' signatures on them.
+func meetsRequirements(r reader, prov Provider, req market.PlacementRequirements) error {
+	for _, a := range req.Attributes {
+		if v, ok := prov.Attributes.Find(a.Key); !ok || v != a.Value {
+			return errf(CodeRequirements, "provider %s lacks attribute %s=%s", prov.Owner, a.Key, a.Value)
+		}
+	}
+	signed := func(auditor string) bool {
+		var rec AuditedAttributes
+		if !getJSON(r, auditKey(prov.Owner, auditor), &rec) {
+			return false
+		}
+		for _, a := range req.Attributes {
+			if v, ok := rec.Attributes.Find(a.Key); !ok || v != a.Value {
+				return false
+			}
+		}
+		return true
+	}
+	for _, au := range req.SignedBy.AllOf {
+		if !signed(au) {
+			return errf(CodeRequirements, "auditor %s has not signed the required attributes of provider %s", au, prov.Owner)
+		}
+	}
+	if len(req.SignedBy.AnyOf) > 0 && !slices.ContainsFunc(req.SignedBy.AnyOf, signed) {
+		return errf(CodeRequirements, "none of the auditors %v has signed the required attributes of provider %s", req.SignedBy.AnyOf, prov.Owner)
+	}
+	return nil
+}
