@@ -109,7 +109,7 @@ func ParseGroupID(s string) (GroupID, error) {
 		return GroupID{}, err
 	}
 	gseq, err := parseSeq(s, "gseq", p[2], 32)
-	return d.Group(uint32(gseq)), err
+	return d.Group(uint32(gseq)), err //nolint:gosec // parsed with bit size 32
 }
 
 // ParseOrderID reads "OWNER/DSEQ/GSEQ/OSEQ".
@@ -123,7 +123,7 @@ func ParseOrderID(s string) (OrderID, error) {
 		return OrderID{}, err
 	}
 	oseq, err := parseSeq(s, "oseq", p[3], 32)
-	return g.Order(uint32(oseq)), err
+	return g.Order(uint32(oseq)), err //nolint:gosec // parsed with bit size 32
 }
 
 // ParseBidID reads "OWNER/DSEQ/GSEQ/OSEQ/PROVIDER".

@@ -62,6 +62,15 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// CometBFT v0.38 leaves these behind after Node.Stop (measured: the same set
+		// after every stop, none accumulate work): the proxy's client-error watcher,
+		// the WAL autofile's SIGHUP and close routines, and go-metrics' meter ticker.
+		goleak.IgnoreTopFunction("github.com/cometbft/cometbft/proxy.(*multiAppConn).killTMOnClientError"),
+		goleak.IgnoreTopFunction("github.com/cometbft/cometbft/libs/autofile.OpenAutoFile.func1"),
+		goleak.IgnoreTopFunction("github.com/cometbft/cometbft/libs/autofile.(*AutoFile).closeFileRoutine"),
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+		// goleveldb's pool drainer lingers up to 1 s after Close.
+		goleak.IgnoreTopFunction("github.com/syndtr/goleveldb/leveldb.(*DB).mpoolDrain"),
 	}
 }
 

@@ -1,0 +1,339 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"berth.dev/berth/internal/ledger"
+)
+
+// BroadcastOptions tune a Broadcaster.
+type BroadcastOptions struct {
+	// MaxMsgsPerTx bounds a batch (default and ceiling: the chain's max_msgs_per_tx).
+	MaxMsgsPerTx int
+	// Timeout bounds the wait for a transaction to be in a block (default 30 s).
+	Timeout time.Duration
+	// InFlight is how many batches may wait for inclusion at once (default 4).
+	InFlight int
+	// Memo is written in every transaction.
+	Memo string
+}
+
+// Result is a transaction in a block.
+type Result struct {
+	TxHash []byte
+	Height int64
+	Events []Event
+}
+
+// Broadcaster sends one account's transactions. Broadcast sends messages as one
+// transaction and waits for it; Submit queues messages to be batched with others by
+// Run. Sequence numbers are assigned in submission order; a sequence mismatch (another
+// process using the key, a transaction dropped from the mempool) is repaired by
+// re-reading the account and signing again.
+type Broadcaster struct {
+	c    *Client
+	key  ledger.Signer
+	addr string
+	opts BroadcastOptions
+
+	mu       sync.Mutex // orders signing and mempool admission
+	seq      uint64
+	seqKnown bool
+
+	qmu   sync.Mutex
+	queue []*request
+	kick  chan struct{}
+}
+
+type request struct {
+	msgs []ledger.Msg
+	done chan outcome
+}
+
+type outcome struct {
+	res *Result
+	err error
+}
+
+// NewBroadcaster returns a broadcaster for the key's account.
+func NewBroadcaster(c *Client, key ledger.Signer, opts BroadcastOptions) (*Broadcaster, error) {
+	addr, err := key.PubKey().Address(c.params.AddressPrefix)
+	if err != nil {
+		return nil, err
+	}
+	limit := int(c.params.MaxMsgsPerTx)
+	if opts.MaxMsgsPerTx <= 0 || opts.MaxMsgsPerTx > limit {
+		opts.MaxMsgsPerTx = limit
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = 4
+	}
+	return &Broadcaster{c: c, key: key, addr: addr, opts: opts, kick: make(chan struct{}, 1)}, nil
+}
+
+// Address is the account the broadcaster signs for.
+func (b *Broadcaster) Address() string { return b.addr }
+
+// ErrTimeout reports a transaction not seen in a block within the timeout. It may still
+// be included later.
+var ErrTimeout = errors.New("transaction not included in time")
+
+// Broadcast sends msgs as one transaction and waits until it is in a block. A
+// transaction the ledger rejects returns its *ledger.Error (with the block's height in
+// the message when it was included and failed).
+func (b *Broadcaster) Broadcast(ctx context.Context, msgs ...ledger.Msg) (*Result, error) {
+	for attempt := 0; ; attempt++ {
+		hash, err := b.send(ctx, msgs)
+		if err != nil {
+			return nil, err
+		}
+		res, err := b.wait(ctx, hash)
+		// A transaction included with a stale sequence (another user of the key got in
+		// first) changed nothing: sign again with the right one.
+		if errors.Is(err, ledger.ErrWrongSequence) && attempt < 3 {
+			continue
+		}
+		return res, err
+	}
+}
+
+// send signs msgs with the next sequence and hands the transaction to the node's
+// mempool, repairing the sequence when the node disagrees.
+func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("broadcast: no messages")
+	}
+	body := ledger.TxBody{ChainID: b.c.chainID, Signer: b.addr, Memo: b.opts.Memo}
+	for _, m := range msgs {
+		em, err := ledger.EncodeMsg(m)
+		if err != nil {
+			return nil, err
+		}
+		body.Msgs = append(body.Msgs, em)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if !b.seqKnown {
+			var acc ledger.AccountResponse
+			if err := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); err != nil {
+				return nil, fmt.Errorf("account %s: %w", b.addr, err)
+			}
+			b.seq, b.seqKnown = acc.Account.Sequence, true
+		}
+		body.Sequence = b.seq
+		raw, err := ledger.SignTx(body, b.key)
+		if err != nil {
+			return nil, err
+		}
+		r, err := b.c.rpc.BroadcastTxSync(ctx, raw)
+		if err != nil && strings.Contains(err.Error(), "tx already exists in cache") && attempt < 3 {
+			// These exact bytes were seen: the same messages signed with this sequence,
+			// by another user of the key or by us before. If the account has moved
+			// past the sequence, sign again; if not, the transaction is pending and is
+			// the one to wait for.
+			var acc ledger.AccountResponse
+			if qerr := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); qerr != nil {
+				b.seqKnown = false
+				return nil, fmt.Errorf("account %s: %w", b.addr, qerr)
+			}
+			if acc.Account.Sequence > b.seq {
+				b.seq = acc.Account.Sequence
+				continue
+			}
+			b.seq++
+			return ledger.TxHash(raw), nil
+		}
+		if err != nil {
+			// Unknown whether the node took it: read the sequence again next time.
+			b.seqKnown = false
+			return nil, fmt.Errorf("broadcast: %w", err)
+		}
+		if r.Code == 0 {
+			b.seq++
+			return r.Hash, nil
+		}
+		err = ledger.ErrorFromCode(r.Code, r.Codespace, r.Log)
+		if errors.Is(err, ledger.ErrWrongSequence) && attempt < 3 {
+			if want, ok := ledger.ExpectedSequence(err); ok {
+				b.seq = want
+			} else {
+				b.seqKnown = false
+			}
+			continue
+		}
+		return nil, err
+	}
+}
+
+// wait looks for the transaction after each new block until it is found or the
+// timeout passes.
+func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	defer cancel()
+	for {
+		h, herr := b.c.Height(ctx)
+		if r, err := b.c.rpc.Tx(ctx, hash, false); err == nil {
+			res := &Result{TxHash: hash, Height: r.Height}
+			if r.TxResult.Code != 0 {
+				err := ledger.ErrorFromCode(r.TxResult.Code, r.TxResult.Codespace, r.TxResult.Log)
+				if errors.Is(err, ledger.ErrWrongSequence) {
+					b.forgetSequence()
+				}
+				return res, fmt.Errorf("in block %d: %w", r.Height, err)
+			}
+			res.Events = convertEvents(r.TxResult.Events, int(r.Index))
+			return res, nil
+		}
+		// Not indexed yet, or the node is briefly unreachable: wait for the next block.
+		if herr != nil {
+			h = 0
+		}
+		if _, err := b.c.WaitHeight(ctx, h+1); err != nil {
+			b.forgetSequence() // the mempool may have dropped it
+			if errors.Is(err, context.DeadlineExceeded) {
+				return nil, fmt.Errorf("%w: %X after %s", ErrTimeout, hash, b.opts.Timeout)
+			}
+			return nil, err
+		}
+	}
+}
+
+func (b *Broadcaster) forgetSequence() {
+	b.mu.Lock()
+	b.seqKnown = false
+	b.mu.Unlock()
+}
+
+// Submit queues msgs to go out with other queued messages in one transaction and waits
+// for the result. It needs Run.
+func (b *Broadcaster) Submit(ctx context.Context, msgs ...ledger.Msg) (*Result, error) {
+	if len(msgs) == 0 {
+		return nil, errors.New("submit: no messages")
+	}
+	if len(msgs) > b.opts.MaxMsgsPerTx {
+		return nil, fmt.Errorf("submit: %d messages, at most %d per transaction", len(msgs), b.opts.MaxMsgsPerTx)
+	}
+	r := &request{msgs: msgs, done: make(chan outcome, 1)}
+	b.qmu.Lock()
+	b.queue = append(b.queue, r)
+	b.qmu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+	select {
+	case o := <-r.done:
+		return o.res, o.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Run sends queued messages in batches until ctx ends; batches wait for inclusion
+// concurrently (up to InFlight). It returns after every batch it started is done.
+func (b *Broadcaster) Run(ctx context.Context) error {
+	sem := make(chan struct{}, b.opts.InFlight)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			b.failQueued(ctx.Err())
+			return nil
+		case <-b.kick:
+		}
+		for {
+			batch := b.take()
+			if len(batch) == 0 {
+				break
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				for _, r := range batch {
+					r.done <- outcome{err: ctx.Err()}
+				}
+				b.failQueued(ctx.Err())
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				b.sendBatch(ctx, batch)
+			}()
+		}
+	}
+}
+
+// take removes from the queue as many whole requests as fit in one transaction.
+func (b *Broadcaster) take() []*request {
+	b.qmu.Lock()
+	defer b.qmu.Unlock()
+	n, msgs := 0, 0
+	for n < len(b.queue) && msgs+len(b.queue[n].msgs) <= b.opts.MaxMsgsPerTx {
+		msgs += len(b.queue[n].msgs)
+		n++
+	}
+	batch := b.queue[:n:n]
+	b.queue = b.queue[n:]
+	return batch
+}
+
+func (b *Broadcaster) failQueued(err error) {
+	b.qmu.Lock()
+	q := b.queue
+	b.queue = nil
+	b.qmu.Unlock()
+	for _, r := range q {
+		r.done <- outcome{err: err}
+	}
+}
+
+// sendBatch sends a batch as one transaction. When a message fails, the transaction
+// changed nothing; the batch's requests are then sent one by one, so each gets its own
+// result and one bad request does not fail the others.
+func (b *Broadcaster) sendBatch(ctx context.Context, batch []*request) {
+	var msgs []ledger.Msg
+	for _, r := range batch {
+		msgs = append(msgs, r.msgs...)
+	}
+	res, err := b.Broadcast(ctx, msgs...)
+	if err != nil && len(batch) > 1 && isMsgError(err) {
+		var wg sync.WaitGroup
+		for _, r := range batch {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := b.Broadcast(ctx, r.msgs...)
+				r.done <- outcome{res, err}
+			}()
+		}
+		wg.Wait()
+		return
+	}
+	for _, r := range batch {
+		r.done <- outcome{res, err}
+	}
+}
+
+// isMsgError reports a failure of a message's execution (as opposed to the
+// transaction's encoding, signature or sequence, which would fail alone too).
+func isMsgError(err error) bool {
+	switch ledger.CodeOf(err) {
+	case ledger.CodeTxDecode, ledger.CodeTxTooLarge, ledger.CodeWrongChain, ledger.CodeUnauthorized,
+		ledger.CodeWrongSequence, ledger.CodeUnknownAccount, ledger.CodeInternal:
+		return false
+	}
+	var e *ledger.Error
+	return errors.As(err, &e)
+}

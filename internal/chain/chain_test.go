@@ -1,0 +1,304 @@
+package chain_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const webSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.27
+    expose:
+      - port: 80
+        to:
+          - global: true
+profiles:
+  compute:
+    web:
+      resources:
+        cpu: {units: 0.5}
+        memory: {size: 512Mi}
+        storage: {size: 1Gi}
+  placement:
+    dc:
+      pricing:
+        web: {denom: uakt, amount: 1000}
+deployment:
+  web:
+    dc:
+      profile: web
+      count: 1
+`
+
+func createDeploymentMsg(t *testing.T, owner string, dseq uint64) *ledger.MsgCreateDeployment {
+	t.Helper()
+	r, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: owner, DSeq: dseq}, Groups: r.Groups, Version: r.Version,
+		Deposit: market.Coin{Amount: 5_000_000, Denom: ledger.DefaultDenom},
+	}
+}
+
+// collect runs a feed from height from and sends every event to the returned channel
+// until the test ends.
+func collect(t *testing.T, c *chain.Client, from int64) <-chan chain.Event {
+	t.Helper()
+	ch := make(chan chain.Event, 1024)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		err := chain.NewFeed(c, from).Run(ctx, func(_ context.Context, b chain.Block) error {
+			for _, e := range b.Events {
+				ch <- e
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("feed: %v", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return ch
+}
+
+// await reads events until one of the type arrives (failing after 10 s).
+func await(t *testing.T, ch <-chan chain.Event, typ string) chain.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-ch:
+			if e.Type == typ {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within 10s", typ)
+		}
+	}
+}
+
+func runClient(t *testing.T, c *chain.Client) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+func TestTxEventQuery(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	runClient(t, c)
+	events := collect(t, c, 1)
+	tenant := l.Broadcaster(t, c, "tenant")
+	msg := createDeploymentMsg(t, tenant.Address(), 42)
+	res, err := tenant.Broadcast(t.Context(), msg)
+	if err != nil {
+		t.Fatalf("create deployment: %v", err)
+	}
+	if res.Height < 1 || len(res.Events) == 0 {
+		t.Fatalf("result %+v", res)
+	}
+	ev := await(t, events, ledger.EventOrderCreated)
+	if ev.Attrs[ledger.AttrOwner] != tenant.Address() || ev.Attrs[ledger.AttrDSeq] != "42" || ev.Attrs[ledger.AttrGSeq] != "1" || ev.Attrs[ledger.AttrOSeq] != "1" {
+		t.Fatalf("order.created %v", ev.Attrs)
+	}
+	var d ledger.DeploymentResponse
+	if err := c.Query(t.Context(), ledger.QueryDeployment, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
+		t.Fatal(err)
+	}
+	if d.Deployment.State != ledger.DeploymentActive || len(d.Groups) != 1 || !bytes.Equal(d.Deployment.Version, msg.Version) {
+		t.Fatalf("deployment %+v", d)
+	}
+
+	// The same dseq again fails in the block, with its code, and changes nothing.
+	_, err = tenant.Broadcast(t.Context(), msg)
+	if !errors.Is(err, ledger.ErrAlreadyExists) {
+		t.Fatalf("duplicate deployment: %v", err)
+	}
+	// A deployment created by someone else's key is refused before the mempool.
+	prov := l.Broadcaster(t, c, "provider")
+	_, err = prov.Broadcast(t.Context(), createDeploymentMsg(t, tenant.Address(), 43))
+	if !errors.Is(err, ledger.ErrUnauthorized) {
+		t.Fatalf("deployment for another owner: %v", err)
+	}
+}
+
+func TestRestartKeepsStateAndHeight(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	tenant := l.Broadcaster(t, c, "tenant")
+	msg := createDeploymentMsg(t, tenant.Address(), 7)
+	if _, err := tenant.Broadcast(t.Context(), msg); err != nil {
+		t.Fatal(err)
+	}
+	h1 := l.App().Height()
+	info1, _ := l.App().Info(t.Context(), nil)
+
+	l.Restart(t)
+	if got := l.App().Height(); got != h1 {
+		t.Fatalf("height after restart %d, want %d", got, h1)
+	}
+	info2, _ := l.App().Info(t.Context(), nil)
+	if !bytes.Equal(info1.LastBlockAppHash, info2.LastBlockAppHash) {
+		t.Fatalf("app hash changed across restart: %X → %X", info1.LastBlockAppHash, info2.LastBlockAppHash)
+	}
+	c2 := l.Client(t)
+	var d ledger.DeploymentResponse
+	if err := c2.Query(t.Context(), ledger.QueryDeployment, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
+		t.Fatalf("deployment after restart: %v", err)
+	}
+	tenant2 := l.Broadcaster(t, c2, "tenant")
+	res, err := tenant2.Broadcast(t.Context(), createDeploymentMsg(t, tenant.Address(), 8))
+	if err != nil {
+		t.Fatalf("tx after restart: %v", err)
+	}
+	if res.Height <= h1 {
+		t.Fatalf("height %d after restart, want > %d", res.Height, h1)
+	}
+}
+
+func TestSequenceRecovery(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	// Two broadcasters with the same key: each believes it owns the sequence.
+	a := l.Broadcaster(t, c, "tenant")
+	b := l.Broadcaster(t, c, "tenant")
+	to := l.Address(t, "provider")
+	send := func(br *chain.Broadcaster) error {
+		_, err := br.Broadcast(t.Context(), &ledger.MsgSend{From: br.Address(), To: to, Amount: []market.Coin{{Amount: 1, Denom: ledger.DefaultDenom}}})
+		return err
+	}
+	for i := range 3 {
+		if err := send(a); err != nil {
+			t.Fatalf("a #%d: %v", i, err)
+		}
+		if err := send(b); err != nil {
+			t.Fatalf("b #%d (must recover from the sequence a used): %v", i, err)
+		}
+	}
+	var acc ledger.AccountResponse
+	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: a.Address()}, &acc); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Account.Sequence != 6 {
+		t.Fatalf("sequence %d, want 6", acc.Account.Sequence)
+	}
+}
+
+func TestSubmitBatches(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	runClient(t, c)
+	br := l.Broadcaster(t, c, "tenant")
+	ctx, cancel := context.WithCancel(t.Context())
+	var run sync.WaitGroup
+	run.Add(1)
+	go func() { defer run.Done(); _ = br.Run(ctx) }()
+	defer func() { cancel(); run.Wait() }()
+
+	to := l.Address(t, "provider")
+	const n = 40
+	heights := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			amt := uint64(1)
+			if i == 7 {
+				amt = 1 << 62 // more than the account has: fails alone
+			}
+			res, err := br.Submit(t.Context(), &ledger.MsgSend{From: br.Address(), To: to, Amount: []market.Coin{{Amount: market.Uint(amt), Denom: ledger.DefaultDenom}}})
+			errs[i] = err
+			if res != nil {
+				heights[i] = res.Height
+			}
+		}()
+	}
+	wg.Wait()
+	blocks := map[int64]bool{}
+	for i, err := range errs {
+		if i == 7 {
+			if !errors.Is(err, ledger.ErrInsufficientFunds) {
+				t.Fatalf("overdraft: %v", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("submit %d: %v", i, err)
+		}
+		blocks[heights[i]] = true
+	}
+	if len(blocks) >= n-1 {
+		t.Fatalf("%d sends in %d blocks: nothing was batched", n-1, len(blocks))
+	}
+	var acc ledger.AccountResponse
+	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+n-1 {
+		t.Fatalf("receiver balance %d, want %d", got, 1_000_000_000_000+n-1)
+	}
+}
+
+func TestFeedCatchesUpFromHeight(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	tenant := l.Broadcaster(t, c, "tenant")
+	var last int64
+	for i := range 5 {
+		res, err := tenant.Broadcast(t.Context(), createDeploymentMsg(t, tenant.Address(), uint64(100+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Height
+	}
+	// A feed started afterwards, without the websocket, still sees all five orders,
+	// in order, and stops at the handler's error.
+	seen := []string{}
+	stop := errors.New("done")
+	err := chain.NewFeed(c, 1).Run(t.Context(), func(_ context.Context, b chain.Block) error {
+		for _, e := range b.Events {
+			if e.Type == ledger.EventOrderCreated {
+				seen = append(seen, e.Attrs[ledger.AttrDSeq])
+			}
+		}
+		if b.Height == last {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("feed: %v", err)
+	}
+	want := []string{"100", "101", "102", "103", "104"}
+	if len(seen) != len(want) {
+		t.Fatalf("orders %v, want %v", seen, want)
+	}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("orders %v, want %v", seen, want)
+		}
+	}
+}

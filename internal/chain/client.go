@@ -1,0 +1,206 @@
+// Package chain is how providers and tenants talk to the ledger: typed queries, an event
+// feed that reads every block's results in order from a given height (so a restart or a
+// dropped connection catches up instead of losing events), and a transaction
+// broadcaster that signs, tracks the account sequence, recovers from sequence
+// mismatches, batches messages, and waits for inclusion.
+//
+// The node's websocket is used only as a wake-up signal for new blocks: its
+// subscription buffer silently drops events under bursts, so what happened is always
+// read from block results. Without the websocket everything still works, by polling.
+//
+// Client, Feed and Broadcaster are safe for concurrent use. Client.Run maintains the
+// websocket; it is optional.
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	rpchttp "github.com/cometbft/cometbft/rpc/client/http"
+	ctypes "github.com/cometbft/cometbft/rpc/core/types"
+
+	"berth.dev/berth/internal/ledger"
+)
+
+// Client queries a ledger node over its RPC endpoint.
+type Client struct {
+	rpc     *rpchttp.HTTP
+	chainID string
+	params  ledger.Params
+
+	mu      sync.Mutex
+	newHead chan struct{} // closed and replaced when a new block is announced
+	live    bool          // the websocket is delivering new-block events
+}
+
+// pollFallback is how often waits poll the node when no websocket wakes them.
+const (
+	pollWithSocket    = time.Second
+	pollWithoutSocket = 50 * time.Millisecond
+)
+
+// Dial connects to a node ("tcp://127.0.0.1:26657", "http://…", "unix:///…/rpc.sock")
+// and reads the chain's identity and params.
+func Dial(ctx context.Context, addr string) (*Client, error) {
+	rpc, err := rpchttp.New(addr, "/websocket")
+	if err != nil {
+		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
+	}
+	c := &Client{rpc: rpc, newHead: make(chan struct{})}
+	var p ledger.ParamsResponse
+	if err := c.Query(ctx, ledger.QueryParams, nil, &p); err != nil {
+		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
+	}
+	c.chainID, c.params = p.ChainID, p.Params
+	return c, nil
+}
+
+// ChainID is the chain's ID.
+func (c *Client) ChainID() string { return c.chainID }
+
+// Params are the chain's rules.
+func (c *Client) Params() ledger.Params { return c.params }
+
+// Query runs an ABCI query: req is encoded as JSON (nil for none) and the answer
+// decoded into resp. Ledger errors come back as *ledger.Error.
+func (c *Client) Query(ctx context.Context, path string, req, resp any) error {
+	var data []byte
+	if req != nil {
+		var err error
+		if data, err = json.Marshal(req); err != nil {
+			return fmt.Errorf("query %s: %w", path, err)
+		}
+	}
+	r, err := c.rpc.ABCIQuery(ctx, path, data)
+	if err != nil {
+		return fmt.Errorf("query %s: %w", path, err)
+	}
+	if r.Response.Code != 0 {
+		return ledger.ErrorFromCode(r.Response.Code, r.Response.Codespace, r.Response.Log)
+	}
+	if err := json.Unmarshal(r.Response.Value, resp); err != nil {
+		return fmt.Errorf("query %s: decode answer: %w", path, err)
+	}
+	return nil
+}
+
+// Height is the latest committed height.
+func (c *Client) Height(ctx context.Context) (int64, error) {
+	st, err := c.rpc.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("node status: %w", err)
+	}
+	return st.SyncInfo.LatestBlockHeight, nil
+}
+
+// BlockResults returns the results of the block at height.
+func (c *Client) BlockResults(ctx context.Context, height int64) (*ctypes.ResultBlockResults, error) {
+	r, err := c.rpc.BlockResults(ctx, &height)
+	if err != nil {
+		return nil, fmt.Errorf("block %d results: %w", height, err)
+	}
+	return r, nil
+}
+
+// Run keeps a websocket subscription to new blocks, so that waits wake as soon as a
+// block is committed; it reconnects after failures. It returns when ctx ends.
+func (c *Client) Run(ctx context.Context) error {
+	if err := c.rpc.Start(); err != nil {
+		return fmt.Errorf("ledger websocket: %w", err)
+	}
+	defer func() { _ = c.rpc.Stop() }()
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := c.follow(ctx)
+		c.setLive(false)
+		if ctx.Err() != nil {
+			break
+		}
+		_ = err // the waits poll meanwhile; try again after a pause
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+func (c *Client) follow(ctx context.Context) error {
+	const q = "tm.event='NewBlockHeader'"
+	subCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ch, err := c.rpc.Subscribe(subCtx, "berth-chain-client", q, 16)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = c.rpc.UnsubscribeAll(uctx, "berth-chain-client")
+		cancel()
+	}()
+	c.setLive(true)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-ch:
+			if !ok {
+				return errors.New("subscription closed")
+			}
+			c.announce()
+		}
+	}
+}
+
+func (c *Client) setLive(v bool) {
+	c.mu.Lock()
+	c.live = v
+	c.mu.Unlock()
+	c.announce() // waiters re-check either way
+}
+
+func (c *Client) announce() {
+	c.mu.Lock()
+	close(c.newHead)
+	c.newHead = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// wakeup returns a channel closed at the next new-block announcement and how long to
+// wait for it before polling anyway.
+func (c *Client) wakeup() (<-chan struct{}, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live {
+		return c.newHead, pollWithSocket
+	}
+	return c.newHead, pollWithoutSocket
+}
+
+// WaitHeight blocks until the chain's height is at least h and returns the height.
+func (c *Client) WaitHeight(ctx context.Context, h int64) (int64, error) {
+	for {
+		wake, poll := c.wakeup()
+		cur, err := c.Height(ctx)
+		if err == nil && cur >= h {
+			return cur, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, ctx.Err()
+		case <-wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}

@@ -1,0 +1,133 @@
+package chain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	abci "github.com/cometbft/cometbft/abci/types"
+)
+
+// Event is one ledger event: its type ("lease.created") and attributes (owner, dseq, …).
+type Event struct {
+	Type  string
+	Attrs map[string]string
+	// TxIndex is the index in the block of the transaction that emitted the event, or
+	// -1 for the block's own events (escrow depletions), which come before the
+	// transactions'.
+	TxIndex int
+}
+
+// Block is the events of one block, in the order they happened.
+type Block struct {
+	Height int64
+	Events []Event
+}
+
+// Feed delivers every block's events in height order, starting at a given height and
+// following new blocks. The caller keeps the cursor: after handling block h it
+// persists h, and restarts the feed at h+1.
+type Feed struct {
+	c    *Client
+	next int64
+}
+
+// NewFeed returns a feed whose first block is from (at least 1).
+func NewFeed(c *Client, from int64) *Feed {
+	return &Feed{c: c, next: max(from, 1)}
+}
+
+// Next is the height of the next block the feed will deliver.
+func (f *Feed) Next() int64 { return f.next }
+
+// Run calls handle for each block from the feed's cursor on, waiting for new blocks
+// when caught up, until ctx ends (nil) or handle fails (its error). A block is
+// delivered again after a failed handle only if Run is called again.
+func (f *Feed) Run(ctx context.Context, handle func(context.Context, Block) error) error {
+	err := f.run(ctx, handle)
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil
+	}
+	return err
+}
+
+func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		latest, err := f.c.WaitHeight(ctx, f.next)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			if !sleepCtx(ctx, backoff) {
+				return ctx.Err()
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		for f.next <= latest {
+			b, err := f.read(ctx, f.next)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				// The node may be restarting: retry the same height.
+				if !sleepCtx(ctx, backoff) {
+					return ctx.Err()
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				break
+			}
+			backoff = 50 * time.Millisecond
+			if err := handle(ctx, b); err != nil {
+				return fmt.Errorf("handle block %d: %w", b.Height, err)
+			}
+			f.next++
+		}
+	}
+}
+
+// read fetches one block's events.
+func (f *Feed) read(ctx context.Context, h int64) (Block, error) {
+	r, err := f.c.BlockResults(ctx, h)
+	if err != nil {
+		return Block{}, err
+	}
+	return BlockFromResults(h, r.FinalizeBlockEvents, r.TxsResults), nil
+}
+
+// BlockFromResults converts a block's results: block events first, then each
+// successful transaction's events in order.
+func BlockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResult) Block {
+	b := Block{Height: h, Events: convertEvents(blockEvents, -1)}
+	for i, t := range txs {
+		if t != nil && t.Code == 0 {
+			b.Events = append(b.Events, convertEvents(t.Events, i)...)
+		}
+	}
+	return b
+}
+
+func convertEvents(evs []abci.Event, txIndex int) []Event {
+	out := make([]Event, 0, len(evs))
+	for _, e := range evs {
+		ev := Event{Type: e.Type, TxIndex: txIndex, Attrs: make(map[string]string, len(e.Attributes))}
+		for _, a := range e.Attributes {
+			ev.Attrs[a.Key] = a.Value
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

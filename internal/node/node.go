@@ -1,0 +1,250 @@
+// Package node runs the ledger: a CometBFT v0.38 node with the berth marketplace
+// application (internal/ledger) in the same process. It initialises node homes (one
+// validator, or a network of several), starts a node from a home, and stops it
+// cleanly enough that the same process can start it again (the tests restart nodes).
+//
+// A Node is started once and stopped once; its methods are safe for concurrent use.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	dbm "github.com/cometbft/cometbft-db"
+	cfg "github.com/cometbft/cometbft/config"
+	cmtlog "github.com/cometbft/cometbft/libs/log"
+	nm "github.com/cometbft/cometbft/node"
+	"github.com/cometbft/cometbft/p2p"
+	"github.com/cometbft/cometbft/privval"
+	"github.com/cometbft/cometbft/proxy"
+	"github.com/spf13/viper"
+
+	"berth.dev/berth/internal/ledger"
+)
+
+// Config says which home to run and how.
+type Config struct {
+	// Home is a directory made by Init or InitNetwork.
+	Home string
+	// Logger receives the node's logs; CometBFT's informational chatter is logged at
+	// debug level, its errors at error level. Nil discards them.
+	Logger *slog.Logger
+	// RPCListen and P2PListen override the home's config.toml when set
+	// ("tcp://127.0.0.1:PORT" or, for RPC, "unix:///path/to.sock").
+	RPCListen string
+	P2PListen string
+}
+
+// Node is a running ledger node.
+type Node struct {
+	cmt     *nm.Node
+	app     *ledger.App
+	appDB   dbm.DB
+	conf    *cfg.Config
+	chainID string
+
+	mu       sync.Mutex
+	dbs      []dbm.DB
+	stopped  bool
+	stopping *atomic.Bool // read by the logger: errors while stopping are expected
+}
+
+// appDBName is the application's database in the home's data directory.
+const appDBName = "ledger"
+
+// LoadConfig reads the home's config.toml.
+func LoadConfig(home string) (*cfg.Config, error) {
+	path := filepath.Join(home, "config", "config.toml")
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("node home %s: %w (run berth chain init first)", home, err)
+	}
+	v := viper.New()
+	v.SetConfigFile(path)
+	if err := v.ReadInConfig(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	conf := cfg.DefaultConfig()
+	if err := v.Unmarshal(conf); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	conf.SetRoot(home)
+	if err := conf.ValidateBasic(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return conf, nil
+}
+
+// Start opens the home and starts the node. It returns once the node runs (its first
+// block may still be coming).
+func Start(c Config) (*Node, error) {
+	conf, err := LoadConfig(c.Home)
+	if err != nil {
+		return nil, err
+	}
+	if c.RPCListen != "" {
+		conf.RPC.ListenAddress = c.RPCListen
+	}
+	if c.P2PListen != "" {
+		conf.P2P.ListenAddress = c.P2PListen
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{conf: conf, stopping: new(atomic.Bool)}
+	appDB, err := dbm.NewDB(appDBName, dbm.BackendType(conf.DBBackend), conf.DBDir())
+	if err != nil {
+		return nil, fmt.Errorf("open ledger database in %s: %w", conf.DBDir(), err)
+	}
+	n.appDB = appDB
+	app, err := ledger.NewApp(appDB, log.With(slog.String("module", "ledger")))
+	if err != nil {
+		_ = appDB.Close()
+		return nil, err
+	}
+	n.app = app
+	nodeKey, err := p2p.LoadNodeKey(conf.NodeKeyFile())
+	if err != nil {
+		_ = appDB.Close()
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	pv := privval.LoadFilePV(conf.PrivValidatorKeyFile(), conf.PrivValidatorStateFile())
+	genesis := nm.DefaultGenesisDocProviderFunc(conf)
+	gd, err := genesis()
+	if err != nil {
+		_ = appDB.Close()
+		return nil, fmt.Errorf("genesis: %w", err)
+	}
+	n.chainID = gd.ChainID
+	cmt, err := nm.NewNode(conf, pv, nodeKey,
+		proxy.NewConnSyncLocalClientCreator(app),
+		genesis,
+		n.dbProvider,
+		nm.DefaultMetricsProvider(conf.Instrumentation),
+		cometLogger{l: log.With(slog.String("module", "cometbft")), stopping: n.stopping},
+	)
+	if err != nil {
+		n.closeDBs()
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	n.cmt = cmt
+	if err := cmt.Start(); err != nil {
+		n.closeDBs()
+		return nil, fmt.Errorf("start node: %w", err)
+	}
+	return n, nil
+}
+
+// dbProvider opens CometBFT's databases and remembers them: CometBFT does not close
+// all of them on Stop (the transaction index stays open), which would keep the next
+// start in the same process from opening them.
+func (n *Node) dbProvider(ctx *cfg.DBContext) (dbm.DB, error) {
+	db, err := cfg.DefaultDBProvider(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.dbs = append(n.dbs, db)
+	n.mu.Unlock()
+	return db, nil
+}
+
+func (n *Node) closeDBs() {
+	n.mu.Lock()
+	dbs := n.dbs
+	n.dbs = nil
+	n.mu.Unlock()
+	for _, db := range dbs {
+		_ = db.Close() // some were closed by CometBFT already
+	}
+	_ = n.appDB.Close()
+}
+
+// Stop stops the node and closes its databases. It is safe to call more than once.
+func (n *Node) Stop() error {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.stopped = true
+	n.mu.Unlock()
+	n.stopping.Store(true)
+	var err error
+	if n.cmt.IsRunning() {
+		err = n.cmt.Stop()
+		n.cmt.Wait()
+	}
+	n.closeDBs()
+	return err
+}
+
+// Run blocks until ctx ends, then stops the node.
+func (n *Node) Run(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+	case <-n.cmt.Quit():
+	}
+	return n.Stop()
+}
+
+// RPC is the node's RPC listen address, for internal/chain: "tcp://127.0.0.1:26657"
+// or "unix:///…/rpc.sock".
+func (n *Node) RPC() string { return n.conf.RPC.ListenAddress }
+
+// ChainID is the chain's ID from genesis.
+func (n *Node) ChainID() string { return n.chainID }
+
+// App is the ledger application the node runs.
+func (n *Node) App() *ledger.App { return n.app }
+
+// Home is the node's home directory.
+func (n *Node) Home() string { return n.conf.RootDir }
+
+// NodeID is the node's p2p ID.
+func (n *Node) NodeID() string { return string(n.cmt.NodeInfo().ID()) }
+
+// cometLogger writes CometBFT's logs to slog: its Info is chatty (every block, every
+// peer message), so it goes to Debug.
+type cometLogger struct {
+	l        *slog.Logger
+	stopping *atomic.Bool
+}
+
+// The adapter passes CometBFT's messages and key-value pairs through as they are.
+//
+//nolint:sloglint // the messages are CometBFT's
+func (c cometLogger) Debug(msg string, kv ...any) { c.l.Debug(msg, kv...) }
+
+//nolint:sloglint // the messages are CometBFT's
+func (c cometLogger) Info(msg string, kv ...any) { c.l.Debug(msg, kv...) }
+
+//nolint:sloglint // the messages are CometBFT's
+func (c cometLogger) Error(msg string, kv ...any) {
+	// A stopping node logs the connections and services it closes as errors; they
+	// are not.
+	if c.stopping.Load() || isShutdownNoise(kv) {
+		c.l.Debug(msg, kv...)
+		return
+	}
+	c.l.Error(msg, kv...)
+}
+func (c cometLogger) With(kv ...any) cmtlog.Logger {
+	return cometLogger{l: c.l.With(kv...), stopping: c.stopping}
+}
+
+func isShutdownNoise(kv []any) bool {
+	for _, v := range kv {
+		if err, ok := v.(error); ok && (errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "use of closed network connection")) {
+			return true
+		}
+	}
+	return false
+}
