@@ -65,7 +65,11 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError("%w", err) })
 	root.AddCommand(
 		newDevCommand(log),
+		newChainCommand(log),
 		newSDLCommand(),
+		newKeysCommand(),
+		newTenantCommand(),
+		newProviderCommand(),
 		newVersionCommand(),
 	)
 	root.SetHelpCommandGroupID(groupTools)

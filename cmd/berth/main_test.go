@@ -9,9 +9,11 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"berth.dev/berth/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.LeakOptions()...) }
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/provider"
+)
+
+func newProviderCommand() *cobra.Command {
+	var f ledgerFlags
+	cmd := &cobra.Command{
+		Use:     "provider",
+		Short:   "A provider's ledger business: registration, leases, withdrawals",
+		GroupID: groupTools,
+	}
+	f.register(cmd.PersistentFlags(), "provider")
+	cmd.AddCommand(newProviderRegisterCommand(&f), newProviderBidCommand(&f), newProviderCloseBidCommand(&f),
+		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f))
+	return cmd
+}
+
+func newProviderRegisterCommand(f *ledgerFlags) *cobra.Command {
+	var hostURI, attrFile, email, website string
+	cmd := &cobra.Command{
+		Use:   "register --host-uri https://HOST:8443 [--attributes-file FILE]",
+		Short: "Register the provider on the ledger, or update its registration",
+		Long: "register records the provider's gateway address and attributes on the ledger (a new\n" +
+			"registration, or an update of an existing one). The attributes file is YAML or JSON:\n" +
+			"a provider.yaml with an attributes list, or the list alone:\n\n" +
+			"  attributes:\n    - key: region\n      value: us-west\n",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if hostURI == "" {
+				return usageError("--host-uri is required")
+			}
+			var attrs market.Attributes
+			if attrFile != "" {
+				b, err := os.ReadFile(attrFile)
+				if err != nil {
+					return err
+				}
+				if attrs, err = provider.ParseAttributes(b); err != nil {
+					return fmt.Errorf("%s: %w", attrFile, err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			m := ledger.MsgCreateProvider{Owner: s.key.Address, HostURI: hostURI, Attributes: attrs, Info: ledger.ProviderInfo{EMail: email, Website: website}}
+			var existing ledger.Provider
+			err = s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.key.Address}, &existing)
+			var msg ledger.Msg = &m
+			what := "register provider"
+			switch {
+			case err == nil:
+				u := ledger.MsgUpdateProvider(m)
+				msg, what = &u, "update provider"
+			case !errors.Is(err, ledger.ErrNotFound):
+				return err
+			}
+			res, err := s.br.Broadcast(ctx, msg)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", what, s.key.Address, err)
+			}
+			return s.report(what, res)
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&hostURI, "host-uri", "", "the provider gateway's address, https://HOST[:PORT]")
+	fl.StringVar(&attrFile, "attributes-file", "", "YAML or JSON file of attributes")
+	fl.StringVar(&email, "email", "", "contact e-mail")
+	fl.StringVar(&website, "website", "", "web site")
+	return cmd
+}
+
+func newProviderLeasesCommand(f *ledgerFlags) *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "leases",
+		Short: "List the provider's leases with what they have accrued",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, false)
+			if err != nil {
+				return err
+			}
+			all, err := providerLeases(ctx, s, state)
+			if err != nil {
+				return err
+			}
+			return printLeases(s, all)
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only leases in this state (active, insufficient_funds, closed)")
+	return cmd
+}
+
+func providerLeases(ctx context.Context, s *session, state string) ([]ledger.LeaseResponse, error) {
+	all := []ledger.LeaseResponse{}
+	err := pages(func(p ledger.Page) ([]byte, error) {
+		var r ledger.LeasesResponse
+		err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: s.key.Address, State: state, Page: p}, &r)
+		all = append(all, r.Leases...)
+		return r.NextKey, err
+	})
+	return all, err
+}
+
+func newProviderWithdrawCommand(f *ledgerFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "withdraw",
+		Short: "Withdraw what every active lease has accrued, in as few transactions as the ledger allows",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			leases, err := providerLeases(ctx, s, ledger.LeaseActive)
+			if err != nil {
+				return err
+			}
+			if len(leases) == 0 {
+				return writeString(s.out, "no active leases\n")
+			}
+			per := int(s.c.Params().MaxMsgsPerTx)
+			for start := 0; start < len(leases); start += per {
+				var msgs []ledger.Msg
+				for i := start; i < min(start+per, len(leases)); i++ {
+					msgs = append(msgs, &ledger.MsgWithdrawLease{ID: leases[i].Lease.ID})
+				}
+				res, err := s.br.Broadcast(ctx, msgs...)
+				if err != nil {
+					return fmt.Errorf("withdraw: %w", err)
+				}
+				if err := s.report(fmt.Sprintf("withdraw from %d lease(s)", len(msgs)), res); err != nil {
+					return err
+				}
+			}
+			return nil
+		}),
+	}
+}
+
+func newProviderBidCommand(f *ledgerFlags) *cobra.Command {
+	var price, deposit string
+	cmd := &cobra.Command{
+		Use:   "bid OWNER/DSEQ/GSEQ/OSEQ --price AMOUNT",
+		Short: "Bid on an order by hand (the provider daemon's bid engine does this automatically)",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			oid, err := market.ParseOrderID(args[0])
+			if err != nil {
+				return usageError("%w", err)
+			}
+			p, err := market.ParseDecCoin(price)
+			if err != nil {
+				return usageError("--price: %w", err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			dep := s.c.Params().BidMinDeposit
+			if deposit != "" {
+				if dep, err = market.ParseCoin(deposit); err != nil {
+					return usageError("--deposit: %w", err)
+				}
+			}
+			var o ledger.Order
+			if err := s.c.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: oid}, &o); err != nil {
+				return fmt.Errorf("order %s: %w", oid, err)
+			}
+			offer := make([]ledger.ResourceOffer, 0, len(o.Spec.Resources))
+			for i := range o.Spec.Resources {
+				offer = append(offer, ledger.ResourceOffer{Resources: o.Spec.Resources[i].Resources, Count: o.Spec.Resources[i].Count})
+			}
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateBid{OrderID: oid, Provider: s.key.Address, Price: p, Deposit: dep, ResourcesOffer: offer})
+			if err != nil {
+				return fmt.Errorf("bid on %s: %w", oid, err)
+			}
+			return s.report("bid", res)
+		}),
+	}
+	cmd.Flags().StringVar(&price, "price", "", "price per block, like 1000uakt or 0.5uakt (required)")
+	cmd.Flags().StringVar(&deposit, "deposit", "", "bid deposit (default: the ledger's minimum)")
+	_ = cmd.MarkFlagRequired("price")
+	return cmd
+}
+
+func newProviderCloseBidCommand(f *ledgerFlags) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "close-bid OWNER/DSEQ/GSEQ/OSEQ",
+		Short: "Withdraw a bid; on a won bid this closes the lease (the tenant's group is paused)",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			oid, err := market.ParseOrderID(args[0])
+			if err != nil {
+				return usageError("%w", err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			bid := oid.Bid(s.key.Address)
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseBid{ID: bid, Reason: reason})
+			if err != nil {
+				return fmt.Errorf("close bid %s: %w", bid, err)
+			}
+			return s.report("close bid", res)
+		}),
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "for a won bid: unstable, decommission, unspecified or manifest_timeout")
+	return cmd
+}

@@ -1,0 +1,478 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/node"
+)
+
+// ledgerFlags are the flags of commands that talk to the ledger.
+type ledgerFlags struct {
+	home, node, from, output string
+	timeout                  time.Duration
+}
+
+func (f *ledgerFlags) register(fs *pflag.FlagSet, from string) {
+	fs.StringVar(&f.home, "home", defaultHome(), "berth home (keyring, and the node address from its config.toml)")
+	fs.StringVar(&f.node, "node", "", "ledger node RPC address (default: the home's node, else tcp://127.0.0.1:26657)")
+	fs.StringVar(&f.from, "from", from, "name of the key that signs")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long to wait for the node and for a transaction to be in a block")
+}
+
+func (f *ledgerFlags) checkOutput() error {
+	if f.output != "text" && f.output != "json" {
+		return usageError("--output %q: want text or json", f.output)
+	}
+	return nil
+}
+
+// session is a connection to the ledger with the signing key, for one command.
+type session struct {
+	c    *chain.Client
+	key  keys.Info
+	br   *chain.Broadcaster
+	out  io.Writer
+	json bool
+}
+
+func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing bool) (*session, error) {
+	if err := f.checkOutput(); err != nil {
+		return nil, err
+	}
+	c, err := chain.Dial(ctx, nodeAddress(f.node, f.home))
+	if err != nil {
+		return nil, err
+	}
+	s := &session{c: c, out: cmd.OutOrStdout(), json: f.output == "json"}
+	// Queries need the key too: its address is whose deployments and leases to list.
+	kr, err := keys.Open(node.KeyringDir(f.home), c.Params().AddressPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if s.key, err = kr.Show(f.from); err != nil {
+		return nil, err
+	}
+	if signing {
+		priv, err := kr.Signer(f.from)
+		if err != nil {
+			return nil, err
+		}
+		if s.br, err = chain.NewBroadcaster(c, priv, chain.BroadcastOptions{Timeout: f.timeout}); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// report prints a transaction's outcome: its block and events.
+func (s *session) report(what string, res *chain.Result) error {
+	if s.json {
+		return writeJSON(s.out, res)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: in block %d (tx %X)\n", what, res.Height, res.TxHash)
+	for _, e := range res.Events {
+		fmt.Fprintf(&b, "  %s %s\n", e.Type, formatAttrs(e.Attrs))
+	}
+	return writeString(s.out, b.String())
+}
+
+func formatAttrs(a map[string]string) string {
+	order := []string{ledger.AttrOwner, ledger.AttrDSeq, ledger.AttrGSeq, ledger.AttrOSeq, ledger.AttrProvider}
+	var parts []string
+	done := map[string]bool{}
+	for _, k := range order {
+		if v, ok := a[k]; ok {
+			parts = append(parts, k+"="+v)
+			done[k] = true
+		}
+	}
+	rest := make([]string, 0, len(a))
+	for k, v := range a {
+		if !done[k] {
+			rest = append(rest, k+"="+v)
+		}
+	}
+	sortStrings(rest)
+	return strings.Join(append(parts, rest...), " ")
+}
+
+func sortStrings(s []string) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}
+
+func uintStr(v uint64) string { return strconv.FormatUint(v, 10) }
+
+func parseDSeq(s string) (uint64, error) {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, usageError("DSEQ %q: want a positive number", s)
+	}
+	return v, nil
+}
+
+func newTenantCommand() *cobra.Command {
+	var f ledgerFlags
+	cmd := &cobra.Command{
+		Use:     "tenant",
+		Short:   "Deploy on the marketplace: deployments, bids, leases",
+		GroupID: groupTools,
+	}
+	f.register(cmd.PersistentFlags(), "tenant")
+	dep := &cobra.Command{Use: "deployment", Short: "Create, fund, list and close deployments"}
+	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
+	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease) or close a lease"}
+	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
+	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f))
+	return cmd
+}
+
+func newDeploymentCreateCommand(f *ledgerFlags) *cobra.Command {
+	var dseq uint64
+	var deposit string
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "create FILE",
+		Short: "Create a deployment from an SDL file (\"-\" reads standard input)",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			r, err := readSDL(cmd, args[0], strict)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			if dseq == 0 {
+				// As Akash tools do: the current height is a fresh sequence.
+				h, err := s.c.Height(ctx)
+				if err != nil {
+					return err
+				}
+				dseq = uint64(max(h, 1))
+			}
+			denom := r.Groups[0].Resources[0].Price.Denom
+			var dep market.Coin
+			if deposit != "" {
+				if dep, err = market.ParseCoin(deposit); err != nil {
+					return usageError("--deposit: %w", err)
+				}
+			} else {
+				p := s.c.Params()
+				for _, c := range p.DeploymentMinDeposit {
+					if c.Denom == denom {
+						dep = c
+					}
+				}
+				if dep.Denom == "" {
+					return fmt.Errorf("the ledger has no minimum deposit in %s; give --deposit", denom)
+				}
+			}
+			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateDeployment{ID: id, Groups: r.Groups, Version: r.Version, Deposit: dep})
+			if err != nil {
+				return fmt.Errorf("create deployment %s: %w", id, err)
+			}
+			if !s.json {
+				if err := writeString(s.out, fmt.Sprintf("deployment %s created, version %s, deposit %s\n", id, hex.EncodeToString(r.Version), dep)); err != nil {
+					return err
+				}
+			}
+			return s.report("create deployment", res)
+		}),
+	}
+	cmd.Flags().Uint64Var(&dseq, "dseq", 0, "deployment sequence (default: the current block height)")
+	cmd.Flags().StringVar(&deposit, "deposit", "", "escrow deposit, like 5000000uakt (default: the ledger's minimum)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat SDL warnings as errors")
+	return cmd
+}
+
+func newDeploymentDepositCommand(f *ledgerFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "deposit DSEQ AMOUNT",
+		Short: "Add funds (like 5000000uakt) to a deployment's escrow",
+		Args:  exactArgs(2),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			dseq, err := parseDSeq(args[0])
+			if err != nil {
+				return err
+			}
+			amt, err := market.ParseCoin(args[1])
+			if err != nil {
+				return usageError("AMOUNT: %w", err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+			res, err := s.br.Broadcast(ctx, &ledger.MsgDepositDeployment{ID: id, Amount: amt, Depositor: s.key.Address})
+			if err != nil {
+				return fmt.Errorf("deposit to %s: %w", id, err)
+			}
+			return s.report("deposit", res)
+		}),
+	}
+}
+
+func newDeploymentCloseCommand(f *ledgerFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "close DSEQ",
+		Short: "Close a deployment: its leases end and what is left in escrow comes back",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			dseq, err := parseDSeq(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseDeployment{ID: id})
+			if err != nil {
+				return fmt.Errorf("close %s: %w", id, err)
+			}
+			return s.report("close deployment", res)
+		}),
+	}
+}
+
+func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List your deployments with their groups and escrow",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, false)
+			if err != nil {
+				return err
+			}
+			all := []ledger.DeploymentResponse{}
+			err = pages(func(p ledger.Page) ([]byte, error) {
+				var r ledger.DeploymentsResponse
+				err := s.c.Query(ctx, ledger.QueryDeployments, ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p}, &r)
+				all = append(all, r.Deployments...)
+				return r.NextKey, err
+			})
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.out, all)
+			}
+			rows := make([][]string, 0, len(all))
+			for i := range all {
+				d := &all[i]
+				var gs []string
+				for j := range d.Groups {
+					gs = append(gs, fmt.Sprintf("%d:%s", d.Groups[j].ID.GSeq, d.Groups[j].State))
+				}
+				rows = append(rows, []string{uintStr(d.Deployment.ID.DSeq), d.Deployment.State, strings.Join(gs, ","), d.Escrow.Balance.String(), d.Escrow.Rate.String()})
+			}
+			return writeTable(s.out, []string{"DSEQ", "STATE", "GROUPS", "ESCROW", "RATE/BLOCK"}, rows)
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only deployments in this state (active, closed)")
+	return cmd
+}
+
+// pages calls fetch until the last page.
+func pages(fetch func(ledger.Page) ([]byte, error)) error {
+	var p ledger.Page
+	for {
+		next, err := fetch(p)
+		if err != nil || len(next) == 0 {
+			return err
+		}
+		p.Key = next
+	}
+}
+
+func newBidsCommand(f *ledgerFlags) *cobra.Command {
+	var state string
+	cmd := &cobra.Command{
+		Use:   "bids DSEQ",
+		Short: "List the bids on a deployment's orders",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			dseq, err := parseDSeq(args[0])
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, false)
+			if err != nil {
+				return err
+			}
+			all := []ledger.Bid{}
+			err = pages(func(p ledger.Page) ([]byte, error) {
+				var r ledger.BidsResponse
+				err := s.c.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
+				all = append(all, r.Bids...)
+				return r.NextKey, err
+			})
+			if err != nil {
+				return err
+			}
+			if s.json {
+				return writeJSON(s.out, all)
+			}
+			rows := make([][]string, 0, len(all))
+			for i := range all {
+				b := &all[i]
+				rows = append(rows, []string{uintStr(uint64(b.ID.GSeq)), uintStr(uint64(b.ID.OSeq)), b.ID.Provider, b.Price.String(), b.State})
+			}
+			return writeTable(s.out, []string{"GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE"}, rows)
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only bids in this state (open, active, lost, closed)")
+	return cmd
+}
+
+// parseOrderRef reads DSEQ/GSEQ/OSEQ of the signer's deployment.
+func parseOrderRef(owner, s string) (market.OrderID, error) {
+	id, err := market.ParseOrderID(owner + "/" + s)
+	if err != nil {
+		return market.OrderID{}, usageError("%q: want DSEQ/GSEQ/OSEQ, like 123/1/1", s)
+	}
+	return id, nil
+}
+
+func newLeaseCreateCommand(f *ledgerFlags) *cobra.Command {
+	var provider string
+	cmd := &cobra.Command{
+		Use:   "create DSEQ/GSEQ/OSEQ --provider ADDRESS",
+		Short: "Accept a provider's bid on an order",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if provider == "" {
+				return usageError("--provider is required (see berth tenant bids DSEQ)")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			oid, err := parseOrderRef(s.key.Address, args[0])
+			if err != nil {
+				return err
+			}
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateLease{BidID: oid.Bid(provider)})
+			if err != nil {
+				return fmt.Errorf("create lease %s: %w", oid.Bid(provider), err)
+			}
+			return s.report("create lease", res)
+		}),
+	}
+	cmd.Flags().StringVar(&provider, "provider", "", "address of the provider whose bid to accept")
+	return cmd
+}
+
+func newLeaseCloseCommand(f *ledgerFlags) *cobra.Command {
+	var provider string
+	cmd := &cobra.Command{
+		Use:   "close DSEQ/GSEQ/OSEQ --provider ADDRESS",
+		Short: "End a lease (its group closes; the provider is paid to this block)",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if provider == "" {
+				return usageError("--provider is required (see berth tenant leases)")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, true)
+			if err != nil {
+				return err
+			}
+			oid, err := parseOrderRef(s.key.Address, args[0])
+			if err != nil {
+				return err
+			}
+			lid := oid.Bid(provider).Lease()
+			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseLease{ID: lid, Sender: s.key.Address, Reason: ledger.ReasonOwner})
+			if err != nil {
+				return fmt.Errorf("close lease %s: %w", lid, err)
+			}
+			return s.report("close lease", res)
+		}),
+	}
+	cmd.Flags().StringVar(&provider, "provider", "", "address of the lease's provider")
+	return cmd
+}
+
+func newLeasesCommand(f *ledgerFlags) *cobra.Command {
+	var state string
+	var dseq uint64
+	cmd := &cobra.Command{
+		Use:   "leases",
+		Short: "List your leases with what they have accrued",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			s, err := f.connect(ctx, cmd, false)
+			if err != nil {
+				return err
+			}
+			all := []ledger.LeaseResponse{}
+			err = pages(func(p ledger.Page) ([]byte, error) {
+				var r ledger.LeasesResponse
+				err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
+				all = append(all, r.Leases...)
+				return r.NextKey, err
+			})
+			if err != nil {
+				return err
+			}
+			return printLeases(s, all)
+		}),
+	}
+	cmd.Flags().StringVar(&state, "state", "", "only leases in this state (active, insufficient_funds, closed)")
+	cmd.Flags().Uint64Var(&dseq, "dseq", 0, "only the leases of this deployment")
+	return cmd
+}
+
+func printLeases(s *session, all []ledger.LeaseResponse) error {
+	if s.json {
+		return writeJSON(s.out, all)
+	}
+	rows := make([][]string, 0, len(all))
+	for i := range all {
+		l := &all[i]
+		rows = append(rows, []string{uintStr(l.Lease.ID.DSeq), uintStr(uint64(l.Lease.ID.GSeq)), uintStr(uint64(l.Lease.ID.OSeq)), l.Lease.ID.Provider,
+			l.Lease.Price.String(), l.Lease.State, l.Payment.Balance.Amount.String(), l.Payment.Withdrawn.Amount.String()})
+	}
+	return writeTable(s.out, []string{"DSEQ", "GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE", "ACCRUED", "WITHDRAWN"}, rows)
+}
