@@ -166,7 +166,11 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("export: %v", err)
 	}
 	// run mixes stderr into the output: keep the JSON object only.
-	exported = exported[strings.Index(exported, "{"):]
+	start := strings.Index(exported, "{")
+	if start < 0 {
+		t.Fatalf("export printed no JSON: %q", exported)
+	}
+	exported = exported[start:]
 	other := t.TempDir()
 	if err := os.WriteFile(filepath.Join(other, "k.json"), []byte(exported), 0o600); err != nil {
 		t.Fatal(err)
