@@ -88,13 +88,28 @@ func (c *Client) Query(ctx context.Context, path string, req, resp any) error {
 	return nil
 }
 
-// Height is the latest committed height.
-func (c *Client) Height(ctx context.Context) (int64, error) {
-	st, err := c.rpc.Status(ctx)
+// BroadcastTxSync hands a signed transaction to the node's mempool and returns its
+// hash; a transaction the node refuses returns the ledger's error.
+func (c *Client) BroadcastTxSync(ctx context.Context, tx []byte) ([]byte, error) {
+	r, err := c.rpc.BroadcastTxSync(ctx, tx)
 	if err != nil {
-		return 0, fmt.Errorf("node status: %w", err)
+		return nil, fmt.Errorf("broadcast: %w", err)
 	}
-	return st.SyncInfo.LatestBlockHeight, nil
+	if r.Code != 0 {
+		return nil, ledger.ErrorFromCode(r.Code, r.Codespace, r.Log)
+	}
+	return r.Hash, nil
+}
+
+// Height is the latest height the application has committed: its state, queries and
+// block results are complete up to it. (The node's status reports a block as soon as
+// it is stored, before its results are.)
+func (c *Client) Height(ctx context.Context) (int64, error) {
+	info, err := c.rpc.ABCIInfo(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("node info: %w", err)
+	}
+	return info.Response.LastBlockHeight, nil
 }
 
 // BlockResults returns the results of the block at height.

@@ -111,6 +111,10 @@ func nodeConfig(home string, o *InitOptions) *cfg.Config {
 	c.P2P.ListenAddress = o.P2PListen
 	c.P2P.AddrBookStrict = false // validators on private or loopback addresses
 	c.P2P.AllowDuplicateIP = true
+	// Validators are listed as persistent peers, not discovered, so there is no peer
+	// exchange and no address book (set pex = true in config.toml to add full nodes
+	// that find each other).
+	c.P2P.PexReactor = false
 	c.TxIndex.Indexer = "kv" // the broadcaster finds transactions by hash
 	c.Consensus.CreateEmptyBlocks = true
 	c.Consensus.TimeoutCommit = o.BlockInterval
@@ -122,8 +126,6 @@ func nodeConfig(home string, o *InitOptions) *cfg.Config {
 		c.P2P.FlushThrottleTimeout = 10 * time.Millisecond
 		c.Consensus.PeerGossipSleepDuration = 10 * time.Millisecond
 		c.Consensus.PeerQueryMaj23SleepDuration = 100 * time.Millisecond
-		// Peers are listed, not discovered (and no address book is written).
-		c.P2P.PexReactor = false
 	}
 	return c
 }

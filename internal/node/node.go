@@ -16,10 +16,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	dbm "github.com/cometbft/cometbft-db"
 	cfg "github.com/cometbft/cometbft/config"
 	cmtlog "github.com/cometbft/cometbft/libs/log"
+	"github.com/cometbft/cometbft/libs/service"
 	nm "github.com/cometbft/cometbft/node"
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/privval"
@@ -242,7 +244,14 @@ func (c cometLogger) With(kv ...any) cmtlog.Logger {
 
 func isShutdownNoise(kv []any) bool {
 	for _, v := range kv {
-		if err, ok := v.(error); ok && (errors.Is(err, context.Canceled) || strings.Contains(err.Error(), "use of closed network connection")) {
+		err, ok := v.(error)
+		if !ok {
+			continue
+		}
+		// Clients going away: the RPC server reports the writes it cannot finish.
+		if errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+			errors.Is(err, service.ErrAlreadyStopped) ||
+			strings.Contains(err.Error(), "use of closed network connection") {
 			return true
 		}
 	}

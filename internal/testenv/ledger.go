@@ -33,6 +33,9 @@ type LedgerOptions struct {
 	Accounts []string
 	// Params replace the default params.
 	Params *ledger.Params
+	// BlockInterval, when set, makes a block every interval (empty blocks included)
+	// instead of the test settings.
+	BlockInterval time.Duration
 }
 
 // Ledger starts a node for the test and stops it when the test ends.
@@ -53,7 +56,7 @@ func Ledger(t testing.TB, o LedgerOptions) *LedgerNode {
 		t.Fatal(err)
 	}
 	res, err := node.Init(home, node.InitOptions{
-		ChainID: "berth-test", Fast: true, DevAccounts: o.Accounts, Params: o.Params,
+		ChainID: "berth-test", Fast: o.BlockInterval == 0, BlockInterval: o.BlockInterval, DevAccounts: o.Accounts, Params: o.Params,
 		RPCListen: "unix://" + filepath.Join(sockDir, "rpc.sock"),
 		P2PListen: "tcp://127.0.0.1:" + strconv.Itoa(p2p),
 	})

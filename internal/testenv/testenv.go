@@ -69,6 +69,9 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreTopFunction("github.com/cometbft/cometbft/libs/autofile.OpenAutoFile.func1"),
 		goleak.IgnoreTopFunction("github.com/cometbft/cometbft/libs/autofile.(*AutoFile).closeFileRoutine"),
 		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+		// A validator whose peer stopped sleeps before its next reconnection attempt and
+		// returns when it sees its own switch stopped.
+		goleak.IgnoreAnyFunction("github.com/cometbft/cometbft/p2p.(*Switch).reconnectToPeer"),
 		// goleveldb's pool drainer lingers up to 1 s after Close.
 		goleak.IgnoreTopFunction("github.com/syndtr/goleveldb/leveldb.(*DB).mpoolDrain"),
 	}

@@ -1,0 +1,175 @@
+package node_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestInitRefusesAnExistingHome(t *testing.T) {
+	home := t.TempDir()
+	if _, err := node.Init(home, node.InitOptions{Fast: true, DevAccounts: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	genesis, err := os.ReadFile(filepath.Join(home, "config", "genesis.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Init(home, node.InitOptions{}); err == nil {
+		t.Fatal("a second init over the same home succeeded")
+	}
+	after, err := os.ReadFile(filepath.Join(home, "config", "genesis.json"))
+	if err != nil || !bytes.Equal(genesis, after) {
+		t.Fatalf("the refused init changed the genesis (%v)", err)
+	}
+	for _, bad := range []node.InitOptions{
+		{ChainID: "bad chain id"},
+		{BlockInterval: -time.Second},
+		{Fund: market.Coin{Amount: 1, Denom: "x"}, DevAccounts: []string{"a"}},
+	} {
+		if _, err := node.Init(t.TempDir(), bad); err == nil {
+			t.Errorf("init %+v succeeded", bad)
+		}
+	}
+}
+
+func TestStartWithoutHome(t *testing.T) {
+	_, err := node.Start(node.Config{Home: t.TempDir()})
+	if err == nil {
+		t.Fatal("started a node without a home")
+	}
+}
+
+// TestFourValidatorsAgree runs a network of four validators in this process, sends
+// transactions to one, and checks that every validator commits the same blocks with
+// the same app hash.
+func TestFourValidatorsAgree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long test: four validators")
+	}
+	const n = 4
+	dir := t.TempDir()
+	ports := make([]int, n)
+	for i := range ports {
+		p, err := testenv.FreePort(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = p
+	}
+	res, err := node.InitNetwork(dir, node.NetworkOptions{
+		InitOptions: node.InitOptions{ChainID: "berth-net", Fast: true, DevAccounts: []string{"tenant", "provider"}},
+		Validators:  n, P2PPorts: ports, RPCPorts: ports, // RPC is overridden with sockets below
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := os.MkdirTemp("", "berth-net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	nodes := make([]*node.Node, n)
+	for i, r := range res {
+		nd, err := node.Start(node.Config{Home: r.Home, RPCListen: "unix://" + filepath.Join(sockDir, strconv.Itoa(i)+".sock")})
+		if err != nil {
+			t.Fatalf("start validator %d: %v", i, err)
+		}
+		nodes[i] = nd
+		t.Cleanup(func() {
+			if err := nd.Stop(); err != nil {
+				t.Errorf("stop validator %d: %v", i, err)
+			}
+		})
+	}
+	c, err := dialWhenReady(t, nodes[0].RPC())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keys.Open(node.KeyringDir(res[0].Home), ledger.DefaultAddressPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := kr.Signer("tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := chain.NewBroadcaster(c, key, chain.BroadcastOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := kr.Show("provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i := range 5 {
+		r, err := br.Broadcast(t.Context(), &ledger.MsgSend{From: br.Address(), To: to.Address, Amount: []market.Coin{{Amount: market.Uint(i + 1), Denom: ledger.DefaultDenom}}})
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		last = r.Height
+	}
+	// Every validator reaches the height and reports the same app hash there.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, nd := range nodes {
+		for nd.App().Height() < last {
+			if time.Now().After(deadline) {
+				t.Fatalf("validator %s stuck at height %d, want %d", nd.Home(), nd.App().Height(), last)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var want []byte
+	for i := range nodes {
+		cv, err := dialWhenReady(t, nodes[i].RPC())
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := cv.BlockResults(t.Context(), last)
+		if err != nil {
+			t.Fatalf("validator %d: %v", i, err)
+		}
+		var acc ledger.AccountResponse
+		if err := cv.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to.Address}, &acc); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			want = br.AppHash
+		} else if !bytes.Equal(br.AppHash, want) {
+			t.Fatalf("validator %d app hash at height %d is %X, validator 0 has %X", i, last, br.AppHash, want)
+		}
+		if acc.Balances[0].Amount != 1_000_000_000_000+15 {
+			t.Fatalf("validator %d: balance %d", i, acc.Balances[0].Amount)
+		}
+	}
+}
+
+func dialWhenReady(t *testing.T, addr string) (*chain.Client, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := chain.Dial(t.Context(), addr)
+		if err == nil {
+			if h, herr := c.Height(t.Context()); herr == nil && h >= 1 {
+				return c, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
