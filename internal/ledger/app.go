@@ -34,6 +34,10 @@ type App struct {
 	chainID string
 	params  Params
 
+	// finalized is the height of the block FinalizeBlock executed, which Commit
+	// commits. Blocks start at the genesis initial height, not necessarily at 1.
+	finalized int64
+
 	mu         sync.Mutex
 	pendingSeq map[string]uint64 // next sequence per signer including mempool txs
 }
@@ -161,6 +165,7 @@ func checkErr(err error) *abci.ResponseCheckTx {
 func (a *App) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBlock) (*abci.ResponseFinalizeBlock, error) {
 	ev := &events{}
 	x := &execCtx{s: a.s, p: &a.params, height: req.Height, ev: ev}
+	a.finalized = req.Height
 	a.s.begin()
 	if err := x.processDepletions(); err != nil {
 		a.s.rollback()
@@ -258,8 +263,10 @@ func (x *execCtx) run(m Msg) error {
 
 // Commit writes the block's state to disk and publishes it to queries.
 func (a *App) Commit(_ context.Context, _ *abci.RequestCommit) (*abci.ResponseCommit, error) {
-	h := a.s.committed().height + 1
-	if err := a.s.commit(h); err != nil {
+	if last := a.s.committed().height; a.finalized <= last {
+		return nil, fmt.Errorf("commit: no block was finalized after height %d", last)
+	}
+	if err := a.s.commit(a.finalized); err != nil {
 		return nil, err
 	}
 	a.mu.Lock()

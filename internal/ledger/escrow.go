@@ -15,8 +15,12 @@ func (x *execCtx) escrow(id market.DeploymentID) (EscrowAccount, error) {
 }
 
 // settleTo is the height the account can be settled to at h: h itself, or the last
-// height it can pay in full if that is earlier.
+// height it can pay in full if that is earlier. An account that is not open pays
+// nothing more: it stays settled where it stopped.
 func settleTo(a *EscrowAccount, h int64) int64 {
+	if a.State != EscrowOpen {
+		return a.SettledAt
+	}
 	if a.Rate.Sign() > 0 && a.DepletesAt < h {
 		return a.DepletesAt
 	}
@@ -146,6 +150,16 @@ func (x *execCtx) processDepletions() error {
 }
 
 func (x *execCtx) depleted(id market.DeploymentID) error {
+	// Settle the account to its last fully paid height and stop it there before any
+	// lease closes: each close lowers the account's rate, and an account still open
+	// would then pay the leases that close after it for a block it cannot pay for all.
+	err := x.updateEscrow(id, func(a *EscrowAccount, _ *[]Payment) error {
+		a.State = EscrowOverdrawn
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	var leases []Lease
 	x.s.ascend(leasesOfDeploymentPrefix(id), "", func(k string, _ []byte) bool {
 		var l Lease
@@ -167,8 +181,5 @@ func (x *execCtx) depleted(id market.DeploymentID) error {
 		x.s.setJSON(groupKey(g.ID), g)
 		x.ev.emit(EventGroupUnfunded, groupAttrs(g.ID)...)
 	}
-	return x.updateEscrow(id, func(a *EscrowAccount, _ *[]Payment) error {
-		a.State = EscrowOverdrawn
-		return nil
-	})
+	return nil
 }

@@ -85,6 +85,10 @@ func TestLeaseLifecycle(t *testing.T) {
 	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
 		t.Fatalf("open orders: %+v", orders)
 	}
+	h.mustQuery(QueryOrders, OrdersRequest{State: OrderOpen, Owner: id.Owner}, &orders)
+	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
+		t.Fatalf("the tenant's open orders: %+v", orders)
+	}
 
 	// The group is priced 2 × 1000 per block; a bid above that is refused.
 	h.fail(CodePriceTooHigh, "p1", &MsgCreateBid{OrderID: oid, Provider: h.addr("p1"), Price: market.DecCoin{Amount: dec(t, "2000.5"), Denom: DefaultDenom}, Deposit: DefaultParams().BidMinDeposit})
@@ -211,4 +215,48 @@ func TestInsufficientFundsClosesLeases(t *testing.T) {
 		t.Fatalf("order.created after start: %v", ev)
 	}
 	h.checkSupply(2 * fund)
+}
+
+// When an account cannot pay for a block, all its leases close having been paid to the
+// same height, the last one it paid in full, whatever order they close in.
+func TestDepletionPaysEveryLeaseToTheSameHeight(t *testing.T) {
+	params := DefaultParams()
+	params.DeploymentMinDeposit = []market.Coin{{Amount: 1000, Denom: DefaultDenom}}
+	h := newHarnessParams(t, params, fund, "tenant", "p1", "p2")
+	h.registerProvider("p1", usWest)
+	h.registerProvider("p2", usWest)
+	r := parseSDL(t, webSDL)
+	g1, g2 := r.Groups[0], r.Groups[0]
+	g2.Name = "second"
+	id := market.DeploymentID{Owner: h.addr("tenant"), DSeq: 1}
+	// 1450 pays 2 blocks of 300 + 200 and leaves 450: enough for one more block of
+	// either lease alone, not of both.
+	h.ok("tenant", &MsgCreateDeployment{ID: id, Groups: []market.GroupSpec{g1, g2}, Version: r.Version, Deposit: market.Coin{Amount: 1450, Denom: DefaultDenom}})
+	b1 := h.bid("p1", id.Group(1).Order(1), "300")
+	b2 := h.bid("p2", id.Group(2).Order(1), "200")
+	h.ok("tenant", &MsgCreateLease{BidID: b1}, &MsgCreateLease{BidID: b2})
+	start := h.height
+	for h.height < start+3 {
+		h.block()
+	}
+	if ev := h.events(EventLeaseClosed); len(ev) != 2 {
+		t.Fatalf("height %d: lease.closed %v", h.height, ev)
+	}
+	for _, c := range []struct {
+		b    market.BidID
+		rate uint64
+	}{{b1, 300}, {b2, 200}} {
+		var lr LeaseResponse
+		h.mustQuery(QueryLease, LeaseRequest{ID: c.b.Lease()}, &lr)
+		paid := lr.Payment.Withdrawn.Amount.Add(lr.Payment.Balance.Amount)
+		if want := market.DecFromUint(2 * c.rate); lr.Lease.State != LeaseInsufficientFunds || paid.Cmp(want) != 0 {
+			t.Errorf("lease %s: %s, paid %s, want 2 blocks (%s)", c.b.Provider, lr.Lease.State, paid, want)
+		}
+	}
+	var dr DeploymentResponse
+	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	if dr.Escrow.State != EscrowOverdrawn || dr.Escrow.Balance.Amount.Cmp(market.DecFromUint(450)) != 0 {
+		t.Errorf("escrow %s with %s, want overdrawn with 450 left", dr.Escrow.State, dr.Escrow.Balance)
+	}
+	h.checkSupply(3 * fund)
 }

@@ -493,9 +493,12 @@ func (q *querier) orders(data []byte) (OrdersResponse, error) {
 	var prefix string
 	var load func(k string, v []byte) (Order, bool)
 	if req.State != "" {
-		prefix = orderStatePrefix(req.State)
+		// The index key is the state's prefix, then the order ID (owner first): the
+		// owner filter below narrows prefix, not the part before the ID.
+		statePrefix := orderStatePrefix(req.State)
+		prefix = statePrefix
 		load = func(k string, _ []byte) (Order, bool) {
-			id, ok := decodeOrderIDKey(k, prefix)
+			id, ok := decodeOrderIDKey(k, statePrefix)
 			var o Order
 			return o, ok && getJSON(q.r, orderKey(id), &o)
 		}
