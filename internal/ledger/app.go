@@ -86,7 +86,7 @@ func (a *App) Info(context.Context, *abci.RequestInfo) (*abci.ResponseInfo, erro
 }
 
 // InitChain loads the genesis state: params and funded accounts.
-func (a *App) InitChain(_ context.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
+func (a *App) InitChain(ctx context.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
 	g, err := ParseGenesis(req.AppStateBytes)
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ func (a *App) InitChain(_ context.Context, req *abci.RequestInitChain) (*abci.Re
 			x.setBalance(acc.Address, c.Denom, uint64(c.Amount))
 		}
 	}
-	a.log.Info("ledger genesis", "chain_id", req.ChainId, "accounts", len(g.Accounts))
+	a.log.InfoContext(ctx, "ledger genesis", slog.String("chain_id", req.ChainId), slog.Int("accounts", len(g.Accounts)))
 	return &abci.ResponseInitChain{AppHash: a.s.hash.sum()}, nil
 }
 
@@ -163,6 +163,9 @@ func checkErr(err error) *abci.ResponseCheckTx {
 // FinalizeBlock executes a decided block: first the escrow accounts that cannot pay
 // for this block (block events), then each transaction in order.
 func (a *App) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBlock) (*abci.ResponseFinalizeBlock, error) {
+	if last := a.s.committed().height; last > 0 && req.Height != last+1 {
+		return nil, fmt.Errorf("finalize height %d: the last committed height is %d", req.Height, last)
+	}
 	ev := &events{}
 	x := &execCtx{s: a.s, p: &a.params, height: req.Height, ev: ev}
 	a.finalized = req.Height
@@ -206,7 +209,7 @@ func (a *App) deliver(raw []byte, height int64) *abci.ExecTxResult {
 	for i, m := range t.Msgs {
 		if err := x.run(m); err != nil {
 			a.s.rollback()
-			return txErr(fmt.Errorf("msgs[%d] (%s): %w", i, m.Type(), err))
+			return txErr(within(err, "msgs[%d] (%s)", i, m.Type()))
 		}
 	}
 	a.s.keep()
@@ -298,7 +301,7 @@ func queryErr(err error, h int64) *abci.ResponseQuery {
 func Supply(r reader) map[string]market.Dec {
 	out := map[string]market.Dec{}
 	addDec := func(d market.DecCoin) { out[d.Denom] = out[d.Denom].Add(d.Amount) }
-	r.ascend(table(tBalance).String(), "", func(k string, v []byte) bool {
+	r.ascend(table(tBalance).String(), "", func(k string, _ []byte) bool {
 		var c market.Coin
 		getJSON(r, k, &c)
 		addDec(market.DecCoin{Amount: market.DecFromUint(uint64(c.Amount)), Denom: c.Denom})

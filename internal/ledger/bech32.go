@@ -53,12 +53,12 @@ func convertBits(data []byte, from, to uint, pad bool) ([]byte, error) {
 		bits += from
 		for bits >= to {
 			bits -= to
-			out = append(out, byte(acc>>bits&maxv))
+			out = append(out, byte(acc>>bits&maxv)) //nolint:gosec // masked to at most 8 bits
 		}
 	}
 	if pad {
 		if bits > 0 {
-			out = append(out, byte(acc<<(to-bits)&maxv))
+			out = append(out, byte(acc<<(to-bits)&maxv)) //nolint:gosec // masked to at most 8 bits
 		}
 	} else if bits >= from || acc<<(to-bits)&maxv != 0 {
 		return nil, errors.New("invalid padding")
@@ -113,7 +113,7 @@ func bech32Decode(s string) (string, []byte, error) {
 		if c < 0 {
 			return "", nil, fmt.Errorf("invalid character %q", s[i])
 		}
-		data = append(data, byte(c))
+		data = append(data, byte(c)) //nolint:gosec // an index into the 32-letter alphabet
 	}
 	if bech32Polymod(append(bech32HRPExpand(hrp), data...)) != 1 {
 		return "", nil, errors.New("checksum mismatch")

@@ -32,9 +32,10 @@ func (x *execCtx) bidsOf(id market.OrderID) []Bid {
 }
 
 func (x *execCtx) activeLeaseOf(id market.OrderID) (Lease, bool) {
-	for _, b := range x.bidsOf(id) {
-		if b.State == BidActive {
-			l, err := x.lease(b.ID.Lease())
+	bids := x.bidsOf(id)
+	for i := range bids {
+		if bids[i].State == BidActive {
+			l, err := x.lease(bids[i].ID.Lease())
 			return l, err == nil && l.State == LeaseActive
 		}
 	}
@@ -98,17 +99,17 @@ func (x *execCtx) createBid(m *MsgCreateBid) error {
 	if g.State != GroupOpen {
 		return errf(CodeInvalidState, "group %s is %s", g.ID, g.State)
 	}
-	max := groupPrice(o.Spec)
-	if m.Price.Denom != max.Denom {
-		return invalid("price: order %s is priced in %s, not %s", o.ID, max.Denom, m.Price.Denom)
+	ceiling := groupPrice(o.Spec)
+	if m.Price.Denom != ceiling.Denom {
+		return invalid("price: order %s is priced in %s, not %s", o.ID, ceiling.Denom, m.Price.Denom)
 	}
-	if m.Price.Amount.Cmp(max.Amount) > 0 {
-		return errf(CodePriceTooHigh, "price %s is above the order's price %s", m.Price, max)
+	if m.Price.Amount.Cmp(ceiling.Amount) > 0 {
+		return errf(CodePriceTooHigh, "price %s is above the order's price %s", m.Price, ceiling)
 	}
 	id := o.ID.Bid(m.Provider)
 	bids := x.bidsOf(o.ID)
-	for _, b := range bids {
-		if b.ID == id {
+	for i := range bids {
+		if bids[i].ID == id {
 			return errf(CodeAlreadyExists, "provider %s has already bid on order %s", m.Provider, o.ID)
 		}
 	}
@@ -142,11 +143,12 @@ func (x *execCtx) finishBid(b Bid, state string) error {
 
 // closeOpenBids ends every open bid of an order (state closed or lost).
 func (x *execCtx) closeOpenBids(id market.OrderID, state string) error {
-	for _, b := range x.bidsOf(id) {
-		if b.State != BidOpen {
+	bids := x.bidsOf(id)
+	for i := range bids {
+		if bids[i].State != BidOpen {
 			continue
 		}
-		if err := x.finishBid(b, state); err != nil {
+		if err := x.finishBid(bids[i], state); err != nil {
 			return err
 		}
 	}

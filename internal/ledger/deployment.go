@@ -160,11 +160,12 @@ func (x *execCtx) closeDeployment(m *MsgCloseDeployment) error {
 		groups = append(groups, g)
 		return true
 	})
-	for _, g := range groups {
+	for i := range groups {
+		g := &groups[i]
 		if g.State == GroupClosed {
 			continue
 		}
-		if err := x.endGroupOrder(g, ReasonOwner); err != nil {
+		if err := x.endGroupOrder(*g, ReasonOwner); err != nil {
 			return err
 		}
 		g.State = GroupClosed

@@ -94,6 +94,18 @@ func errf(c Code, format string, args ...any) error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 
+// within says where an error happened ("msgs[2] (market/create-bid)") and keeps its
+// code, so the result reads "invalid_state: msgs[2] (market/create-bid): order … is
+// closed" rather than repeating the code.
+func within(err error, format string, args ...any) error {
+	where := fmt.Sprintf(format, args...)
+	var e *Error
+	if errors.As(err, &e) {
+		return &Error{Code: e.Code, Msg: where + ": " + e.Msg}
+	}
+	return &Error{Code: CodeInternal, Msg: where + ": " + err.Error()}
+}
+
 // CodeOf returns the code of err: CodeOK for nil, CodeInternal when err carries none.
 func CodeOf(err error) Code {
 	if err == nil {

@@ -34,7 +34,7 @@ func accrue(a *EscrowAccount, pays []Payment, h int64) {
 	if to <= a.SettledAt {
 		return
 	}
-	blocks := uint64(to - a.SettledAt)
+	blocks := uint64(to - a.SettledAt) //nolint:gosec // to > SettledAt
 	a.SettledAt = to
 	for i := range pays {
 		p := &pays[i]
@@ -64,8 +64,8 @@ func depletesAt(a *EscrowAccount) int64 {
 	if a.Rate.Sign() <= 0 {
 		return 0
 	}
-	n := a.Balance.Amount.QuoFloor(a.Rate, uint64(math.MaxInt64-a.SettledAt))
-	return a.SettledAt + int64(n)
+	n := a.Balance.Amount.QuoFloor(a.Rate, uint64(math.MaxInt64-a.SettledAt)) //nolint:gosec // heights are positive
+	return a.SettledAt + int64(n)                                             //nolint:gosec // n ≤ MaxInt64 - SettledAt
 }
 
 // updateEscrow settles the deployment's account to the current height, lets fn change
@@ -80,15 +80,14 @@ func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *EscrowAccount,
 		x.s.del(depletionKey(a.DepletesAt, id))
 	}
 	pays := readPayments(x.s, id)
-	before := len(pays)
 	accrue(&a, pays, x.height)
 	if err := fn(&a, &pays); err != nil {
 		return err
 	}
 	rate := market.Dec{}
-	for _, p := range pays {
-		if p.State == PaymentOpen {
-			rate = rate.Add(p.Rate.Amount)
+	for i := range pays {
+		if pays[i].State == PaymentOpen {
+			rate = rate.Add(pays[i].Rate.Amount)
 		}
 	}
 	a.Rate = rate
@@ -100,10 +99,9 @@ func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *EscrowAccount,
 		x.s.setJSON(depletionKey(a.DepletesAt, id), struct{}{})
 	}
 	x.s.setJSON(escrowKey(id), a)
-	for i, p := range pays {
-		if i < before || p.State != "" {
-			x.s.setJSON(paymentKey(p.ID), p)
-		}
+	// Unchanged payments write identical bytes, which the store skips.
+	for i := range pays {
+		x.s.setJSON(paymentKey(pays[i].ID), pays[i])
 	}
 	return nil
 }

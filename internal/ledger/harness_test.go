@@ -112,13 +112,12 @@ func (h *harness) block(txs ...[]byte) []*abci.ExecTxResult {
 }
 
 // ok runs msgs in one tx in one block and fails the test unless it succeeds.
-func (h *harness) ok(signer string, msgs ...Msg) *abci.ExecTxResult {
+func (h *harness) ok(signer string, msgs ...Msg) {
 	h.t.Helper()
 	r := h.block(h.tx(signer, msgs...))[0]
 	if r.Code != 0 {
 		h.t.Fatalf("height %d: %s's tx failed: %s", h.height, signer, r.Log)
 	}
-	return r
 }
 
 // fail runs msgs in one tx and checks it fails with code; the signer's sequence is

@@ -38,7 +38,6 @@ const (
 	tEscrow      = "escrow" // owner, dseq → escrow account
 	tPayment     = "pay"    // order ID, provider → payment
 	tDepletion   = "deplete"
-	tParams      = "params"
 )
 
 func accountKey(addr string) string { return table(tAccount).str(addr).String() }
@@ -65,9 +64,6 @@ func groupsPrefix(id market.DeploymentID) string {
 }
 
 func orderKey(id market.OrderID) string { return orderIDKey(table(tOrder), id) }
-func ordersPrefix(id market.GroupID) string {
-	return table(tOrder).str(id.Owner).u64(id.DSeq).u32(id.GSeq).String()
-}
 func orderIDKey(k *key, id market.OrderID) string {
 	return k.str(id.Owner).u64(id.DSeq).u32(id.GSeq).u32(id.OSeq).String()
 }
@@ -94,7 +90,6 @@ func leaseProviderKey(id market.LeaseID) string {
 func leaseProviderPrefix(provider string) string {
 	return table(tLeaseProv).str(provider).String()
 }
-func leaseOwnerPrefix(owner string) string { return table(tLease).str(owner).String() }
 func leasesOfDeploymentPrefix(id market.DeploymentID) string {
 	return table(tLease).str(id.Owner).u64(id.DSeq).String()
 }
@@ -111,7 +106,7 @@ func paymentsPrefix(id market.DeploymentID) string {
 
 // depletionKey indexes escrow accounts by the last height they can pay in full.
 func depletionKey(height int64, id market.DeploymentID) string {
-	return table(tDepletion).u64(uint64(height)).str(id.Owner).u64(id.DSeq).String()
+	return table(tDepletion).u64(uint64(height)).str(id.Owner).u64(id.DSeq).String() //nolint:gosec // heights are positive
 }
 func depletionPrefix() string { return table(tDepletion).String() }
 
@@ -120,15 +115,13 @@ func decodeDepletionKey(k string) (market.DeploymentID, int64, bool) {
 	if !ok || len(rest) < 8 {
 		return market.DeploymentID{}, 0, false
 	}
-	h := int64(binary.BigEndian.Uint64([]byte(rest[:8])))
+	h := int64(binary.BigEndian.Uint64([]byte(rest[:8]))) //nolint:gosec // written from a positive height
 	owner, seq, ok := strings.Cut(rest[8:], "\x00")
 	if !ok || len(seq) != 8 {
 		return market.DeploymentID{}, 0, false
 	}
 	return market.DeploymentID{Owner: owner, DSeq: binary.BigEndian.Uint64([]byte(seq))}, h, true
 }
-
-func paramsKey() string { return table(tParams).String() }
 
 // decodeOrderIDKey reads the order ID at the end of an index key built by orderIDKey
 // after prefix.

@@ -189,45 +189,119 @@ type MsgWithdrawLease struct {
 	ID market.LeaseID `json:"id"`
 }
 
-func (m *MsgSend) Type() string                     { return TypeSend }
-func (m *MsgCreateProvider) Type() string           { return TypeCreateProvider }
-func (m *MsgUpdateProvider) Type() string           { return TypeUpdateProvider }
-func (m *MsgSignProviderAttributes) Type() string   { return TypeSignProviderAttributes }
-func (m *MsgDeleteProviderAttributes) Type() string { return TypeDeleteProviderAttribute }
-func (m *MsgCreateCertificate) Type() string        { return TypeCreateCertificate }
-func (m *MsgRevokeCertificate) Type() string        { return TypeRevokeCertificate }
-func (m *MsgCreateDeployment) Type() string         { return TypeCreateDeployment }
-func (m *MsgUpdateDeployment) Type() string         { return TypeUpdateDeployment }
-func (m *MsgDepositDeployment) Type() string        { return TypeDepositDeployment }
-func (m *MsgCloseDeployment) Type() string          { return TypeCloseDeployment }
-func (m *MsgCloseGroup) Type() string               { return TypeCloseGroup }
-func (m *MsgPauseGroup) Type() string               { return TypePauseGroup }
-func (m *MsgStartGroup) Type() string               { return TypeStartGroup }
-func (m *MsgCreateBid) Type() string                { return TypeCreateBid }
-func (m *MsgCloseBid) Type() string                 { return TypeCloseBid }
-func (m *MsgCreateLease) Type() string              { return TypeCreateLease }
-func (m *MsgCloseLease) Type() string               { return TypeCloseLease }
-func (m *MsgWithdrawLease) Type() string            { return TypeWithdrawLease }
+// Type implements Msg.
+func (m *MsgSend) Type() string { return TypeSend }
 
-func (m *MsgSend) Signer() string                     { return m.From }
-func (m *MsgCreateProvider) Signer() string           { return m.Owner }
-func (m *MsgUpdateProvider) Signer() string           { return m.Owner }
-func (m *MsgSignProviderAttributes) Signer() string   { return m.Auditor }
+// Type implements Msg.
+func (m *MsgCreateProvider) Type() string { return TypeCreateProvider }
+
+// Type implements Msg.
+func (m *MsgUpdateProvider) Type() string { return TypeUpdateProvider }
+
+// Type implements Msg.
+func (m *MsgSignProviderAttributes) Type() string { return TypeSignProviderAttributes }
+
+// Type implements Msg.
+func (m *MsgDeleteProviderAttributes) Type() string { return TypeDeleteProviderAttribute }
+
+// Type implements Msg.
+func (m *MsgCreateCertificate) Type() string { return TypeCreateCertificate }
+
+// Type implements Msg.
+func (m *MsgRevokeCertificate) Type() string { return TypeRevokeCertificate }
+
+// Type implements Msg.
+func (m *MsgCreateDeployment) Type() string { return TypeCreateDeployment }
+
+// Type implements Msg.
+func (m *MsgUpdateDeployment) Type() string { return TypeUpdateDeployment }
+
+// Type implements Msg.
+func (m *MsgDepositDeployment) Type() string { return TypeDepositDeployment }
+
+// Type implements Msg.
+func (m *MsgCloseDeployment) Type() string { return TypeCloseDeployment }
+
+// Type implements Msg.
+func (m *MsgCloseGroup) Type() string { return TypeCloseGroup }
+
+// Type implements Msg.
+func (m *MsgPauseGroup) Type() string { return TypePauseGroup }
+
+// Type implements Msg.
+func (m *MsgStartGroup) Type() string { return TypeStartGroup }
+
+// Type implements Msg.
+func (m *MsgCreateBid) Type() string { return TypeCreateBid }
+
+// Type implements Msg.
+func (m *MsgCloseBid) Type() string { return TypeCloseBid }
+
+// Type implements Msg.
+func (m *MsgCreateLease) Type() string { return TypeCreateLease }
+
+// Type implements Msg.
+func (m *MsgCloseLease) Type() string { return TypeCloseLease }
+
+// Type implements Msg.
+func (m *MsgWithdrawLease) Type() string { return TypeWithdrawLease }
+
+// Signer implements Msg.
+func (m *MsgSend) Signer() string { return m.From }
+
+// Signer implements Msg.
+func (m *MsgCreateProvider) Signer() string { return m.Owner }
+
+// Signer implements Msg.
+func (m *MsgUpdateProvider) Signer() string { return m.Owner }
+
+// Signer implements Msg.
+func (m *MsgSignProviderAttributes) Signer() string { return m.Auditor }
+
+// Signer implements Msg.
 func (m *MsgDeleteProviderAttributes) Signer() string { return m.Auditor }
-func (m *MsgCreateCertificate) Signer() string        { return m.Owner }
-func (m *MsgRevokeCertificate) Signer() string        { return m.Owner }
-func (m *MsgCreateDeployment) Signer() string         { return m.ID.Owner }
-func (m *MsgUpdateDeployment) Signer() string         { return m.ID.Owner }
-func (m *MsgDepositDeployment) Signer() string        { return m.Depositor }
-func (m *MsgCloseDeployment) Signer() string          { return m.ID.Owner }
-func (m *MsgCloseGroup) Signer() string               { return m.ID.Owner }
-func (m *MsgPauseGroup) Signer() string               { return m.ID.Owner }
-func (m *MsgStartGroup) Signer() string               { return m.ID.Owner }
-func (m *MsgCreateBid) Signer() string                { return m.Provider }
-func (m *MsgCloseBid) Signer() string                 { return m.ID.Provider }
-func (m *MsgCreateLease) Signer() string              { return m.BidID.Owner }
-func (m *MsgCloseLease) Signer() string               { return m.Sender }
-func (m *MsgWithdrawLease) Signer() string            { return m.ID.Provider }
+
+// Signer implements Msg.
+func (m *MsgCreateCertificate) Signer() string { return m.Owner }
+
+// Signer implements Msg.
+func (m *MsgRevokeCertificate) Signer() string { return m.Owner }
+
+// Signer implements Msg.
+func (m *MsgCreateDeployment) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgUpdateDeployment) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgDepositDeployment) Signer() string { return m.Depositor }
+
+// Signer implements Msg.
+func (m *MsgCloseDeployment) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgCloseGroup) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgPauseGroup) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgStartGroup) Signer() string { return m.ID.Owner }
+
+// Signer implements Msg.
+func (m *MsgCreateBid) Signer() string { return m.Provider }
+
+// Signer implements Msg.
+func (m *MsgCloseBid) Signer() string { return m.ID.Provider }
+
+// Signer implements Msg.
+func (m *MsgCreateLease) Signer() string { return m.BidID.Owner }
+
+// Signer implements Msg.
+func (m *MsgCloseLease) Signer() string { return m.Sender }
+
+// Signer implements Msg.
+func (m *MsgWithdrawLease) Signer() string { return m.ID.Provider }
 
 func invalid(format string, args ...any) error { return errf(CodeInvalidMsg, format, args...) }
 
@@ -309,6 +383,7 @@ func checkAttributes(field string, attrs market.Attributes) error {
 	return nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgSend) ValidateBasic(p *Params) error {
 	if err := checkAddr("from", m.From, p); err != nil {
 		return err
@@ -347,11 +422,15 @@ func validateProvider(m *MsgCreateProvider, p *Params) error {
 	return checkAttributes("attributes", m.Attributes)
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCreateProvider) ValidateBasic(p *Params) error { return validateProvider(m, p) }
+
+// ValidateBasic implements Msg.
 func (m *MsgUpdateProvider) ValidateBasic(p *Params) error {
 	return validateProvider((*MsgCreateProvider)(m), p)
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgSignProviderAttributes) ValidateBasic(p *Params) error {
 	if err := checkAddr("auditor", m.Auditor, p); err != nil {
 		return err
@@ -365,6 +444,7 @@ func (m *MsgSignProviderAttributes) ValidateBasic(p *Params) error {
 	return checkAttributes("attributes", m.Attributes)
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgDeleteProviderAttributes) ValidateBasic(p *Params) error {
 	if err := checkAddr("auditor", m.Auditor, p); err != nil {
 		return err
@@ -415,6 +495,7 @@ func parseCert(certPEM, pubPEM []byte, owner string) (*x509.Certificate, error) 
 	return c, nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCreateCertificate) ValidateBasic(p *Params) error {
 	if err := checkAddr("owner", m.Owner, p); err != nil {
 		return err
@@ -423,6 +504,7 @@ func (m *MsgCreateCertificate) ValidateBasic(p *Params) error {
 	return err
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgRevokeCertificate) ValidateBasic(p *Params) error {
 	if err := checkAddr("owner", m.Owner, p); err != nil {
 		return err
@@ -498,6 +580,7 @@ func checkGroups(groups []market.GroupSpec, p *Params) (string, error) {
 	return denom, nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCreateDeployment) ValidateBasic(p *Params) error {
 	if err := checkDeploymentID("id", m.ID, p); err != nil {
 		return err
@@ -515,12 +598,13 @@ func (m *MsgCreateDeployment) ValidateBasic(p *Params) error {
 	if m.Deposit.Denom != denom {
 		return invalid("deposit: denomination %q, but the groups are priced in %q", m.Deposit.Denom, denom)
 	}
-	if min, ok := p.minDeployDeposit(denom); ok && m.Deposit.Amount < min.Amount {
-		return invalid("deposit: %s is less than the minimum %s", m.Deposit, min)
+	if least, ok := p.minDeployDeposit(denom); ok && m.Deposit.Amount < least.Amount {
+		return invalid("deposit: %s is less than the minimum %s", m.Deposit, least)
 	}
 	return nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgUpdateDeployment) ValidateBasic(p *Params) error {
 	if err := checkDeploymentID("id", m.ID, p); err != nil {
 		return err
@@ -528,6 +612,7 @@ func (m *MsgUpdateDeployment) ValidateBasic(p *Params) error {
 	return checkVersion(m.Version)
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgDepositDeployment) ValidateBasic(p *Params) error {
 	if err := checkDeploymentID("id", m.ID, p); err != nil {
 		return err
@@ -538,11 +623,19 @@ func (m *MsgDepositDeployment) ValidateBasic(p *Params) error {
 	return checkCoin("amount", m.Amount, true)
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCloseDeployment) ValidateBasic(p *Params) error { return checkDeploymentID("id", m.ID, p) }
-func (m *MsgCloseGroup) ValidateBasic(p *Params) error      { return checkGroupID("id", m.ID, p) }
-func (m *MsgPauseGroup) ValidateBasic(p *Params) error      { return checkGroupID("id", m.ID, p) }
-func (m *MsgStartGroup) ValidateBasic(p *Params) error      { return checkGroupID("id", m.ID, p) }
 
+// ValidateBasic implements Msg.
+func (m *MsgCloseGroup) ValidateBasic(p *Params) error { return checkGroupID("id", m.ID, p) }
+
+// ValidateBasic implements Msg.
+func (m *MsgPauseGroup) ValidateBasic(p *Params) error { return checkGroupID("id", m.ID, p) }
+
+// ValidateBasic implements Msg.
+func (m *MsgStartGroup) ValidateBasic(p *Params) error { return checkGroupID("id", m.ID, p) }
+
+// ValidateBasic implements Msg.
 func (m *MsgCreateBid) ValidateBasic(p *Params) error {
 	if err := checkOrderID("order_id", m.OrderID, p); err != nil {
 		return err
@@ -568,6 +661,7 @@ func (m *MsgCreateBid) ValidateBasic(p *Params) error {
 	return nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCloseBid) ValidateBasic(p *Params) error {
 	if err := checkBidID("id", m.ID, p); err != nil {
 		return err
@@ -578,8 +672,10 @@ func (m *MsgCloseBid) ValidateBasic(p *Params) error {
 	return nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgCreateLease) ValidateBasic(p *Params) error { return checkBidID("bid_id", m.BidID, p) }
 
+// ValidateBasic implements Msg.
 func (m *MsgCloseLease) ValidateBasic(p *Params) error {
 	if err := checkBidID("id", market.BidID(m.ID), p); err != nil {
 		return err
@@ -599,6 +695,7 @@ func (m *MsgCloseLease) ValidateBasic(p *Params) error {
 	return nil
 }
 
+// ValidateBasic implements Msg.
 func (m *MsgWithdrawLease) ValidateBasic(p *Params) error {
 	return checkBidID("id", market.BidID(m.ID), p)
 }

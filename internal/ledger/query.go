@@ -28,7 +28,9 @@ const (
 )
 
 // Page selects one page of a list: up to Limit items (default 100, at most 1000)
-// starting at Key, the NextKey of the previous page.
+// starting at Key, the NextKey of the previous page. A filtered list reads a bounded
+// number of entries per page, so a page may hold fewer items than the limit, even none,
+// and still have a NextKey: the list ends only when NextKey is empty.
 type Page struct {
 	Key   []byte `json:"key,omitempty"`
 	Limit uint32 `json:"limit,omitempty"`
@@ -37,6 +39,9 @@ type Page struct {
 const (
 	defaultPageLimit = 100
 	maxPageLimit     = 1000
+	// One page reads at most scanPerItem×limit+scanBase entries.
+	scanPerItem = 10
+	scanBase    = 1000
 )
 
 // ParamsResponse is the chain's identity and rules.
@@ -103,12 +108,13 @@ type DeploymentRequest struct {
 	ID market.DeploymentID `json:"id"`
 }
 
-// DeploymentResponse is a deployment with its groups and its escrow account settled to
-// the query's height.
+// DeploymentResponse is a deployment with its groups, its escrow account and the
+// account's lease payments, settled to the query's height.
 type DeploymentResponse struct {
 	Deployment Deployment    `json:"deployment"`
 	Groups     []Group       `json:"groups"`
 	Escrow     EscrowAccount `json:"escrow_account"`
+	Payments   []Payment     `json:"escrow_payments"`
 }
 
 // DeploymentsRequest lists an owner's deployments, optionally in one state.
@@ -256,9 +262,7 @@ func (q *querier) query(path string, data []byte) ([]byte, error) {
 		out, err = q.leases(data)
 	case QuerySupply:
 		var s SupplyResponse
-		for _, d := range sortedKeys(Supply(q.r)) {
-			s.Supply = append(s.Supply, d)
-		}
+		s.Supply = append(s.Supply, sortedKeys(Supply(q.r))...)
 		out = s
 	default:
 		return nil, badQuery("unknown query path %q", path)
@@ -301,11 +305,15 @@ func page[T any](r reader, prefix string, p Page, load func(k string, v []byte) 
 	}
 	out := []T{}
 	var next []byte
+	// A filter may skip most entries: bound the work of one page, and let the caller
+	// continue from where it stopped (the page then holds fewer items than the limit).
+	budget := scanPerItem*limit + scanBase
 	r.ascend(prefix, from, func(k string, v []byte) bool {
-		if len(out) == limit {
+		if len(out) == limit || budget == 0 {
 			next = []byte(k)
 			return false
 		}
+		budget--
 		if item, ok := load(k, v); ok {
 			out = append(out, item)
 		}
@@ -414,9 +422,11 @@ func (q *querier) deploymentView(d Deployment) DeploymentResponse {
 		return true
 	})
 	getJSON(q.r, escrowKey(d.ID), &resp.Escrow)
-	if resp.Escrow.State == EscrowOpen {
-		accrue(&resp.Escrow, readPayments(q.r, d.ID), q.height)
+	resp.Payments = readPayments(q.r, d.ID)
+	if resp.Payments == nil {
+		resp.Payments = []Payment{}
 	}
+	accrue(&resp.Escrow, resp.Payments, q.height)
 	return resp
 }
 

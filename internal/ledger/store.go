@@ -115,7 +115,7 @@ func openStore(db dbm.DB) (*store, error) {
 		if len(b) != 8 {
 			return nil, fmt.Errorf("state height record is %d bytes, want 8", len(b))
 		}
-		height = int64(binary.BigEndian.Uint64(b))
+		height = int64(binary.BigEndian.Uint64(b)) //nolint:gosec // written from a positive height
 	}
 	if b, err := db.Get([]byte(dbMetaLtHash)); err != nil {
 		return nil, fmt.Errorf("read state hash: %w", err)
@@ -141,16 +141,6 @@ func (s *store) get(key string) ([]byte, bool) { return treeGet(s.work, key) }
 
 func (s *store) ascend(prefix, from string, fn func(string, []byte) bool) {
 	treeAscend(s.work, prefix, from, fn)
-}
-
-// keysWithPrefix collects keys first, so callers may write while walking them.
-func (s *store) keysWithPrefix(prefix string) []string {
-	var keys []string
-	s.ascend(prefix, "", func(k string, _ []byte) bool {
-		keys = append(keys, k)
-		return true
-	})
-	return keys
 }
 
 func (s *store) set(key string, value []byte) {
@@ -210,7 +200,7 @@ func (s *store) keep() {
 // publishes the new view to queries.
 func (s *store) commit(height int64) error {
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }() // after Write, Close only releases memory
 	keys := make([]string, 0, len(s.dirty))
 	for k := range s.dirty {
 		keys = append(keys, k)
@@ -229,7 +219,7 @@ func (s *store) commit(height int64) error {
 		}
 	}
 	var h [8]byte
-	binary.BigEndian.PutUint64(h[:], uint64(height))
+	binary.BigEndian.PutUint64(h[:], uint64(height)) //nolint:gosec // heights are positive
 	if err := b.Set([]byte(dbMetaHeight), h[:]); err != nil {
 		return fmt.Errorf("commit height %d: %w", height, err)
 	}

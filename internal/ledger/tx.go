@@ -156,6 +156,22 @@ func strictUnmarshal(b []byte, v any) error {
 	return nil
 }
 
+// canonical requires raw to be exactly how encoding/json writes the value it decoded
+// to: compact, fields in declared order with their exact names, each once, numbers in
+// their canonical form. So a transaction has one encoding: no one can alter a signed
+// transaction's bytes (and its hash) without changing its meaning, and no other JSON
+// reader can see in it a field this one ignored.
+func canonical(raw []byte, v any, what string) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errf(CodeTxDecode, "%s: %v", what, err)
+	}
+	if !bytes.Equal(b, raw) {
+		return errf(CodeTxDecode, "%s is not in canonical form (compact JSON, fields in order, each once, as berth's encoder writes it)", what)
+	}
+	return nil
+}
+
 // DecodeTx decodes a transaction and its messages, and checks everything that needs no
 // state: size, chain, message shapes, signer, signature.
 func DecodeTx(raw []byte, chainID string, p *Params) (*DecodedTx, error) {
@@ -168,6 +184,12 @@ func DecodeTx(raw []byte, chainID string, p *Params) (*DecodedTx, error) {
 	}
 	if err := strictUnmarshal(t.Body, &t.TxBody); err != nil {
 		return nil, errf(CodeTxDecode, "transaction body: %v", err)
+	}
+	if err := canonical(raw, t.Tx, "transaction"); err != nil {
+		return nil, err
+	}
+	if err := canonical(t.Body, t.TxBody, "transaction body"); err != nil {
+		return nil, err
 	}
 	if t.ChainID != chainID {
 		return nil, errf(CodeWrongChain, "signed for chain %q, this is %q", t.ChainID, chainID)
@@ -194,8 +216,11 @@ func DecodeTx(raw []byte, chainID string, p *Params) (*DecodedTx, error) {
 		if err := strictUnmarshal(em.Value, m); err != nil {
 			return nil, errf(CodeTxDecode, "msgs[%d] (%s): %v", i, em.Type, err)
 		}
+		if err := canonical(em.Value, m, fmt.Sprintf("msgs[%d] (%s)", i, em.Type)); err != nil {
+			return nil, err
+		}
 		if err := m.ValidateBasic(p); err != nil {
-			return nil, fmt.Errorf("msgs[%d] (%s): %w", i, em.Type, err)
+			return nil, within(err, "msgs[%d] (%s)", i, em.Type)
 		}
 		if m.Signer() != t.Signer {
 			return nil, errf(CodeUnauthorized, "msgs[%d] (%s): must be signed by %s, the transaction is signed by %s", i, em.Type, m.Signer(), t.Signer)
