@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
@@ -488,7 +489,7 @@ func parseCert(certPEM, pubPEM []byte, owner string) (*x509.Certificate, error) 
 	if err != nil {
 		return nil, invalid("pubkey: %v", err)
 	}
-	type equaler interface{ Equal(x any) bool }
+	type equaler interface{ Equal(x crypto.PublicKey) bool }
 	if e, ok := pub.(equaler); !ok || !e.Equal(c.PublicKey) {
 		return nil, invalid("pubkey: does not match the certificate's key")
 	}
