@@ -56,10 +56,10 @@ func TestCertificates(t *testing.T) {
 		"key mismatch":        {Owner: owner, Cert: cert, PubKey: otherPub},
 		"not PEM":             {Owner: owner, Cert: []byte("hello"), PubKey: pub},
 	} {
-		t.Run(name, func(t *testing.T) {
-			h.fail(CodeInvalidMsg, "tenant", m)
-			h.seq[owner]--
-		})
+		if log := h.fail(CodeInvalidMsg, "tenant", m); log == "" {
+			t.Errorf("%s: refused without a message", name)
+		}
+		h.seq[owner]--
 	}
 
 	var resp CertificatesResponse
