@@ -50,29 +50,25 @@ func newProviderRegisterCommand(f *ledgerFlags) *cobra.Command {
 					return fmt.Errorf("%s: %w", attrFile, err)
 				}
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			m := ledger.MsgCreateProvider{Owner: s.key.Address, HostURI: hostURI, Attributes: attrs, Info: ledger.ProviderInfo{EMail: email, Website: website}}
-			var existing ledger.Provider
-			err = s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.key.Address}, &existing)
-			var msg ledger.Msg = &m
-			what := "register provider"
-			switch {
-			case err == nil:
-				u := ledger.MsgUpdateProvider(m)
-				msg, what = &u, "update provider"
-			case !errors.Is(err, ledger.ErrNotFound):
-				return err
-			}
-			res, err := s.br.Broadcast(ctx, msg)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", what, s.key.Address, err)
-			}
-			return s.report(what, res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				m := ledger.MsgCreateProvider{Owner: s.key.Address, HostURI: hostURI, Attributes: attrs, Info: ledger.ProviderInfo{EMail: email, Website: website}}
+				var existing ledger.Provider
+				err := s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.key.Address}, &existing)
+				var msg ledger.Msg = &m
+				what := "register provider"
+				switch {
+				case err == nil:
+					u := ledger.MsgUpdateProvider(m)
+					msg, what = &u, "update provider"
+				case !errors.Is(err, ledger.ErrNotFound):
+					return err
+				}
+				res, err := s.br.Broadcast(ctx, msg)
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", what, s.key.Address, err)
+				}
+				return s.report(what, res)
+			})
 		}),
 	}
 	fl := cmd.Flags()
@@ -90,17 +86,13 @@ func newProviderLeasesCommand(f *ledgerFlags) *cobra.Command {
 		Short: "List the provider's leases with what they have accrued",
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, false)
-			if err != nil {
-				return err
-			}
-			all, err := providerLeases(ctx, s, state)
-			if err != nil {
-				return err
-			}
-			return printLeases(s, all)
+			return f.with(cmd, false, func(ctx context.Context, s *session) error {
+				all, err := providerLeases(ctx, s, state)
+				if err != nil {
+					return err
+				}
+				return printLeases(s, all)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only leases in this state (active, insufficient_funds, closed)")
@@ -124,34 +116,30 @@ func newProviderWithdrawCommand(f *ledgerFlags) *cobra.Command {
 		Short: "Withdraw what every active lease has accrued, in as few transactions as the ledger allows",
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			leases, err := providerLeases(ctx, s, ledger.LeaseActive)
-			if err != nil {
-				return err
-			}
-			if len(leases) == 0 {
-				return writeString(s.out, "no active leases\n")
-			}
-			per := int(s.c.Params().MaxMsgsPerTx)
-			for start := 0; start < len(leases); start += per {
-				var msgs []ledger.Msg
-				for i := start; i < min(start+per, len(leases)); i++ {
-					msgs = append(msgs, &ledger.MsgWithdrawLease{ID: leases[i].Lease.ID})
-				}
-				res, err := s.br.Broadcast(ctx, msgs...)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				leases, err := providerLeases(ctx, s, ledger.LeaseActive)
 				if err != nil {
-					return fmt.Errorf("withdraw: %w", err)
-				}
-				if err := s.report(fmt.Sprintf("withdraw from %d lease(s)", len(msgs)), res); err != nil {
 					return err
 				}
-			}
-			return nil
+				if len(leases) == 0 {
+					return writeString(s.out, "no active leases\n")
+				}
+				per := int(s.c.Params().MaxMsgsPerTx)
+				for start := 0; start < len(leases); start += per {
+					var msgs []ledger.Msg
+					for i := start; i < min(start+per, len(leases)); i++ {
+						msgs = append(msgs, &ledger.MsgWithdrawLease{ID: leases[i].Lease.ID})
+					}
+					res, err := s.br.Broadcast(ctx, msgs...)
+					if err != nil {
+						return fmt.Errorf("withdraw: %w", err)
+					}
+					if err := s.report(fmt.Sprintf("withdraw from %d lease(s)", len(msgs)), res); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		}),
 	}
 }
@@ -171,31 +159,27 @@ func newProviderBidCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return usageError("--price: %w", err)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			dep := s.c.Params().BidMinDeposit
-			if deposit != "" {
-				if dep, err = market.ParseCoin(deposit); err != nil {
-					return usageError("--deposit: %w", err)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				dep := s.c.Params().BidMinDeposit
+				if deposit != "" {
+					if dep, err = market.ParseCoin(deposit); err != nil {
+						return usageError("--deposit: %w", err)
+					}
 				}
-			}
-			var o ledger.Order
-			if err := s.c.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: oid}, &o); err != nil {
-				return fmt.Errorf("order %s: %w", oid, err)
-			}
-			offer := make([]ledger.ResourceOffer, 0, len(o.Spec.Resources))
-			for i := range o.Spec.Resources {
-				offer = append(offer, ledger.ResourceOffer{Resources: o.Spec.Resources[i].Resources, Count: o.Spec.Resources[i].Count})
-			}
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateBid{OrderID: oid, Provider: s.key.Address, Price: p, Deposit: dep, ResourcesOffer: offer})
-			if err != nil {
-				return fmt.Errorf("bid on %s: %w", oid, err)
-			}
-			return s.report("bid", res)
+				var o ledger.Order
+				if err := s.c.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: oid}, &o); err != nil {
+					return fmt.Errorf("order %s: %w", oid, err)
+				}
+				offer := make([]ledger.ResourceOffer, 0, len(o.Spec.Resources))
+				for i := range o.Spec.Resources {
+					offer = append(offer, ledger.ResourceOffer{Resources: o.Spec.Resources[i].Resources, Count: o.Spec.Resources[i].Count})
+				}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCreateBid{OrderID: oid, Provider: s.key.Address, Price: p, Deposit: dep, ResourcesOffer: offer})
+				if err != nil {
+					return fmt.Errorf("bid on %s: %w", oid, err)
+				}
+				return s.report("bid", res)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&price, "price", "", "price per block, like 1000uakt or 0.5uakt (required)")
@@ -215,18 +199,14 @@ func newProviderCloseBidCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return usageError("%w", err)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			bid := oid.Bid(s.key.Address)
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseBid{ID: bid, Reason: reason})
-			if err != nil {
-				return fmt.Errorf("close bid %s: %w", bid, err)
-			}
-			return s.report("close bid", res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				bid := oid.Bid(s.key.Address)
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCloseBid{ID: bid, Reason: reason})
+				if err != nil {
+					return fmt.Errorf("close bid %s: %w", bid, err)
+				}
+				return s.report("close bid", res)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "for a won bid: unstable, decommission, unspecified or manifest_timeout")

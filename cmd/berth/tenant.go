@@ -78,6 +78,18 @@ func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing b
 	return s, nil
 }
 
+// with runs fn with a connection to the ledger (and the signing key when signing),
+// all within --timeout.
+func (f *ledgerFlags) with(cmd *cobra.Command, signing bool, fn func(ctx context.Context, s *session) error) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	defer cancel()
+	s, err := f.connect(ctx, cmd, signing)
+	if err != nil {
+		return err
+	}
+	return fn(ctx, s)
+}
+
 // report prints a transaction's outcome: its block and events.
 func (s *session) report(what string, res *chain.Result) error {
 	if s.json {
@@ -158,48 +170,44 @@ func newDeploymentCreateCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			if dseq == 0 {
-				// As Akash tools do: the current height is a fresh sequence.
-				h, err := s.c.Height(ctx)
-				if err != nil {
-					return err
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				if dseq == 0 {
+					// As Akash tools do: the current height is a fresh sequence.
+					h, err := s.c.Height(ctx)
+					if err != nil {
+						return err
+					}
+					dseq = uint64(max(h, 1))
 				}
-				dseq = uint64(max(h, 1))
-			}
-			denom := r.Groups[0].Resources[0].Price.Denom
-			var dep market.Coin
-			if deposit != "" {
-				if dep, err = market.ParseCoin(deposit); err != nil {
-					return usageError("--deposit: %w", err)
-				}
-			} else {
-				p := s.c.Params()
-				for _, c := range p.DeploymentMinDeposit {
-					if c.Denom == denom {
-						dep = c
+				denom := r.Groups[0].Resources[0].Price.Denom
+				var dep market.Coin
+				if deposit != "" {
+					if dep, err = market.ParseCoin(deposit); err != nil {
+						return usageError("--deposit: %w", err)
+					}
+				} else {
+					p := s.c.Params()
+					for _, c := range p.DeploymentMinDeposit {
+						if c.Denom == denom {
+							dep = c
+						}
+					}
+					if dep.Denom == "" {
+						return fmt.Errorf("the ledger has no minimum deposit in %s; give --deposit", denom)
 					}
 				}
-				if dep.Denom == "" {
-					return fmt.Errorf("the ledger has no minimum deposit in %s; give --deposit", denom)
+				id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCreateDeployment{ID: id, Groups: r.Groups, Version: r.Version, Deposit: dep})
+				if err != nil {
+					return fmt.Errorf("create deployment %s: %w", id, err)
 				}
-			}
-			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateDeployment{ID: id, Groups: r.Groups, Version: r.Version, Deposit: dep})
-			if err != nil {
-				return fmt.Errorf("create deployment %s: %w", id, err)
-			}
-			if !s.json {
-				if err := writeString(s.out, fmt.Sprintf("deployment %s created, version %s, deposit %s\n", id, hex.EncodeToString(r.Version), dep)); err != nil {
-					return err
+				if !s.json {
+					if err := writeString(s.out, fmt.Sprintf("deployment %s created, version %s, deposit %s\n", id, hex.EncodeToString(r.Version), dep)); err != nil {
+						return err
+					}
 				}
-			}
-			return s.report("create deployment", res)
+				return s.report("create deployment", res)
+			})
 		}),
 	}
 	cmd.Flags().Uint64Var(&dseq, "dseq", 0, "deployment sequence (default: the current block height)")
@@ -222,18 +230,14 @@ func newDeploymentDepositCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return usageError("AMOUNT: %w", err)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
-			res, err := s.br.Broadcast(ctx, &ledger.MsgDepositDeployment{ID: id, Amount: amt, Depositor: s.key.Address})
-			if err != nil {
-				return fmt.Errorf("deposit to %s: %w", id, err)
-			}
-			return s.report("deposit", res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgDepositDeployment{ID: id, Amount: amt, Depositor: s.key.Address})
+				if err != nil {
+					return fmt.Errorf("deposit to %s: %w", id, err)
+				}
+				return s.report("deposit", res)
+			})
 		}),
 	}
 }
@@ -248,18 +252,14 @@ func newDeploymentCloseCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseDeployment{ID: id})
-			if err != nil {
-				return fmt.Errorf("close %s: %w", id, err)
-			}
-			return s.report("close deployment", res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCloseDeployment{ID: id})
+				if err != nil {
+					return fmt.Errorf("close %s: %w", id, err)
+				}
+				return s.report("close deployment", res)
+			})
 		}),
 	}
 }
@@ -271,35 +271,31 @@ func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
 		Short: "List your deployments with their groups and escrow",
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, false)
-			if err != nil {
-				return err
-			}
-			all := []ledger.DeploymentResponse{}
-			err = pages(func(p ledger.Page) ([]byte, error) {
-				var r ledger.DeploymentsResponse
-				err := s.c.Query(ctx, ledger.QueryDeployments, ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p}, &r)
-				all = append(all, r.Deployments...)
-				return r.NextKey, err
-			})
-			if err != nil {
-				return err
-			}
-			if s.json {
-				return writeJSON(s.out, all)
-			}
-			rows := make([][]string, 0, len(all))
-			for i := range all {
-				d := &all[i]
-				var gs []string
-				for j := range d.Groups {
-					gs = append(gs, fmt.Sprintf("%d:%s", d.Groups[j].ID.GSeq, d.Groups[j].State))
+			return f.with(cmd, false, func(ctx context.Context, s *session) error {
+				all := []ledger.DeploymentResponse{}
+				err := pages(func(p ledger.Page) ([]byte, error) {
+					var r ledger.DeploymentsResponse
+					err := s.c.Query(ctx, ledger.QueryDeployments, ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p}, &r)
+					all = append(all, r.Deployments...)
+					return r.NextKey, err
+				})
+				if err != nil {
+					return err
 				}
-				rows = append(rows, []string{uintStr(d.Deployment.ID.DSeq), d.Deployment.State, strings.Join(gs, ","), d.Escrow.Balance.String(), d.Escrow.Rate.String()})
-			}
-			return writeTable(s.out, []string{"DSEQ", "STATE", "GROUPS", "ESCROW", "RATE/BLOCK"}, rows)
+				if s.json {
+					return writeJSON(s.out, all)
+				}
+				rows := make([][]string, 0, len(all))
+				for i := range all {
+					d := &all[i]
+					var gs []string
+					for j := range d.Groups {
+						gs = append(gs, fmt.Sprintf("%d:%s", d.Groups[j].ID.GSeq, d.Groups[j].State))
+					}
+					rows = append(rows, []string{uintStr(d.Deployment.ID.DSeq), d.Deployment.State, strings.Join(gs, ","), d.Escrow.Balance.String(), d.Escrow.Rate.String()})
+				}
+				return writeTable(s.out, []string{"DSEQ", "STATE", "GROUPS", "ESCROW", "RATE/BLOCK"}, rows)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only deployments in this state (active, closed)")
@@ -329,31 +325,27 @@ func newBidsCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, false)
-			if err != nil {
-				return err
-			}
-			all := []ledger.Bid{}
-			err = pages(func(p ledger.Page) ([]byte, error) {
-				var r ledger.BidsResponse
-				err := s.c.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
-				all = append(all, r.Bids...)
-				return r.NextKey, err
+			return f.with(cmd, false, func(ctx context.Context, s *session) error {
+				all := []ledger.Bid{}
+				err = pages(func(p ledger.Page) ([]byte, error) {
+					var r ledger.BidsResponse
+					err := s.c.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
+					all = append(all, r.Bids...)
+					return r.NextKey, err
+				})
+				if err != nil {
+					return err
+				}
+				if s.json {
+					return writeJSON(s.out, all)
+				}
+				rows := make([][]string, 0, len(all))
+				for i := range all {
+					b := &all[i]
+					rows = append(rows, []string{uintStr(uint64(b.ID.GSeq)), uintStr(uint64(b.ID.OSeq)), b.ID.Provider, b.Price.String(), b.State})
+				}
+				return writeTable(s.out, []string{"GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE"}, rows)
 			})
-			if err != nil {
-				return err
-			}
-			if s.json {
-				return writeJSON(s.out, all)
-			}
-			rows := make([][]string, 0, len(all))
-			for i := range all {
-				b := &all[i]
-				rows = append(rows, []string{uintStr(uint64(b.ID.GSeq)), uintStr(uint64(b.ID.OSeq)), b.ID.Provider, b.Price.String(), b.State})
-			}
-			return writeTable(s.out, []string{"GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE"}, rows)
 		}),
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only bids in this state (open, active, lost, closed)")
@@ -379,21 +371,17 @@ func newLeaseCreateCommand(f *ledgerFlags) *cobra.Command {
 			if provider == "" {
 				return usageError("--provider is required (see berth tenant bids DSEQ)")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			oid, err := parseOrderRef(s.key.Address, args[0])
-			if err != nil {
-				return err
-			}
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCreateLease{BidID: oid.Bid(provider)})
-			if err != nil {
-				return fmt.Errorf("create lease %s: %w", oid.Bid(provider), err)
-			}
-			return s.report("create lease", res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				oid, err := parseOrderRef(s.key.Address, args[0])
+				if err != nil {
+					return err
+				}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCreateLease{BidID: oid.Bid(provider)})
+				if err != nil {
+					return fmt.Errorf("create lease %s: %w", oid.Bid(provider), err)
+				}
+				return s.report("create lease", res)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&provider, "provider", "", "address of the provider whose bid to accept")
@@ -410,22 +398,18 @@ func newLeaseCloseCommand(f *ledgerFlags) *cobra.Command {
 			if provider == "" {
 				return usageError("--provider is required (see berth tenant leases)")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, true)
-			if err != nil {
-				return err
-			}
-			oid, err := parseOrderRef(s.key.Address, args[0])
-			if err != nil {
-				return err
-			}
-			lid := oid.Bid(provider).Lease()
-			res, err := s.br.Broadcast(ctx, &ledger.MsgCloseLease{ID: lid, Sender: s.key.Address, Reason: ledger.ReasonOwner})
-			if err != nil {
-				return fmt.Errorf("close lease %s: %w", lid, err)
-			}
-			return s.report("close lease", res)
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				oid, err := parseOrderRef(s.key.Address, args[0])
+				if err != nil {
+					return err
+				}
+				lid := oid.Bid(provider).Lease()
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCloseLease{ID: lid, Sender: s.key.Address, Reason: ledger.ReasonOwner})
+				if err != nil {
+					return fmt.Errorf("close lease %s: %w", lid, err)
+				}
+				return s.report("close lease", res)
+			})
 		}),
 	}
 	cmd.Flags().StringVar(&provider, "provider", "", "address of the lease's provider")
@@ -440,23 +424,19 @@ func newLeasesCommand(f *ledgerFlags) *cobra.Command {
 		Short: "List your leases with what they have accrued",
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			s, err := f.connect(ctx, cmd, false)
-			if err != nil {
-				return err
-			}
-			all := []ledger.LeaseResponse{}
-			err = pages(func(p ledger.Page) ([]byte, error) {
-				var r ledger.LeasesResponse
-				err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
-				all = append(all, r.Leases...)
-				return r.NextKey, err
+			return f.with(cmd, false, func(ctx context.Context, s *session) error {
+				all := []ledger.LeaseResponse{}
+				err := pages(func(p ledger.Page) ([]byte, error) {
+					var r ledger.LeasesResponse
+					err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
+					all = append(all, r.Leases...)
+					return r.NextKey, err
+				})
+				if err != nil {
+					return err
+				}
+				return printLeases(s, all)
 			})
-			if err != nil {
-				return err
-			}
-			return printLeases(s, all)
 		}),
 	}
 	cmd.Flags().StringVar(&state, "state", "", "only leases in this state (active, insufficient_funds, closed)")

@@ -54,16 +54,24 @@ func (f *Feed) Run(ctx context.Context, handle func(context.Context, Block) erro
 
 func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) error) error {
 	backoff := 50 * time.Millisecond
+	// pause waits before retrying after a node error (the node may be restarting),
+	// longer each time; it reports false when ctx ends.
+	pause := func() bool {
+		if !sleepCtx(ctx, backoff) {
+			return false
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		return true
+	}
 	for {
 		latest, err := f.c.WaitHeight(ctx, f.next)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			if !sleepCtx(ctx, backoff) {
+			if !pause() {
 				return ctx.Err()
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
 		for f.next <= latest {
@@ -72,12 +80,10 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 				return ctx.Err()
 			}
 			if err != nil {
-				// The node may be restarting: retry the same height.
-				if !sleepCtx(ctx, backoff) {
+				if !pause() {
 					return ctx.Err()
 				}
-				backoff = min(2*backoff, 5*time.Second)
-				break
+				break // and retry the same height
 			}
 			backoff = 50 * time.Millisecond
 			if err := handle(ctx, b); err != nil {

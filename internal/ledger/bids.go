@@ -292,9 +292,7 @@ func (x *execCtx) providerClosedLease(l Lease, reason string) error {
 		return err
 	}
 	if g.State == GroupOpen {
-		g.State = GroupPaused
-		x.s.setJSON(groupKey(g.ID), g)
-		x.ev.emit(EventGroupPaused, groupAttrs(g.ID)...)
+		x.setGroupState(&g, GroupPaused)
 	}
 	return nil
 }
@@ -317,9 +315,7 @@ func (x *execCtx) closeLeaseMsg(m *MsgCloseLease) error {
 	if err != nil {
 		return err
 	}
-	g.State = GroupClosed
-	x.s.setJSON(groupKey(g.ID), g)
-	x.ev.emit(EventGroupClosed, groupAttrs(g.ID)...)
+	x.setGroupState(&g, GroupClosed)
 	return nil
 }
 

@@ -168,9 +168,7 @@ func (x *execCtx) closeDeployment(m *MsgCloseDeployment) error {
 		if err := x.endGroupOrder(*g, ReasonOwner); err != nil {
 			return err
 		}
-		g.State = GroupClosed
-		x.s.setJSON(groupKey(g.ID), g)
-		x.ev.emit(EventGroupClosed, groupAttrs(g.ID)...)
+		x.setGroupState(g, GroupClosed)
 	}
 	var refund market.Coin
 	err = x.updateEscrow(m.ID, func(a *EscrowAccount, _ *[]Payment) error {
@@ -192,6 +190,19 @@ func (x *execCtx) closeDeployment(m *MsgCloseDeployment) error {
 	return nil
 }
 
+// groupEvents are the events of the group states a message can move a group to.
+var groupEvents = map[string]string{
+	GroupOpen: EventGroupStarted, GroupPaused: EventGroupPaused,
+	GroupInsufficientFunds: EventGroupUnfunded, GroupClosed: EventGroupClosed,
+}
+
+// setGroupState saves the group in its new state and emits the state's event.
+func (x *execCtx) setGroupState(g *Group, state string) {
+	g.State = state
+	x.s.setJSON(groupKey(g.ID), g)
+	x.ev.emit(groupEvents[state], groupAttrs(g.ID)...)
+}
+
 // ownedGroup loads a group of an active deployment.
 func (x *execCtx) ownedGroup(id market.GroupID) (Group, error) {
 	if _, err := x.activeDeployment(id.Deployment()); err != nil {
@@ -211,9 +222,7 @@ func (x *execCtx) closeGroup(m *MsgCloseGroup) error {
 	if err := x.endGroupOrder(g, ReasonOwner); err != nil {
 		return err
 	}
-	g.State = GroupClosed
-	x.s.setJSON(groupKey(g.ID), g)
-	x.ev.emit(EventGroupClosed, groupAttrs(g.ID)...)
+	x.setGroupState(&g, GroupClosed)
 	return nil
 }
 
@@ -228,9 +237,7 @@ func (x *execCtx) pauseGroup(m *MsgPauseGroup) error {
 	if err := x.endGroupOrder(g, ReasonOwner); err != nil {
 		return err
 	}
-	g.State = GroupPaused
-	x.s.setJSON(groupKey(g.ID), g)
-	x.ev.emit(EventGroupPaused, groupAttrs(g.ID)...)
+	x.setGroupState(&g, GroupPaused)
 	return nil
 }
 

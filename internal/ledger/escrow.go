@@ -175,9 +175,7 @@ func (x *execCtx) depleted(id market.DeploymentID) error {
 		if err != nil {
 			return err
 		}
-		g.State = GroupInsufficientFunds
-		x.s.setJSON(groupKey(g.ID), g)
-		x.ev.emit(EventGroupUnfunded, groupAttrs(g.ID)...)
+		x.setGroupState(&g, GroupInsufficientFunds)
 	}
 	return nil
 }

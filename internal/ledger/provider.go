@@ -17,8 +17,7 @@ func (x *execCtx) createProvider(m *MsgCreateProvider) error {
 	if _, ok := x.s.get(providerKey(m.Owner)); ok {
 		return errf(CodeAlreadyExists, "provider %s is already registered (use provider/update)", m.Owner)
 	}
-	x.s.setJSON(providerKey(m.Owner), Provider{Owner: m.Owner, HostURI: m.HostURI, Attributes: sortedAttributes(m.Attributes), Info: m.Info})
-	x.ev.emit(EventProviderCreated, AttrOwner, m.Owner, AttrHostURI, m.HostURI)
+	x.saveProvider(m, EventProviderCreated)
 	return nil
 }
 
@@ -26,9 +25,13 @@ func (x *execCtx) updateProvider(m *MsgUpdateProvider) error {
 	if _, ok := x.s.get(providerKey(m.Owner)); !ok {
 		return errf(CodeNotFound, "provider %s is not registered (use provider/create)", m.Owner)
 	}
-	x.s.setJSON(providerKey(m.Owner), Provider{Owner: m.Owner, HostURI: m.HostURI, Attributes: sortedAttributes(m.Attributes), Info: m.Info})
-	x.ev.emit(EventProviderUpdated, AttrOwner, m.Owner, AttrHostURI, m.HostURI)
+	x.saveProvider((*MsgCreateProvider)(m), EventProviderUpdated)
 	return nil
+}
+
+func (x *execCtx) saveProvider(m *MsgCreateProvider, event string) {
+	x.s.setJSON(providerKey(m.Owner), Provider{Owner: m.Owner, HostURI: m.HostURI, Attributes: sortedAttributes(m.Attributes), Info: m.Info})
+	x.ev.emit(event, AttrOwner, m.Owner, AttrHostURI, m.HostURI)
 }
 
 func (x *execCtx) signAttributes(m *MsgSignProviderAttributes) error {
