@@ -361,59 +361,46 @@ func parseOrderRef(owner, s string) (market.OrderID, error) {
 	return id, nil
 }
 
-func newLeaseCreateCommand(f *ledgerFlags) *cobra.Command {
+// newLeaseCommand builds a command acting on one lease of the signer's deployment,
+// named DSEQ/GSEQ/OSEQ --provider ADDRESS.
+func newLeaseCommand(f *ledgerFlags, use, short, see, what string, msg func(s *session, bid market.BidID) ledger.Msg) *cobra.Command {
 	var provider string
 	cmd := &cobra.Command{
-		Use:   "create DSEQ/GSEQ/OSEQ --provider ADDRESS",
-		Short: "Accept a provider's bid on an order",
+		Use:   use + " DSEQ/GSEQ/OSEQ --provider ADDRESS",
+		Short: short,
 		Args:  exactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if provider == "" {
-				return usageError("--provider is required (see berth tenant bids DSEQ)")
+				return usageError("--provider is required (see %s)", see)
 			}
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
 				oid, err := parseOrderRef(s.key.Address, args[0])
 				if err != nil {
 					return err
 				}
-				res, err := s.br.Broadcast(ctx, &ledger.MsgCreateLease{BidID: oid.Bid(provider)})
+				bid := oid.Bid(provider)
+				res, err := s.br.Broadcast(ctx, msg(s, bid))
 				if err != nil {
-					return fmt.Errorf("create lease %s: %w", oid.Bid(provider), err)
+					return fmt.Errorf("%s %s: %w", what, bid, err)
 				}
-				return s.report("create lease", res)
+				return s.report(what, res)
 			})
 		}),
 	}
-	cmd.Flags().StringVar(&provider, "provider", "", "address of the provider whose bid to accept")
+	cmd.Flags().StringVar(&provider, "provider", "", "address of the provider")
 	return cmd
 }
 
+func newLeaseCreateCommand(f *ledgerFlags) *cobra.Command {
+	return newLeaseCommand(f, "create", "Accept a provider's bid on an order", "berth tenant bids DSEQ", "create lease",
+		func(_ *session, bid market.BidID) ledger.Msg { return &ledger.MsgCreateLease{BidID: bid} })
+}
+
 func newLeaseCloseCommand(f *ledgerFlags) *cobra.Command {
-	var provider string
-	cmd := &cobra.Command{
-		Use:   "close DSEQ/GSEQ/OSEQ --provider ADDRESS",
-		Short: "End a lease (its group closes; the provider is paid to this block)",
-		Args:  exactArgs(1),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if provider == "" {
-				return usageError("--provider is required (see berth tenant leases)")
-			}
-			return f.with(cmd, true, func(ctx context.Context, s *session) error {
-				oid, err := parseOrderRef(s.key.Address, args[0])
-				if err != nil {
-					return err
-				}
-				lid := oid.Bid(provider).Lease()
-				res, err := s.br.Broadcast(ctx, &ledger.MsgCloseLease{ID: lid, Sender: s.key.Address, Reason: ledger.ReasonOwner})
-				if err != nil {
-					return fmt.Errorf("close lease %s: %w", lid, err)
-				}
-				return s.report("close lease", res)
-			})
-		}),
-	}
-	cmd.Flags().StringVar(&provider, "provider", "", "address of the lease's provider")
-	return cmd
+	return newLeaseCommand(f, "close", "End a lease (its group closes; the provider is paid to this block)", "berth tenant leases", "close lease",
+		func(s *session, bid market.BidID) ledger.Msg {
+			return &ledger.MsgCloseLease{ID: bid.Lease(), Sender: s.key.Address, Reason: ledger.ReasonOwner}
+		})
 }
 
 func newLeasesCommand(f *ledgerFlags) *cobra.Command {

@@ -75,6 +75,26 @@ func checkOffer(offer []ResourceOffer, g market.GroupSpec) error {
 	return nil
 }
 
+// biddableOrder loads an order that takes bids and leases: the order and its group open,
+// its deployment active.
+func (x *execCtx) biddableOrder(id market.OrderID) (Order, Group, error) {
+	o, err := x.order(id)
+	if err != nil {
+		return o, Group{}, err
+	}
+	if o.State != OrderOpen {
+		return o, Group{}, errf(CodeInvalidState, "order %s is %s", o.ID, o.State)
+	}
+	g, err := x.ownedGroup(o.ID.Group())
+	if err != nil {
+		return o, g, err
+	}
+	if g.State != GroupOpen {
+		return o, g, errf(CodeInvalidState, "group %s is %s", g.ID, g.State)
+	}
+	return o, g, nil
+}
+
 func (x *execCtx) setBid(b Bid) {
 	x.s.setJSON(bidKey(b.ID), b)
 	x.s.setJSON(bidProviderKey(b.ID), struct{}{})
@@ -85,19 +105,9 @@ func (x *execCtx) createBid(m *MsgCreateBid) error {
 	if !getJSON(x.s, providerKey(m.Provider), &prov) {
 		return errf(CodeUnknownProvider, "%s is not a registered provider", m.Provider)
 	}
-	o, err := x.order(m.OrderID)
+	o, _, err := x.biddableOrder(m.OrderID)
 	if err != nil {
 		return err
-	}
-	if o.State != OrderOpen {
-		return errf(CodeInvalidState, "order %s is %s", o.ID, o.State)
-	}
-	g, err := x.ownedGroup(o.ID.Group())
-	if err != nil {
-		return err
-	}
-	if g.State != GroupOpen {
-		return errf(CodeInvalidState, "group %s is %s", g.ID, g.State)
 	}
 	ceiling := groupPrice(o.Spec)
 	if m.Price.Denom != ceiling.Denom {
@@ -186,19 +196,9 @@ func (x *execCtx) createLease(m *MsgCreateLease) error {
 	if b.State != BidOpen {
 		return errf(CodeInvalidState, "bid %s is %s", b.ID, b.State)
 	}
-	o, err := x.order(b.ID.Order())
+	o, g, err := x.biddableOrder(b.ID.Order())
 	if err != nil {
 		return err
-	}
-	if o.State != OrderOpen {
-		return errf(CodeInvalidState, "order %s is %s", o.ID, o.State)
-	}
-	g, err := x.ownedGroup(o.ID.Group())
-	if err != nil {
-		return err
-	}
-	if g.State != GroupOpen {
-		return errf(CodeInvalidState, "group %s is %s", g.ID, g.State)
 	}
 	a, err := x.escrow(g.ID.Deployment())
 	if err != nil {
