@@ -38,9 +38,11 @@ deployment:
       count: 2
 `
 
-func parseSDL(t testing.TB, src string) *sdl.Result {
+// webDeployment reads webSDL: one group of two 0.5-CPU replicas at 1000uakt each,
+// placed on providers with region=us-west.
+func webDeployment(t testing.TB) *sdl.Result {
 	t.Helper()
-	r, _, err := sdl.Parse([]byte(src), sdl.Options{})
+	r, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
 	if err != nil {
 		t.Fatalf("sdl: %v", err)
 	}
@@ -49,7 +51,7 @@ func parseSDL(t testing.TB, src string) *sdl.Result {
 
 func (h *harness) createDeployment(owner string, dseq uint64, deposit uint64) market.DeploymentID {
 	h.t.Helper()
-	r := parseSDL(h.t, webSDL)
+	r := webDeployment(h.t)
 	id := market.DeploymentID{Owner: h.addr(owner), DSeq: dseq}
 	h.ok(owner, &MsgCreateDeployment{ID: id, Groups: r.Groups, Version: r.Version, Deposit: market.Coin{Amount: market.Uint(deposit), Denom: DefaultDenom}})
 	return id
@@ -225,7 +227,7 @@ func TestDepletionPaysEveryLeaseToTheSameHeight(t *testing.T) {
 	h := newHarnessParams(t, params, fund, "tenant", "p1", "p2")
 	h.registerProvider("p1", usWest)
 	h.registerProvider("p2", usWest)
-	r := parseSDL(t, webSDL)
+	r := webDeployment(t)
 	g1, g2 := r.Groups[0], r.Groups[0]
 	g2.Name = "second"
 	id := market.DeploymentID{Owner: h.addr("tenant"), DSeq: 1}

@@ -84,7 +84,7 @@ func TestCertificates(t *testing.T) {
 func TestAuditedRequirements(t *testing.T) {
 	h := newHarness(t, fund, "tenant", "p1", "aud1", "aud2")
 	h.registerProvider("p1", usWest)
-	r := parseSDL(t, webSDL)
+	r := webDeployment(t)
 	groups := r.Groups
 	groups[0].Requirements.SignedBy = market.SignedBy{AllOf: []string{h.addr("aud1")}, AnyOf: []string{h.addr("aud2")}}
 	id := market.DeploymentID{Owner: h.addr("tenant"), DSeq: 1}

@@ -90,7 +90,7 @@ func msgsJSON(t *testing.T, body []byte) string {
 // to continue; following next_key still yields every match exactly once.
 func TestFilteredListIsBoundedAndComplete(t *testing.T) {
 	h := newHarness(t, 10_000_000_000_000, "tenant")
-	r := parseSDL(t, webSDL)
+	r := webDeployment(t)
 	const n = 1200 // more than one page's scan bound
 	per := int(DefaultParams().MaxMsgsPerTx)
 	for start := 0; start < n; start += per {
