@@ -446,5 +446,3 @@ func (r *propRun) genReplay(*propSnap) *plannedTx {
 	st := pick(r.rng, r.consumed)
 	return &plannedTx{signer: st.signer, raw: st.raw}
 }
-
-// --- invariants ---

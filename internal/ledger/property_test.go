@@ -546,7 +546,7 @@ func jsonEqual(a, b any) bool {
 	return bytes.Equal(x, y)
 }
 
-// --- random transactions ---
+// --- helpers for the generators and checks ---
 
 func (r *propRun) chance(percent int) bool { return r.rng.IntN(100) < percent }
 
