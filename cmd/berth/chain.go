@@ -59,6 +59,9 @@ func newChainInitCommand() *cobra.Command {
 			"there. The dev keys go to node0's keyring.",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if validators < 1 {
+				return usageError("--validators %d: want at least 1", validators)
+			}
 			coin, err := market.ParseCoin(fund)
 			if err != nil {
 				return usageError("--fund: %w", err)

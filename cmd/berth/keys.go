@@ -25,6 +25,12 @@ func newKeysCommand() *cobra.Command {
 	pf.StringVar(&home, "home", defaultHome(), "berth home whose keyring to use")
 	pf.StringVar(&prefix, "address-prefix", ledger.DefaultAddressPrefix, "bech32 prefix of addresses")
 	pf.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if output != "text" && output != "json" {
+			return usageError("--output %q: want text or json", output)
+		}
+		return nil
+	}
 	open := func() (*keys.Keyring, error) { return keys.Open(node.KeyringDir(home), prefix) }
 	show := func(w io.Writer, infos ...keys.Info) error {
 		switch output {

@@ -80,6 +80,12 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, let a second one end the process at once, should
+		// shutting down hang.
+		<-ctx.Done()
+		stop()
+	}()
 	err := newRootCommand(log).ExecuteContext(ctx)
 	stop()
 	if err == nil {

@@ -131,10 +131,18 @@ func newProviderWithdrawCommand(f *ledgerFlags) *cobra.Command {
 						msgs = append(msgs, &ledger.MsgWithdrawLease{ID: leases[i].Lease.ID})
 					}
 					res, err := s.br.Broadcast(ctx, msgs...)
-					if err != nil {
+					if err == nil {
+						if err := s.report(fmt.Sprintf("withdraw from %d lease(s)", len(msgs)), res); err != nil {
+							return err
+						}
+						continue
+					}
+					// A lease may have closed since the list was read (and was paid
+					// then): its message fails the whole transaction. Withdraw one by one.
+					if !errors.Is(err, ledger.ErrInvalidState) || len(msgs) == 1 {
 						return fmt.Errorf("withdraw: %w", err)
 					}
-					if err := s.report(fmt.Sprintf("withdraw from %d lease(s)", len(msgs)), res); err != nil {
+					if err := withdrawEach(ctx, s, msgs); err != nil {
 						return err
 					}
 				}
@@ -211,4 +219,24 @@ func newProviderCloseBidCommand(f *ledgerFlags) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&reason, "reason", "", "for a won bid: unstable, decommission, unspecified or manifest_timeout")
 	return cmd
+}
+
+// withdrawEach withdraws lease by lease, skipping leases that closed meanwhile.
+func withdrawEach(ctx context.Context, s *session, msgs []ledger.Msg) error {
+	for _, m := range msgs {
+		res, err := s.br.Broadcast(ctx, m)
+		if errors.Is(err, ledger.ErrInvalidState) {
+			if werr := writeString(s.out, fmt.Sprintf("skipped: %v\n", err)); werr != nil {
+				return werr
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("withdraw: %w", err)
+		}
+		if err := s.report("withdraw", res); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	cmtbytes "github.com/cometbft/cometbft/libs/bytes"
+
 	"berth.dev/berth/internal/ledger"
 )
 
@@ -23,12 +25,17 @@ type BroadcastOptions struct {
 	Memo string
 }
 
-// Result is a transaction in a block.
+// Result is a transaction in a block. A batch's callers share their transaction's
+// result: its events are all the batch's.
 type Result struct {
-	TxHash []byte
-	Height int64
-	Events []Event
+	TxHash cmtbytes.HexBytes `json:"tx_hash"`
+	Height int64             `json:"height"`
+	Events []Event           `json:"events"`
 }
+
+// txOverhead bounds a transaction's size beyond its messages: envelope, key,
+// signature, signer and memo.
+const txOverhead = 2048
 
 // Broadcaster sends one account's transactions. Broadcast sends messages as one
 // transaction and waits for it; Submit queues messages to be batched with others by
@@ -45,13 +52,16 @@ type Broadcaster struct {
 	seq      uint64
 	seqKnown bool
 
-	qmu   sync.Mutex
-	queue []*request
-	kick  chan struct{}
+	qmu     sync.Mutex
+	queue   []*request
+	running bool // Run is taking requests
+	closed  bool // Run has ended
+	kick    chan struct{}
 }
 
 type request struct {
 	msgs []ledger.Msg
+	size int // encoded size of the messages
 	done chan outcome
 }
 
@@ -85,6 +95,11 @@ func (b *Broadcaster) Address() string { return b.addr }
 // ErrTimeout reports a transaction not seen in a block within the timeout. It may still
 // be included later.
 var ErrTimeout = errors.New("transaction not included in time")
+
+// ErrClosed reports a Submit after the broadcaster's Run has ended.
+var ErrClosed = errors.New("broadcaster is not running")
+
+var errInclusionTimeout = errors.New("inclusion timeout")
 
 // Broadcast sends msgs as one transaction and waits until it is in a block. A
 // transaction the ledger rejects returns its *ledger.Error (with the block's height in
@@ -136,21 +151,17 @@ func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, erro
 		}
 		r, err := b.c.rpc.BroadcastTxSync(ctx, raw)
 		if err != nil && strings.Contains(err.Error(), "tx already exists in cache") && attempt < 3 {
-			// These exact bytes were seen: the same messages signed with this sequence,
-			// by another user of the key or by us before. If the account has moved
-			// past the sequence, sign again; if not, the transaction is pending and is
-			// the one to wait for.
+			// These exact bytes were sent before with this sequence: by another user
+			// of the key, or by an earlier call of ours (after a timeout, say). Each
+			// call is one execution, so never adopt that transaction: move past its
+			// sequence and sign again.
 			var acc ledger.AccountResponse
 			if qerr := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); qerr != nil {
 				b.seqKnown = false
 				return nil, fmt.Errorf("account %s: %w", b.addr, qerr)
 			}
-			if acc.Account.Sequence > b.seq {
-				b.seq = acc.Account.Sequence
-				continue
-			}
-			b.seq++
-			return ledger.TxHash(raw), nil
+			b.seq = max(acc.Account.Sequence, b.seq+1)
+			continue
 		}
 		if err != nil {
 			// Unknown whether the node took it: read the sequence again next time.
@@ -177,7 +188,7 @@ func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, erro
 // wait looks for the transaction after each new block until it is found or the
 // timeout passes.
 func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.opts.Timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, b.opts.Timeout, errInclusionTimeout)
 	defer cancel()
 	for {
 		h, herr := b.c.Height(ctx)
@@ -198,8 +209,9 @@ func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
 			h = 0
 		}
 		if _, err := b.c.WaitHeight(ctx, h+1); err != nil {
-			b.forgetSequence() // the mempool may have dropped it
-			if errors.Is(err, context.DeadlineExceeded) {
+			// The sequence stays counted: if the mempool dropped the transaction, the
+			// node's wrong-sequence answer to the next one repairs it.
+			if errors.Is(context.Cause(ctx), errInclusionTimeout) {
 				return nil, fmt.Errorf("%w: %X after %s", ErrTimeout, hash, b.opts.Timeout)
 			}
 			return nil, err
@@ -214,7 +226,9 @@ func (b *Broadcaster) forgetSequence() {
 }
 
 // Submit queues msgs to go out with other queued messages in one transaction and waits
-// for the result. It needs Run.
+// for the result. Run sends the queue; a Submit after Run has ended fails with
+// ErrClosed. When ctx ends before a batch takes the request, it is withdrawn (nothing
+// is sent); after, the outcome of the batch is awaited.
 func (b *Broadcaster) Submit(ctx context.Context, msgs ...ledger.Msg) (*Result, error) {
 	if len(msgs) == 0 {
 		return nil, errors.New("submit: no messages")
@@ -223,7 +237,18 @@ func (b *Broadcaster) Submit(ctx context.Context, msgs ...ledger.Msg) (*Result, 
 		return nil, fmt.Errorf("submit: %d messages, at most %d per transaction", len(msgs), b.opts.MaxMsgsPerTx)
 	}
 	r := &request{msgs: msgs, done: make(chan outcome, 1)}
+	for _, m := range msgs {
+		em, err := ledger.EncodeMsg(m)
+		if err != nil {
+			return nil, err
+		}
+		r.size += len(em.Value) + len(em.Type) + 32
+	}
 	b.qmu.Lock()
+	if b.closed {
+		b.qmu.Unlock()
+		return nil, ErrClosed
+	}
 	b.queue = append(b.queue, r)
 	b.qmu.Unlock()
 	select {
@@ -234,16 +259,40 @@ func (b *Broadcaster) Submit(ctx context.Context, msgs ...ledger.Msg) (*Result, 
 	case o := <-r.done:
 		return o.res, o.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
 	}
+	// Withdraw the request if no batch has taken it; otherwise its messages are on
+	// their way and the outcome follows (within the inclusion timeout).
+	b.qmu.Lock()
+	for i, q := range b.queue {
+		if q == r {
+			b.queue = append(b.queue[:i], b.queue[i+1:]...)
+			b.qmu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	b.qmu.Unlock()
+	o := <-r.done
+	return o.res, o.err
 }
 
 // Run sends queued messages in batches until ctx ends; batches wait for inclusion
 // concurrently (up to InFlight). It returns after every batch it started is done.
 func (b *Broadcaster) Run(ctx context.Context) error {
+	b.qmu.Lock()
+	if b.running || b.closed {
+		b.qmu.Unlock()
+		return errors.New("broadcaster: Run called twice")
+	}
+	b.running = true
+	b.qmu.Unlock()
 	sem := make(chan struct{}, b.opts.InFlight)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	defer func() {
+		b.qmu.Lock()
+		b.closed = true
+		b.qmu.Unlock()
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -275,13 +324,16 @@ func (b *Broadcaster) Run(ctx context.Context) error {
 	}
 }
 
-// take removes from the queue as many whole requests as fit in one transaction.
+// take removes from the queue as many whole requests as fit in one transaction, by
+// message count and size (a request too large alone goes alone, and fails alone).
 func (b *Broadcaster) take() []*request {
 	b.qmu.Lock()
 	defer b.qmu.Unlock()
-	n, msgs := 0, 0
-	for n < len(b.queue) && msgs+len(b.queue[n].msgs) <= b.opts.MaxMsgsPerTx {
+	maxBytes := int(b.c.params.MaxTxBytes) - txOverhead
+	n, msgs, size := 0, 0, 0
+	for n < len(b.queue) && msgs+len(b.queue[n].msgs) <= b.opts.MaxMsgsPerTx && (n == 0 || size+b.queue[n].size <= maxBytes) {
 		msgs += len(b.queue[n].msgs)
+		size += b.queue[n].size
 		n++
 	}
 	batch := b.queue[:n:n]

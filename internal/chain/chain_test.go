@@ -302,3 +302,67 @@ func TestFeedCatchesUpFromHeight(t *testing.T) {
 		}
 	}
 }
+
+// A Submit whose context ends before a batch takes it is withdrawn: nothing is sent.
+// After Run ends, Submit fails at once.
+func TestSubmitWithdrawnAndClosed(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	br := l.Broadcaster(t, c, "tenant")
+	to := l.Address(t, "provider")
+	send := &ledger.MsgSend{From: br.Address(), To: to, Amount: []market.Coin{{Amount: 5, Denom: ledger.DefaultDenom}}}
+	gone, cancelGone := context.WithCancel(t.Context())
+	cancelGone()
+	if _, err := br.Submit(gone, send); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled submit: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = br.Run(ctx) }()
+	res, err := br.Submit(t.Context(), &ledger.MsgSend{From: br.Address(), To: to, Amount: []market.Coin{{Amount: 7, Denom: ledger.DefaultDenom}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc ledger.AccountResponse
+	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+7 {
+		t.Fatalf("receiver has %d after the block %d: the withdrawn 5 was sent too", got, res.Height)
+	}
+	cancel()
+	<-done
+	if _, err := br.Submit(t.Context(), send); !errors.Is(err, chain.ErrClosed) {
+		t.Fatalf("submit after Run: %v", err)
+	}
+}
+
+// Sending the same transfer twice from two processes is two transfers: a transaction
+// the node has already seen is never taken for the caller's own.
+func TestIdenticalTransactionsAreNotMerged(t *testing.T) {
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	c := l.Client(t)
+	a := l.Broadcaster(t, c, "tenant")
+	b := l.Broadcaster(t, c, "tenant")
+	to := l.Address(t, "provider")
+	msg := &ledger.MsgSend{From: a.Address(), To: to, Amount: []market.Coin{{Amount: 7, Denom: ledger.DefaultDenom}}}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, br := range []*chain.Broadcaster{a, b} {
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[i] = br.Broadcast(t.Context(), msg) }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	var acc ledger.AccountResponse
+	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+14 {
+		t.Fatalf("receiver has %d: want both transfers of 7", got)
+	}
+}

@@ -124,11 +124,20 @@ func (c *Client) BlockResults(ctx context.Context, height int64) (*ctypes.Result
 // Run keeps a websocket subscription to new blocks, so that waits wake as soon as a
 // block is committed; it reconnects after failures. It returns when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
-	if err := c.rpc.Start(); err != nil {
-		return fmt.Errorf("ledger websocket: %w", err)
+	backoff := 100 * time.Millisecond
+	// The node may not be up yet: keep trying (waits poll meanwhile).
+	for {
+		err := c.rpc.Start()
+		if err == nil {
+			break
+		}
+		if !sleepCtx(ctx, backoff) {
+			return nil
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 	defer func() { _ = c.rpc.Stop() }()
-	backoff := 100 * time.Millisecond
+	backoff = 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.follow(ctx)
 		c.setLive(false)

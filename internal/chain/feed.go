@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	abci "github.com/cometbft/cometbft/abci/types"
@@ -11,18 +12,18 @@ import (
 
 // Event is one ledger event: its type ("lease.created") and attributes (owner, dseq, …).
 type Event struct {
-	Type  string
-	Attrs map[string]string
+	Type  string            `json:"type"`
+	Attrs map[string]string `json:"attributes"`
 	// TxIndex is the index in the block of the transaction that emitted the event, or
 	// -1 for the block's own events (escrow depletions), which come before the
 	// transactions'.
-	TxIndex int
+	TxIndex int `json:"tx_index"`
 }
 
 // Block is the events of one block, in the order they happened.
 type Block struct {
-	Height int64
-	Events []Event
+	Height int64   `json:"height"`
+	Events []Event `json:"events"`
 }
 
 // Feed delivers every block's events in height order, starting at a given height and
@@ -30,16 +31,18 @@ type Block struct {
 // persists h, and restarts the feed at h+1.
 type Feed struct {
 	c    *Client
-	next int64
+	next atomic.Int64
 }
 
 // NewFeed returns a feed whose first block is from (at least 1).
 func NewFeed(c *Client, from int64) *Feed {
-	return &Feed{c: c, next: max(from, 1)}
+	f := &Feed{c: c}
+	f.next.Store(max(from, 1))
+	return f
 }
 
 // Next is the height of the next block the feed will deliver.
-func (f *Feed) Next() int64 { return f.next }
+func (f *Feed) Next() int64 { return f.next.Load() }
 
 // Run calls handle for each block from the feed's cursor on, waiting for new blocks
 // when caught up, until ctx ends (nil) or handle fails (its error). A block is
@@ -64,7 +67,7 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 		return true
 	}
 	for {
-		latest, err := f.c.WaitHeight(ctx, f.next)
+		latest, err := f.c.WaitHeight(ctx, f.next.Load())
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -74,8 +77,8 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 			}
 			continue
 		}
-		for f.next <= latest {
-			b, err := f.read(ctx, f.next)
+		for f.next.Load() <= latest {
+			b, err := f.read(ctx, f.next.Load())
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -89,7 +92,7 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 			if err := handle(ctx, b); err != nil {
 				return fmt.Errorf("handle block %d: %w", b.Height, err)
 			}
-			f.next++
+			f.next.Add(1)
 		}
 	}
 }

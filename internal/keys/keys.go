@@ -100,19 +100,24 @@ func (k *Keyring) Import(name string, priv ledger.PrivKey) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	f, err := os.OpenFile(k.path(name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return Info{}, fmt.Errorf("key %q: %w in %s", name, ErrExists, k.dir)
-	}
+	// Write a temporary file in full, then link it under the name: the name appears
+	// complete or not at all, and an existing key is never overwritten.
+	f, err := os.CreateTemp(k.dir, ".new-key-*")
 	if err != nil {
 		return Info{}, fmt.Errorf("key %q: %w", name, err)
 	}
+	tmp := f.Name()
+	defer func() { _ = os.Remove(tmp) }()
 	_, werr := f.Write(append(b, '\n'))
 	serr := f.Sync()
 	cerr := f.Close()
 	if err := errors.Join(werr, serr, cerr); err != nil {
-		_ = os.Remove(k.path(name))
 		return Info{}, fmt.Errorf("key %q: write: %w", name, err)
+	}
+	if err := os.Link(tmp, k.path(name)); errors.Is(err, fs.ErrExist) {
+		return Info{}, fmt.Errorf("key %q: %w in %s", name, ErrExists, k.dir)
+	} else if err != nil {
+		return Info{}, fmt.Errorf("key %q: %w", name, err)
 	}
 	return k.info(name, priv)
 }

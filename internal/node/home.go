@@ -90,6 +90,9 @@ func (o *InitOptions) defaults() error {
 		p := ledger.DefaultParams()
 		o.Params = &p
 	}
+	if err := o.Params.Validate(); err != nil {
+		return err
+	}
 	if o.Fund.Denom == "" {
 		o.Fund = market.Coin{Amount: 1_000_000_000_000, Denom: o.Params.Denoms[0]}
 	}
@@ -156,6 +159,17 @@ func writeHome(home string, o *InitOptions) (types.GenesisValidator, p2p.ID, err
 	return types.GenesisValidator{Address: pub.Address(), PubKey: pub, Power: 10, Name: o.Moniker}, nk.ID(), nil
 }
 
+// checkDevKeys refuses names the home's keyring already has, before anything is
+// written.
+func checkDevKeys(home string, names []string) error {
+	for _, name := range names {
+		if _, err := os.Stat(filepath.Join(KeyringDir(home), name+".json")); err == nil {
+			return fmt.Errorf("key %q already exists in %s: choose other --accounts or another home", name, KeyringDir(home))
+		}
+	}
+	return nil
+}
+
 // devAccounts creates the dev keys in the keyring and returns their genesis entries.
 func devAccounts(home string, o *InitOptions) ([]keys.Info, []ledger.GenesisAccount, error) {
 	if len(o.DevAccounts) == 0 {
@@ -204,6 +218,9 @@ func genesisDoc(o *InitOptions, vals []types.GenesisValidator, accts []ledger.Ge
 // Init makes a single-validator home: config, keys, genesis with the dev accounts.
 func Init(home string, o InitOptions) (*InitResult, error) {
 	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	if err := checkDevKeys(home, o.DevAccounts); err != nil {
 		return nil, err
 	}
 	val, id, err := writeHome(home, &o)
@@ -282,6 +299,9 @@ func InitNetwork(dir string, o NetworkOptions) ([]*InitResult, error) {
 	if len(o.P2PPorts) != n || len(o.RPCPorts) != n {
 		return nil, fmt.Errorf("want %d p2p and %d rpc ports, got %d and %d", n, n, len(o.P2PPorts), len(o.RPCPorts))
 	}
+	if err := checkDevKeys(filepath.Join(dir, "node0"), o.DevAccounts); err != nil {
+		return nil, err
+	}
 	vals := make([]types.GenesisValidator, n)
 	ids := make([]p2p.ID, n)
 	homes := make([]string, n)
@@ -290,7 +310,7 @@ func InitNetwork(dir string, o NetworkOptions) ([]*InitResult, error) {
 		oi.Moniker = "node" + strconv.Itoa(i)
 		oi.P2PListen = "tcp://0.0.0.0:" + strconv.Itoa(o.P2PPorts[i])
 		if local {
-			oi.P2PListen = "tcp://" + o.Hosts[i] + ":" + strconv.Itoa(o.P2PPorts[i])
+			oi.P2PListen = "tcp://" + net.JoinHostPort(o.Hosts[i], strconv.Itoa(o.P2PPorts[i]))
 		}
 		oi.RPCListen = "tcp://127.0.0.1:" + strconv.Itoa(o.RPCPorts[i])
 		homes[i] = filepath.Join(dir, oi.Moniker)

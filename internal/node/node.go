@@ -52,6 +52,7 @@ type Node struct {
 	conf    *cfg.Config
 	chainID string
 
+	stopMu   sync.Mutex // held for the whole of Stop, so every caller returns after it
 	mu       sync.Mutex
 	dbs      []dbm.DB
 	stopped  bool
@@ -117,6 +118,13 @@ func Start(c Config) (*Node, error) {
 		_ = appDB.Close()
 		return nil, fmt.Errorf("node key: %w", err)
 	}
+	// LoadFilePV exits the process on a missing or unreadable file: check first.
+	for _, f := range []string{conf.PrivValidatorKeyFile(), conf.PrivValidatorStateFile()} {
+		if _, err := os.Stat(f); err != nil {
+			_ = appDB.Close()
+			return nil, fmt.Errorf("validator key: %w", err)
+		}
+	}
 	pv := privval.LoadFilePV(conf.PrivValidatorKeyFile(), conf.PrivValidatorStateFile())
 	genesis := nm.DefaultGenesisDocProviderFunc(conf)
 	gd, err := genesis()
@@ -138,6 +146,10 @@ func Start(c Config) (*Node, error) {
 	}
 	n.cmt = cmt
 	if err := cmt.Start(); err != nil {
+		// The node started its event bus, indexer and perhaps its RPC before failing
+		// (a p2p port in use, say): stop what it started.
+		n.stopping.Store(true)
+		cmt.OnStop()
 		n.closeDBs()
 		return nil, fmt.Errorf("start node: %w", err)
 	}
@@ -170,14 +182,16 @@ func (n *Node) closeDBs() {
 }
 
 // Stop stops the node and closes its databases. It is safe to call more than once.
+// CometBFT closes its RPC listeners but keeps serving connections already open, from
+// the stopped node: clients must dial again after a node is restarted in the same
+// process.
 func (n *Node) Stop() error {
-	n.mu.Lock()
+	n.stopMu.Lock()
+	defer n.stopMu.Unlock()
 	if n.stopped {
-		n.mu.Unlock()
 		return nil
 	}
 	n.stopped = true
-	n.mu.Unlock()
 	n.stopping.Store(true)
 	var err error
 	if n.cmt.IsRunning() {

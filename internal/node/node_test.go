@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -171,5 +172,38 @@ func dialWhenReady(t *testing.T, addr string) (*chain.Client, error) {
 			return nil, err
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A node that cannot start (its p2p port is taken) stops what it started and leaves
+// its home usable.
+func TestStartFailsCleanly(t *testing.T) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ln.Close() }()
+	home := t.TempDir()
+	sock := filepath.Join(t.TempDir(), "r.sock")
+	if len(sock) > 100 {
+		t.Skip("temp dir too long for a unix socket")
+	}
+	if _, err := node.Init(home, node.InitOptions{Fast: true, RPCListen: "unix://" + sock, P2PListen: "tcp://" + ln.Addr().String()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Start(node.Config{Home: home}); err == nil {
+		t.Fatal("started on a port in use")
+	}
+	p, err := testenv.FreePort(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(node.Config{Home: home, P2PListen: "tcp://127.0.0.1:" + strconv.Itoa(p)})
+	if err != nil {
+		t.Fatalf("start after the failure: %v", err)
+	}
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }

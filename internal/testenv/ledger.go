@@ -77,6 +77,7 @@ func Ledger(t testing.TB, o LedgerOptions) *LedgerNode {
 			t.Errorf("stop ledger node: %v", err)
 		}
 	})
+	l.awaitFirstBlock(t)
 	return l
 }
 
@@ -87,6 +88,11 @@ func (l *LedgerNode) start(t testing.TB) {
 		t.Fatalf("start ledger node: %v", err)
 	}
 	l.Node = n
+}
+
+func (l *LedgerNode) awaitFirstBlock(t testing.TB) {
+	t.Helper()
+	n := l.Node
 	// The genesis state is queryable once the first block is committed, which a new
 	// chain makes at once even with empty blocks off.
 	deadline := time.Now().Add(30 * time.Second)
@@ -98,13 +104,15 @@ func (l *LedgerNode) start(t testing.TB) {
 	}
 }
 
-// Restart stops the node and starts it again from the same home.
+// Restart stops the node and starts it again from the same home. Clients dialled
+// before must dial again (see node.Node.Stop).
 func (l *LedgerNode) Restart(t testing.TB) {
 	t.Helper()
 	if err := l.Stop(); err != nil {
 		t.Fatalf("stop ledger node: %v", err)
 	}
 	l.start(t)
+	l.awaitFirstBlock(t)
 }
 
 // Client dials the node (waiting for its first block).
