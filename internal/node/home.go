@@ -276,24 +276,26 @@ func InitNetwork(dir string, o NetworkOptions) ([]*InitResult, error) {
 		return nil, fmt.Errorf("%d hosts for %d validators", len(o.Hosts), n)
 	}
 	local := true
-	for _, h := range o.Hosts {
+	// Validators sharing a host get ports 10 apart: the k-th on a host uses
+	// 26656+10k (p2p) and 26657+10k (RPC).
+	nth := make([]int, n)
+	seen := map[string]int{}
+	for i, h := range o.Hosts {
 		if net.ParseIP(h) == nil && !validHostname(h) {
 			return nil, fmt.Errorf("host %q: not an IP address or host name", h)
 		}
 		local = local && h == o.Hosts[0]
+		nth[i] = seen[h]
+		seen[h]++
 	}
 	if len(o.P2PPorts) == 0 {
 		for i := range n {
-			p := 26656
-			if local {
-				p += 10 * i
-			}
-			o.P2PPorts = append(o.P2PPorts, p)
+			o.P2PPorts = append(o.P2PPorts, 26656+10*nth[i])
 		}
 	}
 	if len(o.RPCPorts) == 0 {
 		for i := range n {
-			o.RPCPorts = append(o.RPCPorts, 26657+10*i)
+			o.RPCPorts = append(o.RPCPorts, 26657+10*nth[i])
 		}
 	}
 	if len(o.P2PPorts) != n || len(o.RPCPorts) != n {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,5 +206,36 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 	if err := n.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestInitNetworkPorts(t *testing.T) {
+	dir := t.TempDir()
+	res, err := node.InitNetwork(dir, node.NetworkOptions{
+		InitOptions: node.InitOptions{DevAccounts: []string{"tenant", "provider"}},
+		Validators:  3, Hosts: []string{"10.0.0.1", "10.0.0.1", "10.0.0.2"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ p2p, rpc, peers string }{
+		{"tcp://0.0.0.0:26656", "tcp://127.0.0.1:26657", "@10.0.0.1:26666,"},
+		{"tcp://0.0.0.0:26666", "tcp://127.0.0.1:26667", "@10.0.0.1:26656,"},
+		{"tcp://0.0.0.0:26656", "tcp://127.0.0.1:26657", "@10.0.0.1:26666"},
+	}
+	for i, r := range res {
+		c, err := node.LoadConfig(r.Home)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.P2P.ListenAddress != want[i].p2p || c.RPC.ListenAddress != want[i].rpc || !strings.Contains(c.P2P.PersistentPeers, want[i].peers) {
+			t.Errorf("node%d: p2p %s rpc %s peers %s; want %+v", i, c.P2P.ListenAddress, c.RPC.ListenAddress, c.P2P.PersistentPeers, want[i])
+		}
+		if strings.Contains(c.P2P.PersistentPeers, r.NodeID) {
+			t.Errorf("node%d lists itself as a peer", i)
+		}
+	}
+	if len(res[0].Accounts) != 2 || res[1].Accounts != nil {
+		t.Errorf("dev accounts: node0 %d, node1 %d", len(res[0].Accounts), len(res[1].Accounts))
 	}
 }
