@@ -100,14 +100,7 @@ func newProviderLeasesCommand(f *ledgerFlags) *cobra.Command {
 }
 
 func providerLeases(ctx context.Context, s *session, state string) ([]ledger.LeaseResponse, error) {
-	all := []ledger.LeaseResponse{}
-	err := pages(func(p ledger.Page) ([]byte, error) {
-		var r ledger.LeasesResponse
-		err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: s.key.Address, State: state, Page: p}, &r)
-		all = append(all, r.Leases...)
-		return r.NextKey, err
-	})
-	return all, err
+	return leases(ctx, s, ledger.LeasesRequest{Provider: s.key.Address, State: state})
 }
 
 func newProviderWithdrawCommand(f *ledgerFlags) *cobra.Command {

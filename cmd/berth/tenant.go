@@ -272,29 +272,21 @@ func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all := []ledger.DeploymentResponse{}
-				err := pages(func(p ledger.Page) ([]byte, error) {
-					var r ledger.DeploymentsResponse
-					err := s.c.Query(ctx, ledger.QueryDeployments, ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p}, &r)
-					all = append(all, r.Deployments...)
-					return r.NextKey, err
-				})
+				all, err := listAll(ctx, s, ledger.QueryDeployments,
+					func(p ledger.Page) any { return ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p} },
+					func(r *ledger.DeploymentsResponse) ([]ledger.DeploymentResponse, []byte) {
+						return r.Deployments, r.NextKey
+					})
 				if err != nil {
 					return err
 				}
-				if s.json {
-					return writeJSON(s.out, all)
-				}
-				rows := make([][]string, 0, len(all))
-				for i := range all {
-					d := &all[i]
+				return printList(s, all, []string{"DSEQ", "STATE", "GROUPS", "ESCROW", "RATE/BLOCK"}, func(d *ledger.DeploymentResponse) []string {
 					var gs []string
 					for j := range d.Groups {
 						gs = append(gs, fmt.Sprintf("%d:%s", d.Groups[j].ID.GSeq, d.Groups[j].State))
 					}
-					rows = append(rows, []string{uintStr(d.Deployment.ID.DSeq), d.Deployment.State, strings.Join(gs, ","), d.Escrow.Balance.String(), d.Escrow.Rate.String()})
-				}
-				return writeTable(s.out, []string{"DSEQ", "STATE", "GROUPS", "ESCROW", "RATE/BLOCK"}, rows)
+					return []string{uintStr(d.Deployment.ID.DSeq), d.Deployment.State, strings.Join(gs, ","), d.Escrow.Balance.String(), d.Escrow.Rate.String()}
+				})
 			})
 		}),
 	}
@@ -302,16 +294,35 @@ func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
 	return cmd
 }
 
-// pages calls fetch until the last page.
-func pages(fetch func(ledger.Page) ([]byte, error)) error {
+// listAll reads every page of a list query: req builds the request for a page, items
+// takes a page's items and next key from the answer.
+func listAll[Resp, T any](ctx context.Context, s *session, path string, req func(ledger.Page) any, items func(*Resp) ([]T, []byte)) ([]T, error) {
+	all := []T{}
 	var p ledger.Page
 	for {
-		next, err := fetch(p)
-		if err != nil || len(next) == 0 {
-			return err
+		var r Resp
+		if err := s.c.Query(ctx, path, req(p), &r); err != nil {
+			return nil, err
+		}
+		got, next := items(&r)
+		all = append(all, got...)
+		if len(next) == 0 {
+			return all, nil
 		}
 		p.Key = next
 	}
+}
+
+// printList prints items as JSON or as a table with a row per item.
+func printList[T any](s *session, items []T, header []string, row func(*T) []string) error {
+	if s.json {
+		return writeJSON(s.out, items)
+	}
+	rows := make([][]string, 0, len(items))
+	for i := range items {
+		rows = append(rows, row(&items[i]))
+	}
+	return writeTable(s.out, header, rows)
 }
 
 func newBidsCommand(f *ledgerFlags) *cobra.Command {
@@ -326,25 +337,17 @@ func newBidsCommand(f *ledgerFlags) *cobra.Command {
 				return err
 			}
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all := []ledger.Bid{}
-				err = pages(func(p ledger.Page) ([]byte, error) {
-					var r ledger.BidsResponse
-					err := s.c.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
-					all = append(all, r.Bids...)
-					return r.NextKey, err
-				})
+				all, err := listAll(ctx, s, ledger.QueryBids,
+					func(p ledger.Page) any {
+						return ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}
+					},
+					func(r *ledger.BidsResponse) ([]ledger.Bid, []byte) { return r.Bids, r.NextKey })
 				if err != nil {
 					return err
 				}
-				if s.json {
-					return writeJSON(s.out, all)
-				}
-				rows := make([][]string, 0, len(all))
-				for i := range all {
-					b := &all[i]
-					rows = append(rows, []string{uintStr(uint64(b.ID.GSeq)), uintStr(uint64(b.ID.OSeq)), b.ID.Provider, b.Price.String(), b.State})
-				}
-				return writeTable(s.out, []string{"GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE"}, rows)
+				return printList(s, all, []string{"GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE"}, func(b *ledger.Bid) []string {
+					return []string{uintStr(uint64(b.ID.GSeq)), uintStr(uint64(b.ID.OSeq)), b.ID.Provider, b.Price.String(), b.State}
+				})
 			})
 		}),
 	}
@@ -412,13 +415,7 @@ func newLeasesCommand(f *ledgerFlags) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all := []ledger.LeaseResponse{}
-				err := pages(func(p ledger.Page) ([]byte, error) {
-					var r ledger.LeasesResponse
-					err := s.c.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}, &r)
-					all = append(all, r.Leases...)
-					return r.NextKey, err
-				})
+				all, err := leases(ctx, s, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, State: state})
 				if err != nil {
 					return err
 				}
@@ -431,15 +428,16 @@ func newLeasesCommand(f *ledgerFlags) *cobra.Command {
 	return cmd
 }
 
+// leases reads every lease the request selects.
+func leases(ctx context.Context, s *session, req ledger.LeasesRequest) ([]ledger.LeaseResponse, error) {
+	return listAll(ctx, s, ledger.QueryLeases,
+		func(p ledger.Page) any { req.Page = p; return req },
+		func(r *ledger.LeasesResponse) ([]ledger.LeaseResponse, []byte) { return r.Leases, r.NextKey })
+}
+
 func printLeases(s *session, all []ledger.LeaseResponse) error {
-	if s.json {
-		return writeJSON(s.out, all)
-	}
-	rows := make([][]string, 0, len(all))
-	for i := range all {
-		l := &all[i]
-		rows = append(rows, []string{uintStr(l.Lease.ID.DSeq), uintStr(uint64(l.Lease.ID.GSeq)), uintStr(uint64(l.Lease.ID.OSeq)), l.Lease.ID.Provider,
-			l.Lease.Price.String(), l.Lease.State, l.Payment.Balance.Amount.String(), l.Payment.Withdrawn.Amount.String()})
-	}
-	return writeTable(s.out, []string{"DSEQ", "GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE", "ACCRUED", "WITHDRAWN"}, rows)
+	return printList(s, all, []string{"DSEQ", "GSEQ", "OSEQ", "PROVIDER", "PRICE/BLOCK", "STATE", "ACCRUED", "WITHDRAWN"}, func(l *ledger.LeaseResponse) []string {
+		return []string{uintStr(l.Lease.ID.DSeq), uintStr(uint64(l.Lease.ID.GSeq)), uintStr(uint64(l.Lease.ID.OSeq)), l.Lease.ID.Provider,
+			l.Lease.Price.String(), l.Lease.State, l.Payment.Balance.Amount.String(), l.Payment.Withdrawn.Amount.String()}
+	})
 }
