@@ -160,14 +160,52 @@ func Start(c Config) (*Node, error) {
 // all of them on Stop (the transaction index stays open), which would keep the next
 // start in the same process from opening them.
 func (n *Node) dbProvider(ctx *cfg.DBContext) (dbm.DB, error) {
-	db, err := cfg.DefaultDBProvider(ctx)
+	raw, err := cfg.DefaultDBProvider(ctx)
 	if err != nil {
 		return nil, err
 	}
+	db := &guardedDB{DB: raw}
 	n.mu.Lock()
 	n.dbs = append(n.dbs, db)
 	n.mu.Unlock()
 	return db, nil
+}
+
+// guardedDB makes reads after Close answer "not found" instead of failing: CometBFT's
+// per-peer consensus routines can still read the block store for a moment after the
+// node closed it while stopping, and a failed read there panics the process.
+type guardedDB struct {
+	dbm.DB
+	mu     sync.RWMutex
+	closed bool
+}
+
+func (g *guardedDB) Get(key []byte) ([]byte, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return nil, nil
+	}
+	return g.DB.Get(key)
+}
+
+func (g *guardedDB) Has(key []byte) (bool, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	if g.closed {
+		return false, nil
+	}
+	return g.DB.Has(key)
+}
+
+func (g *guardedDB) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return g.DB.Close()
 }
 
 func (n *Node) closeDBs() {
