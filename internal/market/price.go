@@ -124,6 +124,11 @@ func (d Dec) QuoFloor(o Dec, maxQ uint64) uint64 {
 	return q.Uint64()
 }
 
+// QuoUint returns d / n for n > 0, truncated toward zero to 18 decimals.
+func (d Dec) QuoUint(n uint64) Dec {
+	return Dec{i: new(big.Int).Quo(d.big(), new(big.Int).SetUint64(n))}
+}
+
 // IsZero reports d == 0.
 func (d Dec) IsZero() bool { return d.Sign() == 0 }
 

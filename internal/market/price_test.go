@@ -53,3 +53,32 @@ func FuzzParseDec(f *testing.F) {
 		}
 	})
 }
+
+func TestDecArithmetic(t *testing.T) {
+	d, err := ParseDec("10.000000000000000005")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.QuoUint(4).String(); got != "2.500000000000000001" {
+		t.Fatalf("10.000000000000000005 / 4 = %s", got)
+	}
+	if got := NewDec(-7).QuoUint(2).String(); got != "-3.500000000000000000" {
+		t.Fatalf("-7 / 2 = %s", got)
+	}
+	n, ok := d.TruncateUint()
+	if !ok || n != 10 {
+		t.Fatalf("truncate %d %v", n, ok)
+	}
+	if _, ok := NewDec(-1).TruncateUint(); ok {
+		t.Fatal("truncated a negative")
+	}
+	if got := DecFromUint(3).Sub(d).String(); got != "-7.000000000000000005" {
+		t.Fatalf("3 - d = %s", got)
+	}
+	if q := NewDec(10).QuoFloor(NewDec(3), 100); q != 3 {
+		t.Fatalf("10 // 3 = %d", q)
+	}
+	if q := NewDec(10).QuoFloor(NewDec(3), 2); q != 2 {
+		t.Fatalf("capped quotient %d", q)
+	}
+}

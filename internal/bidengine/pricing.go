@@ -1,0 +1,146 @@
+package bidengine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"berth.dev/berth/internal/market"
+)
+
+// Reasons for not bidding that pricing gives. They are metric label values: a fixed set.
+const (
+	ReasonDenom            = "price_denom"         // the order is priced in a denomination we do not price in
+	ReasonStorageClass     = "storage_class_price" // no rate for a storage class the order uses
+	ReasonGPUModel         = "gpu_model_price"     // no rate for the reserved GPU model and no "*" rate
+	ReasonPriceAboveMax    = "price_above_order"   // our price exceeds what the tenant pays
+	ReasonPriceNotPositive = "price_not_positive"  // our price is zero (the ledger needs a positive bid)
+	ReasonPriceOverflow    = "price_out_of_range"  // the computed price does not fit a bid
+)
+
+// NoBid is a decision not to bid, with the reason (one of the Reason constants) and a
+// sentence saying what exactly.
+type NoBid struct {
+	Reason string
+	Detail string
+}
+
+func (e *NoBid) Error() string { return "no bid (" + e.Reason + "): " + e.Detail }
+
+func noBid(reason, format string, args ...any) error {
+	return &NoBid{Reason: reason, Detail: fmt.Sprintf(format, args...)}
+}
+
+// mib is the number of bytes in a MiB.
+const mib = 1 << 20
+
+// ScaleRates price each resource at a fixed rate per block, in one denomination, with
+// exact decimals (18 places, truncated).
+type ScaleRates struct {
+	Denom string
+	// CPU is per millicpu; Memory per MiB; Storage per MiB by class (ephemeral, ram,
+	// or a persistent class); Endpoint per global port; LeasedIP per port on a leased
+	// IP; GPU per GPU by model, "*" for models without their own rate.
+	CPU      market.Dec
+	Memory   market.Dec
+	Storage  map[string]market.Dec
+	Endpoint market.Dec
+	LeasedIP market.Dec
+	GPU      map[string]market.Dec
+}
+
+// Validate reports the first invalid rate, named as in the configuration.
+func (s *ScaleRates) Validate() error {
+	if !market.ValidDenom(s.Denom) {
+		return fmt.Errorf("pricing.denom %q: not a valid denomination", s.Denom)
+	}
+	for name, d := range map[string]market.Dec{"cpu": s.CPU, "memory": s.Memory, "endpoint": s.Endpoint, "leased_ip": s.LeasedIP} {
+		if d.Sign() < 0 {
+			return fmt.Errorf("pricing.%s %s: negative", name, d)
+		}
+	}
+	for _, m := range []struct {
+		field string
+		rates map[string]market.Dec
+	}{{"storage", s.Storage}, {"gpu", s.GPU}} {
+		for _, k := range sortedKeys(m.rates) {
+			if strings.TrimSpace(k) == "" {
+				return fmt.Errorf("pricing.%s: empty key", m.field)
+			}
+			if m.rates[k].Sign() < 0 {
+				return fmt.Errorf("pricing.%s.%s %s: negative", m.field, k, m.rates[k])
+			}
+		}
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]market.Dec) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// gpuRate is the rate of a GPU model: its own (case-insensitive), else "*".
+func (s *ScaleRates) gpuRate(model string) (market.Dec, bool) {
+	for k, v := range s.GPU {
+		if strings.EqualFold(k, model) {
+			return v, true
+		}
+	}
+	v, ok := s.GPU["*"]
+	return v, ok
+}
+
+// Price is the scale strategy's price per block for the whole group, checked against
+// the order's price: a *NoBid error says why not to bid.
+func (s *ScaleRates) Price(r Request) (market.DecCoin, error) {
+	if r.MaxPrice.Denom != s.Denom {
+		return market.DecCoin{}, noBid(ReasonDenom, "the order is priced in %q, we price in %q", r.MaxPrice.Denom, s.Denom)
+	}
+	total := market.Dec{}
+	for i := range r.Units {
+		u := &r.Units[i]
+		unit := s.CPU.MulUint(u.CPUMillis).
+			Add(s.Memory.MulUint(u.MemoryBytes).QuoUint(mib)).
+			Add(s.Endpoint.MulUint(uint64(u.Endpoints))).
+			Add(s.LeasedIP.MulUint(uint64(u.LeasedIPs)))
+		for _, st := range u.Storage {
+			rate, ok := s.Storage[st.Class]
+			if !ok {
+				return market.DecCoin{}, noBid(ReasonStorageClass, "resource unit %d uses storage class %q, which has no price", i, st.Class)
+			}
+			unit = unit.Add(rate.MulUint(st.Bytes).QuoUint(mib))
+		}
+		if u.GPUs > 0 {
+			rate, ok := s.gpuRate(u.GPU.Model)
+			if !ok {
+				return market.DecCoin{}, noBid(ReasonGPUModel, "resource unit %d uses GPU model %q, which has no price (and there is no \"*\" price)", i, u.GPU.Model)
+			}
+			unit = unit.Add(rate.MulUint(uint64(u.GPUs)))
+		}
+		total = total.Add(unit.MulUint(uint64(u.Count)))
+	}
+	price := market.DecCoin{Amount: total, Denom: s.Denom}
+	return price, CheckPrice(price, r.MaxPrice)
+}
+
+// CheckPrice says whether price can be bid on an order priced at maxPrice: the same
+// denomination, positive, at most the order's price.
+func CheckPrice(price, maxPrice market.DecCoin) error {
+	switch {
+	case price.Denom != maxPrice.Denom:
+		return noBid(ReasonDenom, "our price is in %q, the order's in %q", price.Denom, maxPrice.Denom)
+	case price.Amount.Sign() <= 0:
+		return noBid(ReasonPriceNotPositive, "our price %s is not positive", price)
+	case price.Amount.Cmp(maxPrice.Amount) > 0:
+		return noBid(ReasonPriceAboveMax, "our price %s is above the order's %s", price, maxPrice)
+	}
+	if _, err := market.ParseDec(price.Amount.String()); err != nil {
+		return noBid(ReasonPriceOverflow, "our price %s cannot be bid: %v", price, err)
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+// Package bidengine decides which orders the provider bids on and at what price. This
+// first part holds the pricing: what a price is computed from (Request, built from an
+// order's group with the GPU models a reservation resolved) and the scale strategy
+// (fixed rates per resource, exact decimals). Everything here is pure and safe for
+// concurrent use.
+package bidengine
+
+import (
+	"fmt"
+	"strings"
+
+	"berth.dev/berth/internal/market"
+)
+
+// Storage classes as prices name them: "ephemeral" (not persistent), "ram" (memory
+// backed), or a persistent class ("default", "beta2", …).
+const (
+	ClassEphemeral = "ephemeral"
+	ClassRAM       = market.StorageClassRAM
+)
+
+// GPU is the GPU model a reservation placed a resource unit's GPUs on.
+type GPU struct {
+	Vendor    string `json:"vendor"`
+	Model     string `json:"model"`
+	RAM       string `json:"ram,omitempty"`
+	Interface string `json:"interface,omitempty"`
+}
+
+// Storage is one volume of a replica.
+type Storage struct {
+	Class string `json:"class"`
+	Bytes uint64 `json:"size"`
+}
+
+// Unit is one resource unit of an order, per replica, with its replica count.
+type Unit struct {
+	Count       uint32
+	CPUMillis   uint64
+	MemoryBytes uint64
+	Storage     []Storage
+	// Endpoints are the replica's global ports (shared HTTP or random port);
+	// LeasedIPs its ports on a leased IP.
+	Endpoints uint32
+	LeasedIPs uint32
+	GPUs      uint32
+	// GPU is the resolved model when GPUs > 0.
+	GPU GPU
+}
+
+// Request is what a price is computed from.
+type Request struct {
+	// Owner is the tenant's address.
+	Owner string
+	Units []Unit
+	// MaxPrice is the order's price: the most the tenant pays per block, for the group.
+	MaxPrice market.DecCoin
+}
+
+// StorageClass is the price class of a volume from its attributes.
+func StorageClass(attrs market.Attributes) string {
+	class, _ := attrs.Find(market.StorageAttributeClass)
+	persistent, _ := attrs.Find(market.StorageAttributePersistent)
+	switch {
+	case class == ClassRAM:
+		return ClassRAM
+	case persistent == "true" && class == "":
+		return market.StorageClassDefault
+	case persistent == "true":
+		return class
+	}
+	return ClassEphemeral
+}
+
+// NewRequest describes an order's group for pricing. gpus gives, per resource unit ID,
+// the GPU model the reservation placed its GPUs on; a unit with GPUs and no entry is an
+// error (price only what was reserved).
+func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Request, error) {
+	r := Request{Owner: owner, Units: make([]Unit, 0, len(spec.Resources))}
+	for i, ru := range spec.Resources {
+		res := ru.Resources
+		u := Unit{Count: ru.Count}
+		if res.CPU != nil {
+			u.CPUMillis = uint64(res.CPU.Units.Val)
+		}
+		if res.Memory != nil {
+			u.MemoryBytes = uint64(res.Memory.Size.Val)
+		}
+		for _, st := range res.Storage {
+			u.Storage = append(u.Storage, Storage{Class: StorageClass(st.Attributes), Bytes: uint64(st.Size.Val)})
+		}
+		for _, ep := range res.Endpoints {
+			if ep.Kind == market.EndpointLeasedIP {
+				u.LeasedIPs++
+			} else {
+				u.Endpoints++
+			}
+		}
+		if res.GPU != nil && res.GPU.Units.Val > 0 {
+			if res.GPU.Units.Val > 1<<16 {
+				return Request{}, fmt.Errorf("resources[%d]: %d GPUs", i, res.GPU.Units.Val)
+			}
+			u.GPUs = uint32(res.GPU.Units.Val)
+			g, ok := gpus[res.ID]
+			if !ok || strings.TrimSpace(g.Model) == "" {
+				return Request{}, fmt.Errorf("resources[%d] (unit %d): %d GPUs but no reserved GPU model", i, res.ID, u.GPUs)
+			}
+			u.GPU = g
+		}
+		r.Units = append(r.Units, u)
+		if ru.Price.Denom != "" {
+			r.MaxPrice.Denom = ru.Price.Denom
+		}
+		r.MaxPrice.Amount = r.MaxPrice.Amount.Add(ru.Price.Amount.MulUint(uint64(ru.Count)))
+	}
+	return r, nil
+}
