@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/cometbft/cometbft/p2p"
 	"github.com/cometbft/cometbft/privval"
 	"github.com/cometbft/cometbft/proxy"
+	"github.com/cometbft/cometbft/types"
 	"github.com/spf13/viper"
 
 	"berth.dev/berth/internal/ledger"
@@ -261,6 +263,29 @@ func (n *Node) App() *ledger.App { return n.app }
 
 // Home is the node's home directory.
 func (n *Node) Home() string { return n.conf.RootDir }
+
+var waiters atomic.Uint64
+
+// WaitHeight blocks until the application has committed height h (or ctx ends). It
+// listens to the node's own new-block events, which CometBFT fires after each commit.
+func (n *Node) WaitHeight(ctx context.Context, h int64) error {
+	subscriber := "berth-wait-" + strconv.FormatUint(waiters.Add(1), 10)
+	sub, err := n.cmt.EventBus().Subscribe(ctx, subscriber, types.EventQueryNewBlock, 1)
+	if err != nil {
+		return fmt.Errorf("wait for height %d: %w", h, err)
+	}
+	defer func() { _ = n.cmt.EventBus().UnsubscribeAll(context.WithoutCancel(ctx), subscriber) }()
+	for n.app.Height() < h {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for height %d (at %d): %w", h, n.app.Height(), ctx.Err())
+		case <-sub.Canceled():
+			return fmt.Errorf("wait for height %d: the node stopped (%w)", h, sub.Err())
+		case <-sub.Out():
+		}
+	}
+	return nil
+}
 
 // NodeID is the node's p2p ID.
 func (n *Node) NodeID() string { return string(n.cmt.NodeInfo().ID()) }

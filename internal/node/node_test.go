@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"bytes"
+	"context"
 	"net"
 	"os"
 	"path/filepath"
@@ -96,7 +97,7 @@ func TestFourValidatorsAgree(t *testing.T) {
 			}
 		})
 	}
-	c, err := dialWhenReady(t, nodes[0].RPC())
+	c, err := dialWhenReady(t, nodes[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,18 +126,16 @@ func TestFourValidatorsAgree(t *testing.T) {
 		last = r.Height
 	}
 	// Every validator reaches the height and reports the same app hash there.
-	deadline := time.Now().Add(30 * time.Second)
+	waitCtx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	for _, nd := range nodes {
-		for nd.App().Height() < last {
-			if time.Now().After(deadline) {
-				t.Fatalf("validator %s stuck at height %d, want %d", nd.Home(), nd.App().Height(), last)
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := nd.WaitHeight(waitCtx, last); err != nil {
+			t.Fatalf("validator %s: %v", nd.Home(), err)
 		}
 	}
 	var want []byte
 	for i := range nodes {
-		cv, err := dialWhenReady(t, nodes[i].RPC())
+		cv, err := dialWhenReady(t, nodes[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,21 +158,16 @@ func TestFourValidatorsAgree(t *testing.T) {
 	}
 }
 
-func dialWhenReady(t *testing.T, addr string) (*chain.Client, error) {
+// dialWhenReady waits for the node's first block (its RPC is up and its genesis state
+// queryable), then dials it.
+func dialWhenReady(t *testing.T, nd *node.Node) (*chain.Client, error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := chain.Dial(t.Context(), addr)
-		if err == nil {
-			if h, herr := c.Height(t.Context()); herr == nil && h >= 1 {
-				return c, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, err
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := nd.WaitHeight(ctx, 1); err != nil {
+		return nil, err
 	}
+	return chain.Dial(ctx, nd.RPC())
 }
 
 // A node that cannot start (its p2p port is taken) stops what it started and leaves

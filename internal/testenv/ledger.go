@@ -92,15 +92,12 @@ func (l *LedgerNode) start(t testing.TB) {
 
 func (l *LedgerNode) awaitFirstBlock(t testing.TB) {
 	t.Helper()
-	n := l.Node
 	// The genesis state is queryable once the first block is committed, which a new
 	// chain makes at once even with empty blocks off.
-	deadline := time.Now().Add(30 * time.Second)
-	for n.App().Height() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger node made no block within 30s")
-		}
-		time.Sleep(2 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := l.WaitHeight(ctx, 1); err != nil {
+		t.Fatalf("ledger node: %v", err)
 	}
 }
 
