@@ -7,38 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/testenv"
 )
-
-const cliSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        to:
-          - global: true
-profiles:
-  compute:
-    web:
-      resources:
-        cpu: {units: 1}
-        memory: {size: 1Gi}
-        storage: {size: 1Gi}
-  placement:
-    dc:
-      attributes:
-        region: us-west
-      pricing:
-        web: {denom: uakt, amount: 1000}
-deployment:
-  web:
-    dc:
-      profile: web
-      count: 1
-`
 
 // TestTenantAndProviderCommands trades end to end through the CLI against an
 // in-process ledger node: register, deploy, bid, lease, withdraw, close.
@@ -47,7 +19,7 @@ func TestTenantAndProviderCommands(t *testing.T) {
 	dir := t.TempDir()
 	sdlFile := filepath.Join(dir, "deploy.yaml")
 	attrFile := filepath.Join(dir, "provider.yaml")
-	if err := os.WriteFile(sdlFile, []byte(cliSDL), 0o600); err != nil {
+	if err := os.WriteFile(sdlFile, fixture.WebSDL, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(attrFile, []byte("attributes:\n  - key: region\n    value: us-west\n"), 0o600); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -17,36 +18,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-const webSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        to:
-          - global: true
-profiles:
-  compute:
-    web:
-      resources:
-        cpu: {units: 0.5}
-        memory: {size: 512Mi}
-        storage: {size: 1Gi}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 1000}
-deployment:
-  web:
-    dc:
-      profile: web
-      count: 1
-`
-
 func createDeploymentMsg(t *testing.T, owner string, dseq uint64) *ledger.MsgCreateDeployment {
 	t.Helper()
-	r, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	r, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,45 +4,16 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
 
-const webSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        as: 80
-        to:
-          - global: true
-profiles:
-  compute:
-    web:
-      resources:
-        cpu: {units: 0.5}
-        memory: {size: 512Mi}
-        storage: {size: 1Gi}
-  placement:
-    dc:
-      attributes:
-        region: us-west
-      pricing:
-        web: {denom: uakt, amount: 1000}
-deployment:
-  web:
-    dc:
-      profile: web
-      count: 2
-`
-
-// webDeployment reads webSDL: one group of two 0.5-CPU replicas at 1000uakt each,
+// webDeployment reads fixture.WebSDL: one group of two 0.5-CPU replicas at 1000uakt each,
 // placed on providers with region=us-west.
 func webDeployment(t testing.TB) *sdl.Result {
 	t.Helper()
-	r, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	r, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
 	if err != nil {
 		t.Fatalf("sdl: %v", err)
 	}
