@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -119,16 +120,8 @@ func formatAttrs(a map[string]string) string {
 			rest = append(rest, k+"="+v)
 		}
 	}
-	sortStrings(rest)
+	slices.Sort(rest)
 	return strings.Join(append(parts, rest...), " ")
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
-	}
 }
 
 func uintStr(v uint64) string { return strconv.FormatUint(v, 10) }

@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cometbft/cometbft/crypto"
 	"github.com/cometbft/cometbft/crypto/ed25519"
@@ -82,20 +83,10 @@ func CheckAddress(addr, prefix string) error {
 	if len(data) != addressLen {
 		return fmt.Errorf("%w %q: %d bytes, want %d", ErrAddress, addr, len(data), addressLen)
 	}
-	if addr != hrpLower(addr) {
+	if addr != strings.ToLower(addr) {
 		return fmt.Errorf("%w %q: not in lower case", ErrAddress, addr)
 	}
 	return nil
-}
-
-func hrpLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // AddressBytes returns the 20 bytes of a valid address.

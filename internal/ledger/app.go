@@ -301,27 +301,27 @@ func queryErr(err error, h int64) *abci.ResponseQuery {
 func Supply(r reader) map[string]market.Dec {
 	out := map[string]market.Dec{}
 	addDec := func(d market.DecCoin) { out[d.Denom] = out[d.Denom].Add(d.Amount) }
-	r.ascend(table(tBalance).String(), "", func(k string, _ []byte) bool {
+	r.ascend(table(tBalance).String(), "", func(k string, v []byte) bool {
 		var c market.Coin
-		getJSON(r, k, &c)
+		decodeEntry(k, v, &c)
 		addDec(market.DecCoin{Amount: market.DecFromUint(uint64(c.Amount)), Denom: c.Denom})
 		return true
 	})
-	r.ascend(table(tEscrow).String(), "", func(k string, _ []byte) bool {
+	r.ascend(table(tEscrow).String(), "", func(k string, v []byte) bool {
 		var e EscrowAccount
-		getJSON(r, k, &e)
+		decodeEntry(k, v, &e)
 		addDec(e.Balance)
 		return true
 	})
-	r.ascend(table(tPayment).String(), "", func(k string, _ []byte) bool {
+	r.ascend(table(tPayment).String(), "", func(k string, v []byte) bool {
 		var p Payment
-		getJSON(r, k, &p)
+		decodeEntry(k, v, &p)
 		addDec(p.Balance)
 		return true
 	})
-	r.ascend(table(tBid).String(), "", func(k string, _ []byte) bool {
+	r.ascend(table(tBid).String(), "", func(k string, v []byte) bool {
 		var b Bid
-		getJSON(r, k, &b)
+		decodeEntry(k, v, &b)
 		if b.State == BidOpen || b.State == BidActive {
 			addDec(market.DecCoin{Amount: market.DecFromUint(uint64(b.Deposit.Amount)), Denom: b.Deposit.Denom})
 		}

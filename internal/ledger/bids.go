@@ -22,9 +22,9 @@ func (x *execCtx) lease(id market.LeaseID) (Lease, error) {
 
 func (x *execCtx) bidsOf(id market.OrderID) []Bid {
 	var out []Bid
-	x.s.ascend(bidsPrefix(id), "", func(k string, _ []byte) bool {
+	x.s.ascend(bidsPrefix(id), "", func(k string, v []byte) bool {
 		var b Bid
-		getJSON(x.s, k, &b)
+		decodeEntry(k, v, &b)
 		out = append(out, b)
 		return true
 	})

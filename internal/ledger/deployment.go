@@ -154,9 +154,9 @@ func (x *execCtx) closeDeployment(m *MsgCloseDeployment) error {
 		return err
 	}
 	var groups []Group
-	x.s.ascend(groupsPrefix(m.ID), "", func(k string, _ []byte) bool {
+	x.s.ascend(groupsPrefix(m.ID), "", func(k string, v []byte) bool {
 		var g Group
-		getJSON(x.s, k, &g)
+		decodeEntry(k, v, &g)
 		groups = append(groups, g)
 		return true
 	})

@@ -50,9 +50,9 @@ func accrue(a *EscrowAccount, pays []Payment, h int64) {
 
 func readPayments(r reader, id market.DeploymentID) []Payment {
 	var out []Payment
-	r.ascend(paymentsPrefix(id), "", func(k string, _ []byte) bool {
+	r.ascend(paymentsPrefix(id), "", func(k string, v []byte) bool {
 		var p Payment
-		getJSON(r, k, &p)
+		decodeEntry(k, v, &p)
 		out = append(out, p)
 		return true
 	})
@@ -159,9 +159,9 @@ func (x *execCtx) depleted(id market.DeploymentID) error {
 		return err
 	}
 	var leases []Lease
-	x.s.ascend(leasesOfDeploymentPrefix(id), "", func(k string, _ []byte) bool {
+	x.s.ascend(leasesOfDeploymentPrefix(id), "", func(k string, v []byte) bool {
 		var l Lease
-		getJSON(x.s, k, &l)
+		decodeEntry(k, v, &l)
 		if l.State == LeaseActive {
 			leases = append(leases, l)
 		}

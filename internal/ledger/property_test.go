@@ -628,7 +628,7 @@ func scan[T any](rd reader, tbl string, c decodeCache) []T {
 				return true
 			}
 		}
-		t := decodeAs[T](v)
+		t := decodeAs[T](k, v)
 		c[k] = decoded{raw: v, val: t}
 		out = append(out, t)
 		return true

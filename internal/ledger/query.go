@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"berth.dev/berth/internal/market"
@@ -278,11 +279,7 @@ func sortedKeys(m map[string]market.Dec) []market.DecCoin {
 	for d, v := range m {
 		out = append(out, market.DecCoin{Amount: v, Denom: d})
 	}
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && out[j].Denom < out[j-1].Denom; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortFunc(out, func(a, b market.DecCoin) int { return strings.Compare(a.Denom, b.Denom) })
 	return out
 }
 
@@ -322,11 +319,9 @@ func page[T any](r reader, prefix string, p Page, load func(k string, v []byte) 
 	return out, next, nil
 }
 
-func decodeAs[T any](v []byte) T {
+func decodeAs[T any](key string, v []byte) T {
 	var t T
-	if err := json.Unmarshal(v, &t); err != nil {
-		panic("ledger: state entry does not decode: " + err.Error())
-	}
+	decodeEntry(key, v, &t)
 	return t
 }
 
@@ -343,8 +338,8 @@ func (q *querier) account(data []byte) (AccountResponse, error) {
 		return resp, errf(CodeNotFound, "account %s does not exist", req.Address)
 	}
 	resp.Balances = []market.Coin{}
-	q.r.ascend(balancePrefix(req.Address), "", func(_ string, v []byte) bool {
-		resp.Balances = append(resp.Balances, decodeAs[market.Coin](v))
+	q.r.ascend(balancePrefix(req.Address), "", func(k string, v []byte) bool {
+		resp.Balances = append(resp.Balances, decodeAs[market.Coin](k, v))
 		return true
 	})
 	return resp, nil
@@ -370,8 +365,8 @@ func (q *querier) providers(data []byte) (ProvidersResponse, error) {
 	if err := decodeReq(data, &req); err != nil {
 		return ProvidersResponse{}, err
 	}
-	list, next, err := page(q.r, table(tProvider).String(), req.Page, func(_ string, v []byte) (Provider, bool) {
-		return decodeAs[Provider](v), true
+	list, next, err := page(q.r, table(tProvider).String(), req.Page, func(k string, v []byte) (Provider, bool) {
+		return decodeAs[Provider](k, v), true
 	})
 	return ProvidersResponse{Providers: list, NextKey: next}, err
 }
@@ -385,8 +380,8 @@ func (q *querier) audit(data []byte) (AuditResponse, error) {
 		return AuditResponse{}, err
 	}
 	resp := AuditResponse{Attributes: []AuditedAttributes{}}
-	q.r.ascend(auditPrefix(req.Owner), "", func(_ string, v []byte) bool {
-		a := decodeAs[AuditedAttributes](v)
+	q.r.ascend(auditPrefix(req.Owner), "", func(k string, v []byte) bool {
+		a := decodeAs[AuditedAttributes](k, v)
 		if req.Auditor == "" || a.Auditor == req.Auditor {
 			resp.Attributes = append(resp.Attributes, a)
 		}
@@ -406,8 +401,8 @@ func (q *querier) certificates(data []byte) (CertificatesResponse, error) {
 	if req.State != "" && req.State != CertValid && req.State != CertRevoked {
 		return CertificatesResponse{}, badQuery("state %q: want valid or revoked", req.State)
 	}
-	list, next, err := page(q.r, certPrefix(req.Owner), req.Page, func(_ string, v []byte) (Certificate, bool) {
-		c := decodeAs[Certificate](v)
+	list, next, err := page(q.r, certPrefix(req.Owner), req.Page, func(k string, v []byte) (Certificate, bool) {
+		c := decodeAs[Certificate](k, v)
 		return c, (req.Serial == "" || c.Serial == req.Serial) && (req.State == "" || c.State == req.State)
 	})
 	return CertificatesResponse{Certificates: list, NextKey: next}, err
@@ -417,8 +412,8 @@ func (q *querier) certificates(data []byte) (CertificatesResponse, error) {
 // query's height.
 func (q *querier) deploymentView(d Deployment) DeploymentResponse {
 	resp := DeploymentResponse{Deployment: d, Groups: []Group{}}
-	q.r.ascend(groupsPrefix(d.ID), "", func(_ string, v []byte) bool {
-		resp.Groups = append(resp.Groups, decodeAs[Group](v))
+	q.r.ascend(groupsPrefix(d.ID), "", func(k string, v []byte) bool {
+		resp.Groups = append(resp.Groups, decodeAs[Group](k, v))
 		return true
 	})
 	getJSON(q.r, escrowKey(d.ID), &resp.Escrow)
@@ -453,8 +448,8 @@ func (q *querier) deployments(data []byte) (DeploymentsResponse, error) {
 	if req.State != "" && req.State != DeploymentActive && req.State != DeploymentClosed {
 		return DeploymentsResponse{}, badQuery("state %q: want active or closed", req.State)
 	}
-	list, next, err := page(q.r, deploymentPrefix(req.Owner), req.Page, func(_ string, v []byte) (DeploymentResponse, bool) {
-		d := decodeAs[Deployment](v)
+	list, next, err := page(q.r, deploymentPrefix(req.Owner), req.Page, func(k string, v []byte) (DeploymentResponse, bool) {
+		d := decodeAs[Deployment](k, v)
 		if req.State != "" && d.State != req.State {
 			return DeploymentResponse{}, false
 		}
@@ -514,7 +509,7 @@ func (q *querier) orders(data []byte) (OrdersResponse, error) {
 		}
 	} else {
 		prefix = table(tOrder).String()
-		load = func(_ string, v []byte) (Order, bool) { return decodeAs[Order](v), true }
+		load = func(k string, v []byte) (Order, bool) { return decodeAs[Order](k, v), true }
 	}
 	if req.Owner != "" {
 		prefix += req.Owner + "\x00"
@@ -546,7 +541,7 @@ func (q *querier) bids(data []byte) (BidsResponse, error) {
 	keep := func(b Bid) bool { return req.State == "" || b.State == req.State }
 	var prefix string
 	var load func(k string, v []byte) (Bid, bool)
-	direct := func(_ string, v []byte) (Bid, bool) { b := decodeAs[Bid](v); return b, keep(b) }
+	direct := func(k string, v []byte) (Bid, bool) { b := decodeAs[Bid](k, v); return b, keep(b) }
 	switch {
 	case req.Order != nil:
 		prefix, load = bidsPrefix(*req.Order), direct
@@ -647,8 +642,8 @@ func (q *querier) leases(data []byte) (LeasesResponse, error) {
 			}
 			prefix = k.String()
 		}
-		load = func(_ string, v []byte) (LeaseResponse, bool) {
-			l := decodeAs[Lease](v)
+		load = func(k string, v []byte) (LeaseResponse, bool) {
+			l := decodeAs[Lease](k, v)
 			if !keep(l) {
 				return LeaseResponse{}, false
 			}

@@ -237,14 +237,18 @@ func (s *store) commit(height int64) error {
 // getJSON decodes the entry at key into v and reports whether it exists.
 func getJSON(r reader, key string, v any) bool {
 	b, ok := r.get(key)
-	if !ok {
-		return false
+	if ok {
+		decodeEntry(key, b, v)
 	}
+	return ok
+}
+
+// decodeEntry decodes the value of a state entry (as an ascend callback receives it).
+func decodeEntry(key string, b []byte, v any) {
 	if err := json.Unmarshal(b, v); err != nil {
 		// State is written only by setJSON; a record that does not decode is corruption.
 		panic(fmt.Sprintf("ledger: state entry %q does not decode: %v", key, err))
 	}
-	return true
 }
 
 func (s *store) setJSON(key string, v any) {
