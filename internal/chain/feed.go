@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	abci "github.com/cometbft/cometbft/abci/types"
@@ -31,18 +30,13 @@ type Block struct {
 // persists h, and restarts the feed at h+1.
 type Feed struct {
 	c    *Client
-	next atomic.Int64
+	next int64 // touched only by Run
 }
 
 // NewFeed returns a feed whose first block is from (at least 1).
 func NewFeed(c *Client, from int64) *Feed {
-	f := &Feed{c: c}
-	f.next.Store(max(from, 1))
-	return f
+	return &Feed{c: c, next: max(from, 1)}
 }
-
-// Next is the height of the next block the feed will deliver.
-func (f *Feed) Next() int64 { return f.next.Load() }
 
 // Run calls handle for each block from the feed's cursor on, waiting for new blocks
 // when caught up, until ctx ends (nil) or handle fails (its error). A block is
@@ -67,7 +61,7 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 		return true
 	}
 	for {
-		latest, err := f.c.WaitHeight(ctx, f.next.Load())
+		latest, err := f.c.WaitHeight(ctx, f.next)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -77,8 +71,8 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 			}
 			continue
 		}
-		for f.next.Load() <= latest {
-			b, err := f.read(ctx, f.next.Load())
+		for f.next <= latest {
+			b, err := f.read(ctx, f.next)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
@@ -92,7 +86,7 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 			if err := handle(ctx, b); err != nil {
 				return fmt.Errorf("handle block %d: %w", b.Height, err)
 			}
-			f.next.Add(1)
+			f.next++
 		}
 	}
 }
@@ -103,12 +97,12 @@ func (f *Feed) read(ctx context.Context, h int64) (Block, error) {
 	if err != nil {
 		return Block{}, err
 	}
-	return BlockFromResults(h, r.FinalizeBlockEvents, r.TxsResults), nil
+	return blockFromResults(h, r.FinalizeBlockEvents, r.TxsResults), nil
 }
 
-// BlockFromResults converts a block's results: block events first, then each
+// blockFromResults converts a block's results: block events first, then each
 // successful transaction's events in order.
-func BlockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResult) Block {
+func blockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResult) Block {
 	b := Block{Height: h, Events: convertEvents(blockEvents, -1)}
 	for i, t := range txs {
 		if t != nil && t.Code == 0 {

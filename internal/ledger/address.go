@@ -89,15 +89,6 @@ func CheckAddress(addr, prefix string) error {
 	return nil
 }
 
-// AddressBytes returns the 20 bytes of a valid address.
-func AddressBytes(addr string) ([]byte, error) {
-	_, data, err := bech32Decode(addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w %q: %w", ErrAddress, addr, err)
-	}
-	return data, nil
-}
-
 // AddressFromBytes encodes 20 address bytes under prefix.
 func AddressFromBytes(prefix string, b []byte) (string, error) {
 	if len(b) != addressLen {

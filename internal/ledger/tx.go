@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -135,12 +134,6 @@ func SignTx(body TxBody, s Signer) ([]byte, error) {
 		return nil, fmt.Errorf("sign tx: %w", err)
 	}
 	return json.Marshal(Tx{Body: bb, PubKey: s.PubKey(), Signature: sig})
-}
-
-// TxHash is the transaction's ID, as CometBFT computes it.
-func TxHash(tx []byte) []byte {
-	h := sha256.Sum256(tx)
-	return h[:]
 }
 
 // strictUnmarshal decodes exactly one JSON value, rejecting unknown fields.

@@ -2,9 +2,7 @@ package node
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -362,9 +360,3 @@ func setPeers(home, peers string) error {
 var hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 
 func validHostname(h string) bool { return len(h) <= 253 && hostnameRe.MatchString(h) }
-
-// IsHome reports whether dir holds an initialised node home.
-func IsHome(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "config", "genesis.json"))
-	return !errors.Is(err, fs.ErrNotExist) && err == nil
-}
