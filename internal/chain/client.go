@@ -8,8 +8,8 @@
 // subscription buffer silently drops events under bursts, so what happened is always
 // read from block results. Without the websocket everything still works, by polling.
 //
-// Client and Broadcaster are safe for concurrent use; a Feed is run by one goroutine. Client.Run maintains the
-// websocket; it is optional.
+// Client and Broadcaster are safe for concurrent use; a Feed is run by one goroutine.
+// Client.Run maintains the websocket; it is optional.
 package chain
 
 import (
