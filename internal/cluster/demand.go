@@ -1,0 +1,222 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"berth.dev/berth/internal/market"
+)
+
+// Amounts are countable per-node resources: what a node offers, what a pod requests,
+// what a replica needs. CPU is in millicores, the rest in bytes except GPUs and Pods.
+type Amounts struct {
+	CPU              int64
+	Memory           int64
+	EphemeralStorage int64
+	GPUs             int64
+	Pods             int64
+}
+
+// Add returns a + b.
+func (a Amounts) Add(b Amounts) Amounts {
+	return Amounts{a.CPU + b.CPU, a.Memory + b.Memory, a.EphemeralStorage + b.EphemeralStorage, a.GPUs + b.GPUs, a.Pods + b.Pods}
+}
+
+// Sub returns a − b.
+func (a Amounts) Sub(b Amounts) Amounts {
+	return Amounts{a.CPU - b.CPU, a.Memory - b.Memory, a.EphemeralStorage - b.EphemeralStorage, a.GPUs - b.GPUs, a.Pods - b.Pods}
+}
+
+// Fits reports whether a fits in free.
+func (a Amounts) Fits(free Amounts) bool {
+	return a.CPU <= free.CPU && a.Memory <= free.Memory && a.EphemeralStorage <= free.EphemeralStorage &&
+		a.GPUs <= free.GPUs && a.Pods <= free.Pods
+}
+
+// Negative reports whether any amount is below zero.
+func (a Amounts) Negative() bool {
+	return a.CPU < 0 || a.Memory < 0 || a.EphemeralStorage < 0 || a.GPUs < 0 || a.Pods < 0
+}
+
+// String is for messages: "cpu=500m memory=512Mi …".
+func (a Amounts) String() string {
+	return fmt.Sprintf("cpu=%dm memory=%s ephemeral-storage=%s gpus=%d pods=%d",
+		a.CPU, bytesString(a.Memory), bytesString(a.EphemeralStorage), a.GPUs, a.Pods)
+}
+
+func bytesString(b int64) string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if b != 0 && b%u.size == 0 {
+			return fmt.Sprintf("%d%s", b/u.size, u.suffix)
+		}
+	}
+	return fmt.Sprintf("%d", b)
+}
+
+// GPUModel is the GPU a node carries or an order accepts. In an order's alternatives an
+// empty RAM or Interface accepts any, and Model "*" accepts any model of the vendor.
+type GPUModel struct {
+	Vendor    string
+	Model     string
+	RAM       string
+	Interface string
+}
+
+// Accepts reports whether the alternative g (from an order) accepts a node's GPU n.
+func (g GPUModel) Accepts(n GPUModel) bool {
+	return strings.EqualFold(g.Vendor, n.Vendor) &&
+		(g.Model == "*" || strings.EqualFold(g.Model, n.Model)) &&
+		(g.RAM == "" || strings.EqualFold(g.RAM, n.RAM)) &&
+		(g.Interface == "" || strings.EqualFold(g.Interface, n.Interface))
+}
+
+func (g GPUModel) String() string {
+	s := g.Vendor + "/" + g.Model
+	if g.RAM != "" {
+		s += "/ram/" + g.RAM
+	}
+	if g.Interface != "" {
+		s += "/interface/" + g.Interface
+	}
+	return s
+}
+
+// ParseGPUAttributes reads an order's GPU attributes ("vendor/nvidia/model/a100[/ram/80Gi]
+// [/interface/sxm]" = "true") into the alternatives it accepts, in order.
+func ParseGPUAttributes(attrs market.Attributes) ([]GPUModel, error) {
+	out := make([]GPUModel, 0, len(attrs))
+	for _, a := range attrs {
+		if a.Value != "true" {
+			continue
+		}
+		parts := strings.Split(a.Key, "/")
+		if len(parts) < 4 || len(parts)%2 != 0 || parts[0] != "vendor" || parts[2] != "model" || parts[1] == "" || parts[3] == "" {
+			return nil, fmt.Errorf("GPU attribute %q: want vendor/<vendor>/model/<model>[/ram/<size>][/interface/<pcie|sxm>]", a.Key)
+		}
+		g := GPUModel{Vendor: parts[1], Model: parts[3]}
+		for i := 4; i < len(parts); i += 2 {
+			switch parts[i] {
+			case "ram":
+				g.RAM = parts[i+1]
+			case "interface":
+				g.Interface = parts[i+1]
+			default:
+				return nil, fmt.Errorf("GPU attribute %q: unknown qualifier %q", a.Key, parts[i])
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// Unit is one resource unit of an order as the cluster must place it: Count replicas,
+// each needing Each on one node, with GPUs of one of the accepted models.
+type Unit struct {
+	ID    uint32
+	Count uint32
+	Each  Amounts
+	// GPUs lists the accepted GPU models when Each.GPUs > 0.
+	GPUs []GPUModel
+}
+
+// Demand is everything an order needs from the cluster.
+type Demand struct {
+	Units []Unit
+	// Storage is persistent storage in bytes per storage class, for all replicas.
+	Storage map[string]int64
+	// LeasedIPs is the number of distinct leased IPs; NodePorts the number of global
+	// ports forwarded from a node port (they are per service, not per replica).
+	LeasedIPs int
+	NodePorts int
+}
+
+// maxQuantity bounds any single quantity so that sums stay far from overflow.
+const maxQuantity = math.MaxInt64 / (1 << 24)
+
+// DemandOf converts an order's group into what the cluster must provide: ephemeral
+// volumes count as the node's ephemeral storage, "ram" volumes as memory, persistent
+// volumes against their class's pool.
+func DemandOf(spec market.GroupSpec) (Demand, error) {
+	d := Demand{Storage: map[string]int64{}}
+	ips := map[uint32]bool{}
+	for i, ru := range spec.Resources {
+		res := ru.Resources
+		u := Unit{ID: res.ID, Count: ru.Count, Each: Amounts{Pods: 1}}
+		q := func(field string, v market.Uint) (int64, error) {
+			n, err := strconv.ParseInt(strconv.FormatUint(uint64(v), 10), 10, 64)
+			if err != nil || n > maxQuantity {
+				return 0, fmt.Errorf("resources[%d].%s: %d is out of range", i, field, v)
+			}
+			return n, nil
+		}
+		var err error
+		if res.CPU != nil {
+			if u.Each.CPU, err = q("cpu", res.CPU.Units.Val); err != nil {
+				return Demand{}, err
+			}
+		}
+		if res.Memory != nil {
+			if u.Each.Memory, err = q("memory", res.Memory.Size.Val); err != nil {
+				return Demand{}, err
+			}
+		}
+		for j, st := range res.Storage {
+			size, err := q(fmt.Sprintf("storage[%d]", j), st.Size.Val)
+			if err != nil {
+				return Demand{}, err
+			}
+			switch class, persistent := storageClass(st.Attributes); {
+			case class == market.StorageClassRAM:
+				u.Each.Memory += size
+			case persistent:
+				d.Storage[class] += size * int64(ru.Count)
+			default:
+				u.Each.EphemeralStorage += size
+			}
+		}
+		if res.GPU != nil && res.GPU.Units.Val > 0 {
+			if u.Each.GPUs, err = q("gpu", res.GPU.Units.Val); err != nil {
+				return Demand{}, err
+			}
+			if u.GPUs, err = ParseGPUAttributes(res.GPU.Attributes); err != nil {
+				return Demand{}, fmt.Errorf("resources[%d]: %w", i, err)
+			}
+			if len(u.GPUs) == 0 {
+				return Demand{}, fmt.Errorf("resources[%d]: %d GPUs and no accepted model", i, u.Each.GPUs)
+			}
+		}
+		for _, ep := range res.Endpoints {
+			switch ep.Kind {
+			case market.EndpointRandomPort:
+				d.NodePorts++
+			case market.EndpointLeasedIP:
+				ips[ep.SequenceNumber] = true
+			}
+		}
+		d.Units = append(d.Units, u)
+	}
+	d.LeasedIPs = len(ips)
+	return d, nil
+}
+
+// storageClass is a volume's class and whether it is persistent: a persistent volume
+// without a class is in class "default".
+func storageClass(attrs market.Attributes) (string, bool) {
+	class, _ := attrs.Find(market.StorageAttributeClass)
+	persistent, _ := attrs.Find(market.StorageAttributePersistent)
+	if class == market.StorageClassRAM {
+		return class, false
+	}
+	if persistent == "true" {
+		if class == "" {
+			class = market.StorageClassDefault
+		}
+		return class, true
+	}
+	return "ephemeral", false
+}

@@ -1,0 +1,162 @@
+package cluster
+
+import (
+	"strings"
+	"testing"
+
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+)
+
+func TestParseGPUProduct(t *testing.T) {
+	for _, tc := range []struct {
+		product string
+		want    GPUModel
+	}{
+		{"NVIDIA-A100-SXM4-80GB", GPUModel{"nvidia", "a100", "80Gi", "sxm"}},
+		{"NVIDIA-A100-PCIE-40GB", GPUModel{"nvidia", "a100", "40Gi", "pcie"}},
+		{"NVIDIA-H100-80GB-HBM3", GPUModel{"nvidia", "h100", "80Gi", ""}},
+		{"NVIDIA-GeForce-RTX-4090", GPUModel{"nvidia", "rtx4090", "", ""}},
+		{"Tesla-T4", GPUModel{"nvidia", "t4", "", ""}},
+		{"NVIDIA-RTX-A6000", GPUModel{"nvidia", "rtxa6000", "", ""}},
+		{"NVIDIA H100 NVL", GPUModel{"nvidia", "h100", "", ""}},
+	} {
+		if got := ParseGPUProduct(tc.product); got != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.product, got, tc.want)
+		}
+	}
+}
+
+func TestGPUFromLabels(t *testing.T) {
+	g, ok := GPUFromLabels(map[string]string{LabelNvidiaProduct: "NVIDIA-L4", LabelNvidiaMemory: "23034"})
+	if !ok || g != (GPUModel{"nvidia", "l4", "22Gi", ""}) {
+		t.Fatalf("%+v %v", g, ok)
+	}
+	g, ok = GPUFromLabels(map[string]string{LabelNvidiaProduct: "Custom-Thing", LabelGPUModel: "A100", LabelGPURAM: "80Gi", LabelGPUInterface: "SXM"})
+	if !ok || g != (GPUModel{"nvidia", "a100", "80gi", "sxm"}) {
+		t.Fatalf("%+v %v", g, ok)
+	}
+	if _, ok := GPUFromLabels(map[string]string{"kubernetes.io/hostname": "n"}); ok {
+		t.Fatal("a node without GPU labels has a GPU")
+	}
+}
+
+func TestParseGPUAttributes(t *testing.T) {
+	got, err := ParseGPUAttributes(market.Attributes{
+		{Key: "vendor/nvidia/model/a100/ram/80Gi/interface/sxm", Value: "true"},
+		{Key: "vendor/nvidia/model/*", Value: "true"},
+	})
+	if err != nil || len(got) != 2 || got[0] != (GPUModel{"nvidia", "a100", "80Gi", "sxm"}) || got[1].Model != "*" {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range []string{"vendor/nvidia", "model/a100/vendor/nvidia", "vendor/nvidia/model/a100/ram", "vendor/nvidia/model/a100/color/red", "vendor//model/a100"} {
+		if _, err := ParseGPUAttributes(market.Attributes{{Key: bad, Value: "true"}}); err == nil || !strings.Contains(err.Error(), bad) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+const demandSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx
+    params:
+      storage:
+        data: {mount: /data}
+        shm: {mount: /dev/shm}
+    expose:
+      - port: 80
+        to: [{global: true}]
+      - port: 5000
+        proto: udp
+        to: [{global: true}]
+      - port: 6000
+        as: 6000
+        to: [{global: true, ip: pub}]
+      - port: 6001
+        as: 6001
+        to: [{global: true, ip: pub}]
+endpoints:
+  pub: {kind: ip}
+profiles:
+  compute:
+    web:
+      resources:
+        cpu: {units: 0.5}
+        memory: {size: 512Mi}
+        storage:
+          - size: 1Gi
+          - {name: data, size: 10Gi, attributes: {persistent: true, class: beta3}}
+          - {name: shm, size: 256Mi, attributes: {class: ram}}
+        gpu:
+          units: 1
+          attributes: {vendor: {nvidia: [{model: a100, ram: 80Gi}, {model: h100}]}}
+  placement:
+    dc:
+      pricing:
+        web: {denom: uakt, amount: 1000}
+deployment:
+  web:
+    dc: {profile: web, count: 3}
+`
+
+// TestDemandOf: every global port other than HTTP on 80 takes a node port (Akash gives
+// the leased-IP ports one too), the IP endpoint counts once.
+func TestDemandOf(t *testing.T) {
+	res, _, err := sdl.Parse([]byte(demandSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := DemandOf(res.Groups[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := d.Units[0]
+	if u.Count != 3 || u.Each != (Amounts{CPU: 500, Memory: 768 << 20, EphemeralStorage: 1 << 30, GPUs: 1, Pods: 1}) {
+		t.Fatalf("unit %+v", u)
+	}
+	if len(u.GPUs) != 2 || u.GPUs[0] != (GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}) {
+		t.Fatalf("gpus %+v", u.GPUs)
+	}
+	if d.Storage["beta3"] != 30<<30 || d.NodePorts != 3 || d.LeasedIPs != 1 {
+		t.Fatalf("demand %+v", d)
+	}
+}
+
+func TestLeaseLabelsRoundTrip(t *testing.T) {
+	id := market.LeaseID{Owner: "akash1owner", DSeq: 42, GSeq: 2, OSeq: 3, Provider: "akash1prov"}
+	got, ok := LeaseFromLabels(LeaseLabels(id))
+	if !ok || got != id {
+		t.Fatalf("%+v %v", got, ok)
+	}
+	l := LeaseLabels(id)
+	l[LabelDSeq] = "x"
+	if _, ok := LeaseFromLabels(l); ok {
+		t.Fatal("a bad dseq label parsed")
+	}
+}
+
+func FuzzParseGPUProduct(f *testing.F) {
+	for _, s := range []string{"NVIDIA-A100-SXM4-80GB", "Tesla-T4", "", "---", "80gb"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		g := ParseGPUProduct(s)
+		if g.Vendor != "nvidia" || strings.ContainsAny(g.Model, "-_ ") {
+			t.Fatalf("%q → %+v", s, g)
+		}
+	})
+}
+
+func FuzzParseGPUAttributes(f *testing.F) {
+	for _, s := range []string{"vendor/nvidia/model/a100", "vendor/nvidia/model/*/ram/80Gi", "vendor/x/model/y/interface/sxm", "/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		gs, err := ParseGPUAttributes(market.Attributes{{Key: key, Value: "true"}})
+		if err == nil && (len(gs) != 1 || gs[0].Vendor == "" || gs[0].Model == "") {
+			t.Fatalf("%q → %+v", key, gs)
+		}
+	})
+}
