@@ -113,10 +113,11 @@ func (x *execCtx) revokeCertificate(m *MsgRevokeCertificate) error {
 }
 
 // meetsRequirements reports why a provider cannot serve a group, or nil: every
-// required attribute among its own, and the required auditors' signatures on them.
+// required attribute among its own (a required key may be a glob pattern), and the
+// required auditors' signatures on them.
 func meetsRequirements(r reader, prov Provider, req market.PlacementRequirements) error {
 	for _, a := range req.Attributes {
-		if v, ok := prov.Attributes.Find(a.Key); !ok || v != a.Value {
+		if !prov.Attributes.Satisfies(a) {
 			return errf(CodeRequirements, "provider %s lacks attribute %s=%s", prov.Owner, a.Key, a.Value)
 		}
 	}
@@ -126,7 +127,7 @@ func meetsRequirements(r reader, prov Provider, req market.PlacementRequirements
 			return false
 		}
 		for _, a := range req.Attributes {
-			if v, ok := rec.Attributes.Find(a.Key); !ok || v != a.Value {
+			if !rec.Attributes.Satisfies(a) {
 				return false
 			}
 		}

@@ -1,6 +1,9 @@
 package market
 
-import "strconv"
+import (
+	"path"
+	"strconv"
+)
 
 // Attribute is a key/value pair: placement requirements, provider attributes, and the
 // capability attributes of storage and GPUs.
@@ -122,4 +125,23 @@ type Resources struct {
 	ID        uint32    `json:"id"`
 	Memory    *Memory   `json:"memory,omitempty"`
 	Storage   []Storage `json:"storage,omitempty"`
+}
+
+// Satisfies reports whether the attributes meet the requirement req: some attribute
+// has the required value under a key that req's key matches, a path.Match pattern
+// ("region", "capabilities/gpu/vendor/*/model/a100"). A malformed pattern matches
+// only itself.
+func (a Attributes) Satisfies(req Attribute) bool {
+	for _, at := range a {
+		if at.Value != req.Value {
+			continue
+		}
+		if at.Key == req.Key {
+			return true
+		}
+		if ok, err := path.Match(req.Key, at.Key); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
