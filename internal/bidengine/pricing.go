@@ -1,6 +1,7 @@
 package bidengine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -16,7 +17,28 @@ const (
 	ReasonPriceAboveMax    = "price_above_order"   // our price exceeds what the tenant pays
 	ReasonPriceNotPositive = "price_not_positive"  // our price is zero (the ledger needs a positive bid)
 	ReasonPriceOverflow    = "price_out_of_range"  // the computed price does not fit a bid
+	ReasonScriptFailed     = "price_script_failed" // the pricing script did not start, exited non-zero or timed out
+	ReasonScriptOutput     = "price_script_output" // the pricing script printed no price, or not a decimal
 )
+
+// Pricer prices a Request: our price per block for the whole group, in the order's
+// denomination, or a *NoBid error saying why not to bid. Other errors are failures to
+// decide (the caller's ctx ended), not decisions.
+type Pricer interface {
+	Price(ctx context.Context, r Request) (market.DecCoin, error)
+}
+
+// ScalePricer is the scale strategy as a Pricer. It never blocks, so it ignores ctx.
+type ScalePricer struct {
+	Rates ScaleRates
+}
+
+var _ Pricer = (*ScalePricer)(nil)
+
+// Price is Rates.Price.
+func (p *ScalePricer) Price(_ context.Context, r Request) (market.DecCoin, error) {
+	return p.Rates.Price(r)
+}
 
 // NoBid is a decision not to bid, with the reason (one of the Reason constants) and a
 // sentence saying what exactly.

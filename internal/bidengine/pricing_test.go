@@ -154,6 +154,14 @@ func TestScalePrice(t *testing.T) {
 	}
 }
 
+func TestScalePricer(t *testing.T) {
+	var p Pricer = &ScalePricer{Rates: *rates(t)}
+	price, err := p.Price(t.Context(), gpuRequest(t))
+	if err != nil || price.Amount.Cmp(dec(t, "136150.656")) != 0 {
+		t.Fatalf("price %s %v", price, err)
+	}
+}
+
 func TestScaleExactDecimals(t *testing.T) {
 	s := &ScaleRates{Denom: "uakt", Memory: dec(t, "0.000000000000000003"), CPU: market.Dec{}, Storage: map[string]market.Dec{}}
 	r := Request{MaxPrice: market.DecCoin{Amount: market.NewDec(1), Denom: "uakt"},

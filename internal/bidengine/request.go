@@ -1,8 +1,10 @@
 // Package bidengine decides which orders the provider bids on and at what price. This
 // first part holds the pricing: what a price is computed from (Request, built from an
-// order's group with the GPU models a reservation resolved) and the scale strategy
-// (fixed rates per resource, exact decimals). Everything here is pure and safe for
-// concurrent use.
+// order's group with the GPU models a reservation resolved) and two strategies behind
+// the Pricer interface: the scale strategy (fixed rates per resource, exact decimals;
+// pure) and the script strategy (an operator's program run per decision with Akash's
+// pricing-script contract; at most a configured number of processes at a time).
+// Everything here is safe for concurrent use.
 package bidengine
 
 import (
