@@ -61,7 +61,7 @@ const mib = 1 << 20
 type ScaleRates struct {
 	Denom string
 	// CPU is per millicpu; Memory per MiB; Storage per MiB by class (ephemeral, ram,
-	// or a persistent class); Endpoint per global port; LeasedIP per port on a leased
+	// or a persistent class); Endpoint per global port; LeasedIP per distinct leased
 	// IP; GPU per GPU by model, "*" for models without their own rate.
 	CPU      market.Dec
 	Memory   market.Dec

@@ -42,9 +42,11 @@ type Unit struct {
 	MemoryBytes uint64
 	Storage     []Storage
 	// Endpoints are the replica's global ports (shared HTTP or random port);
-	// LeasedIPs its ports on a leased IP.
-	Endpoints uint32
-	LeasedIPs uint32
+	// IPEndpoints its ports on leased IPs, and LeasedIPs how many distinct IPs those
+	// are (as Akash counts ip_lease_quantity).
+	Endpoints   uint32
+	IPEndpoints uint32
+	LeasedIPs   uint32
 	GPUs      uint32
 	// GPU is the resolved model when GPUs > 0.
 	GPU GPU
@@ -91,13 +93,16 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 		for _, st := range res.Storage {
 			u.Storage = append(u.Storage, Storage{Class: StorageClass(st.Attributes), Bytes: uint64(st.Size.Val)})
 		}
+		ips := map[uint32]bool{}
 		for _, ep := range res.Endpoints {
 			if ep.Kind == market.EndpointLeasedIP {
-				u.LeasedIPs++
+				u.IPEndpoints++
+				ips[ep.SequenceNumber] = true
 			} else {
 				u.Endpoints++
 			}
 		}
+		u.LeasedIPs = uint32(len(ips))
 		if res.GPU != nil && res.GPU.Units.Val > 0 {
 			if res.GPU.Units.Val > 1<<16 {
 				return Request{}, fmt.Errorf("resources[%d]: %d GPUs", i, res.GPU.Units.Val)

@@ -308,7 +308,7 @@ func scriptInput(r Request) ([]byte, error) {
 			GPU:              scriptGPU{Units: u.GPUs},
 			Storage:          make([]scriptStorage, 0, len(u.Storage)),
 			Count:            u.Count,
-			EndpointQuantity: u.Endpoints + u.LeasedIPs,
+			EndpointQuantity: u.Endpoints + u.IPEndpoints,
 			IPLeaseQuantity:  u.LeasedIPs,
 		}
 		if u.GPUs > 0 {

@@ -1,0 +1,283 @@
+// Package kube is berth's Kubernetes adapter. This part feeds cluster.Capacity from
+// informers on nodes, pods, persistent volume claims and services, so the bid engine
+// reserves against what the cluster really has. Inventory.Run owns its informers and
+// returns when they have stopped.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// ResourceGPU is the extended resource NVIDIA's device plugin advertises.
+const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+
+// InventoryConfig sizes what nodes do not tell: the pools.
+type InventoryConfig struct {
+	// Storage is the capacity in bytes of each persistent storage class offered.
+	Storage map[string]int64
+	// LeasedIPs is the size of the leased IP pool.
+	LeasedIPs int64
+	// NodePorts is how many node ports leases may use (the service node port range).
+	NodePorts int64
+}
+
+// Inventory keeps a cluster.Capacity in step with the cluster.
+type Inventory struct {
+	client kubernetes.Interface
+	cap    *cluster.Capacity
+	log    *slog.Logger
+	synced chan struct{}
+}
+
+// NewInventory returns an inventory feeding capacity; it sets the pool sizes now.
+func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg InventoryConfig, log *slog.Logger) (*Inventory, error) {
+	if client == nil || capacity == nil || log == nil {
+		return nil, errors.New("inventory: client, capacity and logger are required")
+	}
+	for class, n := range cfg.Storage {
+		if n < 0 {
+			return nil, fmt.Errorf("inventory: storage class %q: negative capacity", class)
+		}
+		capacity.SetPoolCapacity(cluster.StoragePool(class), n)
+	}
+	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, cfg.LeasedIPs)
+	capacity.SetPoolCapacity(cluster.PoolNodePorts, cfg.NodePorts)
+	return &Inventory{client: client, cap: capacity, log: log, synced: make(chan struct{})}, nil
+}
+
+// Synced is closed once the informers have listed everything.
+func (inv *Inventory) Synced() <-chan struct{} { return inv.synced }
+
+// WaitSynced waits until the informers have listed everything or ctx ends.
+func (inv *Inventory) WaitSynced(ctx context.Context) error {
+	select {
+	case <-inv.synced:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("inventory: waiting for the cluster's nodes and pods: %w", ctx.Err())
+	}
+}
+
+// Run watches the cluster until ctx ends.
+func (inv *Inventory) Run(ctx context.Context) error {
+	f := informers.NewSharedInformerFactory(inv.client, 0)
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		set      func(any)
+		del      func(any)
+	}{
+		{f.Core().V1().Nodes().Informer(), inv.setNode, inv.deleteNode},
+		{f.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
+		{f.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC},
+		{f.Core().V1().Services().Informer(), inv.setService, inv.deleteService},
+	}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { h.set(o) },
+			UpdateFunc: func(_, o any) { h.set(o) },
+			DeleteFunc: func(o any) { h.del(o) },
+		}); err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("inventory: %v informer did not sync", typ)
+		}
+	}
+	close(inv.synced)
+	t := inv.cap.Totals()
+	inv.log.Info("inventory synced", "nodes", t.Nodes, "cpu_millis", t.Allocatable.CPU, "memory_bytes", t.Allocatable.Memory, "gpus", t.Allocatable.GPUs)
+	<-ctx.Done()
+	return nil
+}
+
+// tombstone unwraps a deleted object the informer only knew as a tombstone.
+func tombstone(o any) any {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return o
+}
+
+func (inv *Inventory) setNode(o any) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return
+	}
+	node := cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}
+	if node.Allocatable.GPUs > 0 {
+		node.GPU, _ = cluster.GPUFromLabels(n.Labels)
+	}
+	inv.cap.SetNode(node)
+}
+
+func (inv *Inventory) deleteNode(o any) {
+	if n, ok := tombstone(o).(*corev1.Node); ok {
+		inv.cap.DeleteNode(n.Name)
+	}
+}
+
+// schedulable: Ready, not cordoned, and no NoSchedule/NoExecute taint.
+func schedulable(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func amounts(l corev1.ResourceList) cluster.Amounts {
+	q := func(name corev1.ResourceName) int64 {
+		v, ok := l[name]
+		if !ok {
+			return 0
+		}
+		return v.Value()
+	}
+	cpu := l[corev1.ResourceCPU]
+	return cluster.Amounts{
+		CPU:              cpu.MilliValue(),
+		Memory:           q(corev1.ResourceMemory),
+		EphemeralStorage: q(corev1.ResourceEphemeralStorage),
+		GPUs:             q(ResourceGPU),
+		Pods:             q(corev1.ResourcePods),
+	}
+}
+
+func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+
+func (inv *Inventory) setPod(o any) {
+	p, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	// Finished pods hold nothing.
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		inv.cap.DeletePod(podKey(p))
+		return
+	}
+	pod := cluster.Pod{Key: podKey(p), Node: p.Spec.NodeName, Requests: podRequests(p)}
+	if id, ok := cluster.LeaseFromLabels(p.Labels); ok {
+		pod.Lease = &id
+	}
+	inv.cap.SetPod(pod)
+}
+
+func (inv *Inventory) deletePod(o any) {
+	if p, ok := tombstone(o).(*corev1.Pod); ok {
+		inv.cap.DeletePod(podKey(p))
+	}
+}
+
+// podRequests is what the scheduler accounts a pod for: the sum of its containers'
+// requests or the largest init container's, whichever is more, plus its overhead.
+func podRequests(p *corev1.Pod) cluster.Amounts {
+	var sum cluster.Amounts
+	for _, c := range p.Spec.Containers {
+		sum = sum.Add(amounts(c.Resources.Requests))
+	}
+	for _, c := range p.Spec.InitContainers {
+		r := amounts(c.Resources.Requests)
+		sum = cluster.Amounts{
+			CPU: max(sum.CPU, r.CPU), Memory: max(sum.Memory, r.Memory),
+			EphemeralStorage: max(sum.EphemeralStorage, r.EphemeralStorage), GPUs: max(sum.GPUs, r.GPUs),
+		}
+	}
+	sum = sum.Add(amounts(p.Spec.Overhead))
+	sum.Pods = 1
+	return sum
+}
+
+func (inv *Inventory) setPVC(o any) {
+	c, ok := o.(*corev1.PersistentVolumeClaim)
+	if !ok || c.Spec.StorageClassName == nil {
+		return
+	}
+	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	if c.Status.Capacity != nil {
+		if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok && got.Cmp(size) > 0 {
+			size = got
+		}
+	}
+	inv.cap.SetPoolItem(cluster.StoragePool(*c.Spec.StorageClassName), cluster.PoolItem{Key: c.Namespace + "/" + c.Name, Amount: size.Value(), Lease: leaseOf(c.Labels)})
+}
+
+func (inv *Inventory) deletePVC(o any) {
+	if c, ok := tombstone(o).(*corev1.PersistentVolumeClaim); ok && c.Spec.StorageClassName != nil {
+		inv.cap.DeletePoolItem(cluster.StoragePool(*c.Spec.StorageClassName), c.Namespace+"/"+c.Name)
+	}
+}
+
+func (inv *Inventory) setService(o any) {
+	s, ok := o.(*corev1.Service)
+	if !ok {
+		return
+	}
+	var ports int64
+	if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, p := range s.Spec.Ports {
+			if p.NodePort != 0 {
+				ports++
+			}
+		}
+	}
+	key := s.Namespace + "/" + s.Name
+	if ports == 0 {
+		inv.cap.DeletePoolItem(cluster.PoolNodePorts, key)
+		return
+	}
+	inv.cap.SetPoolItem(cluster.PoolNodePorts, cluster.PoolItem{Key: key, Amount: ports, Lease: leaseOf(s.Labels)})
+}
+
+func (inv *Inventory) deleteService(o any) {
+	if s, ok := tombstone(o).(*corev1.Service); ok {
+		inv.cap.DeletePoolItem(cluster.PoolNodePorts, s.Namespace+"/"+s.Name)
+	}
+}
+
+func leaseOf(labels map[string]string) *market.LeaseID {
+	if id, ok := cluster.LeaseFromLabels(labels); ok {
+		return &id
+	}
+	return nil
+}
+
+// ParseQuantity reads a Kubernetes quantity ("1Ti", "500Gi") as bytes, for
+// configuration.
+func ParseQuantity(field, s string) (int64, error) {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: %w", field, s, err)
+	}
+	if q.Sign() < 0 {
+		return 0, fmt.Errorf("%s %q: negative", field, s)
+	}
+	return q.Value(), nil
+}
