@@ -47,7 +47,7 @@ type Unit struct {
 	Endpoints   uint32
 	IPEndpoints uint32
 	LeasedIPs   uint32
-	GPUs      uint32
+	GPUs        uint32
 	// GPU is the resolved model when GPUs > 0.
 	GPU GPU
 }
