@@ -1,0 +1,154 @@
+package kube
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const gi = 1 << 30
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestInventoryFollowsTheCluster runs the inventory against the real API server with
+// kwok nodes: nodes (with their GPU model), a lease's pod, PVC and NodePort service,
+// and a pod outside berth, each counted where it belongs; deletions give capacity back.
+func TestInventoryFollowsTheCluster(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	if err := kube.AddNodes(ctx,
+		localenv.NodeSpec{Name: "inv-cpu", CPU: "4", Memory: "16Gi"},
+		localenv.NodeSpec{Name: "inv-gpu", CPU: "32", Memory: "256Gi", GPUs: 8, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
+	); err != nil {
+		t.Fatal(err)
+	}
+	capacity := cluster.NewCapacity()
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := inv.Run(runCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer wg.Wait()
+	defer stop()
+	if err := inv.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "both nodes", func() bool {
+		tot := capacity.Totals()
+		return tot.Nodes == 2 && tot.Allocatable.CPU == 36000 && tot.Allocatable.GPUs == 8
+	})
+	// The GPU node's model comes from its labels: an a100 80Gi order is placed.
+	order := market.OrderID{Owner: "akash1tenant", DSeq: 1, GSeq: 1, OSeq: 1}
+	gpuDemand := cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 1000, Memory: gi, GPUs: 2, Pods: 1},
+		GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}}}}}
+	p, err := capacity.Reserve(order, gpuDemand)
+	if err != nil || p[0].GPU != (cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}) {
+		t.Fatalf("reserve %+v: %v", p, err)
+	}
+	capacity.Unreserve(order)
+
+	// A lease reserves, then its objects appear: pod, PVC and NodePort service.
+	lease := order.Bid("akash1provider").Lease()
+	d := cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 2000, Memory: 2 * gi, Pods: 1}}},
+		Storage: map[string]int64{"beta3": 10 * gi}, NodePorts: 1}
+	if _, err := capacity.Reserve(order, d); err != nil {
+		t.Fatal(err)
+	}
+	ns := kube.Namespace(t)
+	labels := cluster.LeaseLabels(lease)
+	class := "beta3"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{NodeName: "inv-cpu", Containers: []corev1.Container{{Name: "web", Image: "nginx", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+		}}}},
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-np", Namespace: ns, Labels: labels},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Name: "udp", Port: 5000, Protocol: corev1.ProtocolUDP}}},
+	}
+	other := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "other", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: "inv-cpu", Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")},
+		}}}},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The lease pod materializes its replica (used, no longer reserved); the other pod
+	// is plain usage; the lease's PVC and node port stay covered by its reservation.
+	eventually(t, "the pods counted", func() bool {
+		tot := capacity.Totals()
+		return tot.Used.CPU == 3000 && tot.Reserved.CPU == 0
+	})
+	if err := capacity.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// 90Gi of beta3 are free, 9 node ports: a demand for 91Gi fails, 90Gi fits.
+	if _, err := capacity.Reserve(market.OrderID{Owner: "akash1x", DSeq: 2, GSeq: 1, OSeq: 1}, cluster.Demand{Storage: map[string]int64{"beta3": 91 * gi}}); err == nil {
+		t.Fatal("the lease's volume was not reserved")
+	}
+	// The lease ends: its objects now count as usage until they are deleted.
+	capacity.Unreserve(order)
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "web-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the lease pod gone", func() bool { return capacity.Totals().Used.CPU == 1000 })
+	eventually(t, "the PVC gone", func() bool {
+		_, err := capacity.Reserve(market.OrderID{Owner: "akash1x", DSeq: 3, GSeq: 1, OSeq: 1}, cluster.Demand{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 9})
+		return err == nil
+	})
+}
