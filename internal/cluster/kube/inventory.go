@@ -104,7 +104,7 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	}
 	close(inv.synced)
 	t := inv.cap.Totals()
-	inv.log.Info("inventory synced", "nodes", t.Nodes, "cpu_millis", t.Allocatable.CPU, "memory_bytes", t.Allocatable.Memory, "gpus", t.Allocatable.GPUs)
+	inv.log.InfoContext(ctx, "inventory synced", "nodes", t.Nodes, "cpu_millis", t.Allocatable.CPU, "memory_bytes", t.Allocatable.Memory, "gpus", t.Allocatable.GPUs)
 	<-ctx.Done()
 	return nil
 }
@@ -200,11 +200,11 @@ func (inv *Inventory) deletePod(o any) {
 // requests or the largest init container's, whichever is more, plus its overhead.
 func podRequests(p *corev1.Pod) cluster.Amounts {
 	var sum cluster.Amounts
-	for _, c := range p.Spec.Containers {
-		sum = sum.Add(amounts(c.Resources.Requests))
+	for i := range p.Spec.Containers {
+		sum = sum.Add(amounts(p.Spec.Containers[i].Resources.Requests))
 	}
-	for _, c := range p.Spec.InitContainers {
-		r := amounts(c.Resources.Requests)
+	for i := range p.Spec.InitContainers {
+		r := amounts(p.Spec.InitContainers[i].Resources.Requests)
 		sum = cluster.Amounts{
 			CPU: max(sum.CPU, r.CPU), Memory: max(sum.Memory, r.Memory),
 			EphemeralStorage: max(sum.EphemeralStorage, r.EphemeralStorage), GPUs: max(sum.GPUs, r.GPUs),
