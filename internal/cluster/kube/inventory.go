@@ -104,7 +104,8 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	}
 	close(inv.synced)
 	t := inv.cap.Totals()
-	inv.log.InfoContext(ctx, "inventory synced", "nodes", t.Nodes, "cpu_millis", t.Allocatable.CPU, "memory_bytes", t.Allocatable.Memory, "gpus", t.Allocatable.GPUs)
+	inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
+		slog.Int64("memory_bytes", t.Allocatable.Memory), slog.Int64("gpus", t.Allocatable.GPUs))
 	<-ctx.Done()
 	return nil
 }
