@@ -186,7 +186,7 @@ func TestBidWonAndLeaseClosed(t *testing.T) {
 	}
 	h.e.BidSent(o.ID, nil, h.now)
 	acts := h.apply(event(ledger.EventLeaseCreated, o.ID, us), event(ledger.EventOrderClosed, o.ID, ""))
-	if len(acts) != 1 || acts[0].Kind != ActPublishWon || acts[0].Won.Lease != o.ID.Bid(us).Lease() || acts[0].Won.Price != m.Price {
+	if len(acts) != 1 || acts[0].Kind != ActPublishWon || acts[0].Won.Lease != o.ID.Bid(us).Lease() || acts[0].Won.Price.String() != m.Price.String() {
 		t.Fatalf("actions %+v", acts)
 	}
 	if !h.cap.Reserved(o.ID) {

@@ -93,7 +93,7 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 		for _, st := range res.Storage {
 			u.Storage = append(u.Storage, Storage{Class: StorageClass(st.Attributes), Bytes: uint64(st.Size.Val)})
 		}
-		ips := map[uint32]bool{}
+		ips := map[uint32]bool{} // at most one per endpoint, and those are uint32-counted
 		for _, ep := range res.Endpoints {
 			if ep.Kind == market.EndpointLeasedIP {
 				u.IPEndpoints++
@@ -102,7 +102,7 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 				u.Endpoints++
 			}
 		}
-		u.LeasedIPs = uint32(len(ips))
+		u.LeasedIPs = uint32(len(ips)) //nolint:gosec // len(ips) ≤ IPEndpoints, a uint32
 		if res.GPU != nil && res.GPU.Units.Val > 0 {
 			if res.GPU.Units.Val > 1<<16 {
 				return Request{}, fmt.Errorf("resources[%d]: %d GPUs", i, res.GPU.Units.Val)

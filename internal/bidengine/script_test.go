@@ -14,12 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"berth.dev/berth/internal/market"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // These tests run real bash scripts. None of them is parallel: writing an executable
 // while another goroutine forks can make exec fail with ETXTBSY (golang/go#22315).

@@ -204,6 +204,11 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		return nil, fmt.Errorf("load admin kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
+	// Certificates in memory, not as file paths: with files client-go starts a
+	// process-wide certificate-rotation watcher that never stops.
+	if err := inlineCerts(cfg); err != nil {
+		return nil, err
+	}
 	cp.cfg = cfg
 	tlsClient, err := clientForCA(files.pki.CAFile, files.admin)
 	if err != nil {
@@ -452,6 +457,24 @@ func writeKubeconfig(path, server, caFile string, c certPair) error {
 	cfg.CurrentContext = "berth"
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// inlineCerts reads a config's certificate and key files into its data fields.
+func inlineCerts(cfg *rest.Config) error {
+	for _, f := range []struct {
+		path *string
+		data *[]byte
+	}{{&cfg.CertFile, &cfg.CertData}, {&cfg.KeyFile, &cfg.KeyData}, {&cfg.CAFile, &cfg.CAData}} {
+		if *f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(*f.path)
+		if err != nil {
+			return fmt.Errorf("admin kubeconfig: %w", err)
+		}
+		*f.data, *f.path = b, ""
 	}
 	return nil
 }

@@ -1,0 +1,381 @@
+package bidengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
+
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+// Sender sends messages in a transaction and waits for its inclusion
+// (chain.Broadcaster.Submit).
+type Sender interface {
+	Submit(ctx context.Context, msgs ...ledger.Msg) (*chain.Result, error)
+}
+
+// ServiceConfig configures the run loop.
+type ServiceConfig struct {
+	// Cursor keeps the last handled height.
+	Cursor *Cursor
+	// Concurrency bounds the orders decided at once (default 32). Script pricing has
+	// its own cap.
+	Concurrency int
+	// TickInterval is how often bid timeouts are checked (default 1 s).
+	TickInterval time.Duration
+}
+
+// Service is the bid engine's run loop: it rebuilds the engine from the ledger, catches
+// up on open orders, then follows the ledger's blocks from its cursor, turning order
+// events into bids and ledger events into bid lifecycle actions.
+type Service struct {
+	cfg    ServiceConfig
+	engine *Engine
+	client *chain.Client
+	sender Sender
+	won    *bus.Bus[LeaseWon]
+	log    *slog.Logger
+
+	latency prometheus.Histogram
+	height  prometheus.Gauge
+
+	ready chan struct{}
+	sends sync.WaitGroup
+}
+
+// NewService builds the run loop; it starts nothing.
+func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, won *bus.Bus[LeaseWon], log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	if cfg.Cursor == nil || e == nil || c == nil || s == nil || won == nil || log == nil {
+		return nil, errors.New("bid engine service: cursor, engine, client, sender, bus and logger are required")
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 32
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = time.Second
+	}
+	svc := &Service{
+		cfg: cfg, engine: e, client: c, sender: s, won: won, log: log, ready: make(chan struct{}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "berth_bid_latency_seconds",
+			Help:    "Time from reading an order's block to handing its bid to the broadcaster.",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10},
+		}),
+		height: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_bidengine_height",
+			Help: "Last ledger height the bid engine handled.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{svc.latency, svc.height} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return svc, nil
+}
+
+// Ready is closed once the engine is rebuilt from the ledger and has caught up on the
+// open orders.
+func (s *Service) Ready() <-chan struct{} { return s.ready }
+
+// Run works until ctx ends, and returns after every bid it sent has its outcome.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.sends.Wait()
+	now, err := s.client.Height(ctx)
+	if err != nil {
+		return fmt.Errorf("bid engine: %w", err)
+	}
+	from := now + 1
+	if saved, ok, err := s.cfg.Cursor.Load(); err != nil {
+		return err
+	} else if ok {
+		if saved > now {
+			return fmt.Errorf("bid engine: the cursor is at height %d but the ledger at %d: is this the same chain? (delete the cursor file to start afresh)", saved, now)
+		}
+		from = saved + 1
+	}
+	if err := s.refreshProvider(ctx); err != nil {
+		return err
+	}
+	if err := s.refreshAudits(ctx); err != nil {
+		return err
+	}
+	if err := s.rebuild(ctx); err != nil {
+		return err
+	}
+	if err := s.catchUp(ctx); err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "bid engine ready", slog.Int64("height", now), slog.Int64("resume_from", from))
+	close(s.ready)
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		t := time.NewTicker(s.cfg.TickInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				s.act(ctx, s.engine.Tick(time.Now()))
+			}
+		}
+	})
+	g.Go(func() error {
+		return chain.NewFeed(s.client, from).Run(ctx, func(ctx context.Context, b chain.Block) error {
+			return s.handleBlock(ctx, b, b.Height <= now)
+		})
+	})
+	return g.Wait()
+}
+
+// handleBlock applies a block's events, decides its new orders (in parallel), and
+// then records the block as handled. replay marks blocks from before the start, whose
+// orders may already carry a bid of ours from before the restart.
+func (s *Service) handleBlock(ctx context.Context, b chain.Block, replay bool) error {
+	start := time.Now()
+	acts := s.engine.Apply(b, start)
+	var orders []market.OrderID
+	for _, a := range acts {
+		if a.Kind == ActDecide {
+			orders = append(orders, a.Order)
+		}
+	}
+	s.act(ctx, acts)
+	if err := s.decideAll(ctx, orders, start, replay); err != nil {
+		return err
+	}
+	if err := s.cfg.Cursor.Save(b.Height); err != nil {
+		return err
+	}
+	s.height.Set(float64(b.Height))
+	return nil
+}
+
+// decideAll decides orders in parallel and sends the bids.
+func (s *Service) decideAll(ctx context.Context, orders []market.OrderID, start time.Time, checkExisting bool) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	// Not errgroup.WithContext: its context ends with Wait, and the bids sent from
+	// here outlive it.
+	var g errgroup.Group
+	g.SetLimit(s.cfg.Concurrency)
+	for _, id := range orders {
+		g.Go(func() error { return s.decide(ctx, id, start, checkExisting) })
+	}
+	return g.Wait()
+}
+
+func (s *Service) decide(ctx context.Context, id market.OrderID, start time.Time, checkExisting bool) error {
+	var o ledger.Order
+	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id}, &o); err != nil {
+		if errors.Is(err, ledger.ErrNotFound) {
+			return nil
+		}
+		return fmt.Errorf("order %s: %w", id, err)
+	}
+	if checkExisting && o.State == ledger.OrderOpen {
+		var b ledger.Bid
+		err := s.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: id.Bid(s.engine.cfg.Provider)}, &b)
+		if err == nil {
+			return nil // we bid on it before the restart
+		}
+		if !errors.Is(err, ledger.ErrNotFound) {
+			return fmt.Errorf("bid on order %s: %w", id, err)
+		}
+	}
+	msg, err := s.engine.Decide(ctx, o, time.Now())
+	if err != nil || msg == nil {
+		return err
+	}
+	s.latency.Observe(time.Since(start).Seconds())
+	s.sends.Go(func() {
+		_, err := s.sender.Submit(ctx, msg)
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "bid not placed", slog.String("order", id.String()), slog.String("error", err.Error()))
+		}
+		s.engine.BidSent(id, err, time.Now())
+	})
+	return nil
+}
+
+// act carries out the engine's actions other than decisions.
+func (s *Service) act(ctx context.Context, acts []Action) {
+	for _, a := range acts {
+		var err error
+		switch a.Kind {
+		case ActCloseBid:
+			s.sends.Go(func() {
+				_, err := s.sender.Submit(ctx, &ledger.MsgCloseBid{ID: a.Bid})
+				// Already closed (the ledger closed it with its group) is fine.
+				if err != nil && ctx.Err() == nil && !errors.Is(err, ledger.ErrInvalidState) && !errors.Is(err, ledger.ErrNotFound) {
+					s.log.WarnContext(ctx, "close bid", slog.String("bid", a.Bid.String()), slog.String("error", err.Error()))
+				}
+			})
+		case ActPublishWon:
+			s.won.Publish(*a.Won)
+		case ActAdopt:
+			err = s.adopt(ctx, a.Order.Bid(s.engine.cfg.Provider).Lease(), false)
+		case ActRestoreBid:
+			err = s.restoreBid(ctx, a.Bid)
+		case ActRefreshAudits:
+			err = s.refreshAudits(ctx)
+		case ActRefreshProvider:
+			err = s.refreshProvider(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "bid engine action failed", slog.Int("action", int(a.Kind)), slog.String("order", a.Order.String()), slog.String("error", err.Error()))
+		}
+	}
+}
+
+func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) error {
+	var l ledger.LeaseResponse
+	if err := s.client.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &l); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	if l.Lease.State != ledger.LeaseActive {
+		return nil
+	}
+	var o ledger.Order
+	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
+		return fmt.Errorf("order of lease %s: %w", id, err)
+	}
+	won, err := s.engine.Adopt(l.Lease, o.Spec, rebuilt, time.Now())
+	if err != nil {
+		return err
+	}
+	if won != nil {
+		s.won.Publish(*won)
+	}
+	return nil
+}
+
+func (s *Service) restoreBid(ctx context.Context, id market.BidID) error {
+	var b ledger.Bid
+	if err := s.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: id}, &b); err != nil {
+		return fmt.Errorf("bid %s: %w", id, err)
+	}
+	if b.State != ledger.BidOpen {
+		return nil
+	}
+	var o ledger.Order
+	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
+		return fmt.Errorf("order of bid %s: %w", id, err)
+	}
+	return s.engine.RestoreBid(b, o.Spec, time.Now())
+}
+
+// rebuild takes back our open bids and active leases from the ledger.
+func (s *Service) rebuild(ctx context.Context) error {
+	me := s.engine.cfg.Provider
+	var bids, leases int
+	err := pages(ctx, func(p ledger.Page) ([]byte, error) {
+		var r ledger.BidsResponse
+		if err := s.client.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Provider: me, State: ledger.BidOpen, Page: p}, &r); err != nil {
+			return nil, fmt.Errorf("our open bids: %w", err)
+		}
+		for i := range r.Bids {
+			if err := s.restoreBid(ctx, r.Bids[i].ID); err != nil {
+				return nil, err
+			}
+			bids++
+		}
+		return r.NextKey, nil
+	})
+	if err != nil {
+		return err
+	}
+	err = pages(ctx, func(p ledger.Page) ([]byte, error) {
+		var r ledger.LeasesResponse
+		if err := s.client.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: me, State: ledger.LeaseActive, Page: p}, &r); err != nil {
+			return nil, fmt.Errorf("our active leases: %w", err)
+		}
+		for i := range r.Leases {
+			if err := s.adopt(ctx, r.Leases[i].Lease.ID, true); err != nil {
+				return nil, err
+			}
+			leases++
+		}
+		return r.NextKey, nil
+	})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "bid engine rebuilt from the ledger", slog.Int("open_bids", bids), slog.Int("active_leases", leases))
+	return nil
+}
+
+// catchUp decides every open order we have not bid on: orders created while we were
+// down, or before we first started.
+func (s *Service) catchUp(ctx context.Context) error {
+	start := time.Now()
+	var n int
+	err := pages(ctx, func(p ledger.Page) ([]byte, error) {
+		var r ledger.OrdersResponse
+		if err := s.client.Query(ctx, ledger.QueryOrders, ledger.OrdersRequest{State: ledger.OrderOpen, Page: p}, &r); err != nil {
+			return nil, fmt.Errorf("open orders: %w", err)
+		}
+		ids := make([]market.OrderID, len(r.Orders))
+		for i := range r.Orders {
+			ids[i] = r.Orders[i].ID
+		}
+		n += len(ids)
+		return r.NextKey, s.decideAll(ctx, ids, start, true)
+	})
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "bid engine caught up on open orders", slog.Int("orders", n), slog.Duration("took", time.Since(start)))
+	return nil
+}
+
+// pages calls list with each page until the last.
+func pages(ctx context.Context, list func(ledger.Page) ([]byte, error)) error {
+	p := ledger.Page{Limit: 200}
+	for {
+		next, err := list(p)
+		if err != nil {
+			return err
+		}
+		if len(next) == 0 || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		p.Key = next
+	}
+}
+
+func (s *Service) refreshProvider(ctx context.Context) error {
+	var p ledger.Provider
+	if err := s.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.engine.cfg.Provider}, &p); err != nil {
+		return fmt.Errorf("bid engine: our provider record (register with `berth provider register`): %w", err)
+	}
+	s.engine.SetAttributes(p.Attributes)
+	return nil
+}
+
+func (s *Service) refreshAudits(ctx context.Context) error {
+	var r ledger.AuditResponse
+	if err := s.client.Query(ctx, ledger.QueryAudit, ledger.AuditRequest{Owner: s.engine.cfg.Provider}, &r); err != nil {
+		return fmt.Errorf("bid engine: auditor signatures: %w", err)
+	}
+	a := Audits{}
+	for _, rec := range r.Attributes {
+		a[rec.Auditor] = rec.Attributes
+	}
+	s.engine.SetAudits(a)
+	return nil
+}

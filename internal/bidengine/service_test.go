@@ -1,0 +1,350 @@
+package bidengine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
+)
+
+// providerStack is one run of the provider's bid side: inventory, engine, service,
+// broadcaster, as `berth provider run` composes them.
+type providerStack struct {
+	cap    *cluster.Capacity
+	engine *Engine
+	svc    *Service
+	won    *bus.Subscription[LeaseWon]
+	stop   func()
+}
+
+func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor string, mutate func(*EngineConfig)) *providerStack {
+	t.Helper()
+	c := l.Client(t)
+	bc := l.Broadcaster(t, c, "provider")
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	capacity := cluster.NewCapacity()
+	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{NodePorts: 100}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := EngineConfig{
+		Provider:   l.Address(t, "provider"),
+		Pricer:     &ScalePricer{Rates: *engineRates(t)},
+		Deposit:    c.Params().BidMinDeposit,
+		BidTimeout: 10 * time.Minute,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	h, err := NewHistory(1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := NewEngine(cfg, capacity, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := NewCursor(cursor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wonBus, err := bus.New[LeaseWon]("lease_won", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := wonBus.Subscribe(64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := NewService(ServiceConfig{Cursor: cur}, e, c, bc, wonBus, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	run := func(name string, f func(context.Context) error) {
+		wg.Go(func() {
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	run("client", c.Run)
+	run("broadcaster", bc.Run)
+	run("inventory", inv.Run)
+	if err := inv.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	run("bid engine", svc.Run)
+	select {
+	case <-svc.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("bid engine not ready in 30 s")
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			wg.Wait()
+			wonBus.Close()
+		}
+	}
+	t.Cleanup(stop)
+	return &providerStack{cap: capacity, engine: e, svc: svc, won: sub, stop: stop}
+}
+
+type tenantClient struct {
+	t    *testing.T
+	c    *chain.Client
+	b    *chain.Broadcaster
+	addr string
+}
+
+func newTenant(t *testing.T, l *testenv.LedgerNode, name string) *tenantClient {
+	c := l.Client(t)
+	b := l.Broadcaster(t, c, name)
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return &tenantClient{t: t, c: c, b: b, addr: l.Address(t, name)}
+}
+
+func (tc *tenantClient) deploy(dseq uint64, spec market.GroupSpec) market.OrderID {
+	tc.t.Helper()
+	id := market.DeploymentID{Owner: tc.addr, DSeq: dseq}
+	_, err := tc.b.Broadcast(tc.t.Context(), &ledger.MsgCreateDeployment{
+		ID: id, Groups: []market.GroupSpec{spec}, Version: bytes.Repeat([]byte{byte(dseq)}, 32),
+		Deposit: market.Coin{Amount: 5_000_000, Denom: ledger.DefaultDenom},
+	})
+	if err != nil {
+		tc.t.Fatalf("create deployment %d: %v", dseq, err)
+	}
+	return id.Group(1).Order(1)
+}
+
+// bidOf waits until the order has our bid.
+func bidOf(t *testing.T, c *chain.Client, order market.OrderID, provider string) ledger.Bid {
+	t.Helper()
+	var b ledger.Bid
+	eventuallyNoErr(t, "bid on "+order.String(), func() error {
+		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(provider)}, &b)
+	})
+	return b
+}
+
+func eventuallyNoErr(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// decisionFor waits for the engine's decision on an order.
+func decisionFor(t *testing.T, e *Engine, order market.OrderID) Decision {
+	t.Helper()
+	var d Decision
+	eventuallyNoErr(t, "a decision on "+order.String(), func() error {
+		for _, x := range e.History().Last(0) {
+			if x.Order == order {
+				d = x
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	return d
+}
+
+// TestProviderBidsOnTheLedger runs the bid side of a provider against the in-process
+// ledger and the real Kubernetes test cluster (kwok nodes).
+func TestProviderBidsOnTheLedger(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(),
+		localenv.NodeSpec{Name: "bid-cpu-1", CPU: "4", Memory: "16Gi"},
+		localenv.NodeSpec{Name: "bid-cpu-2", CPU: "4", Memory: "16Gi"},
+		localenv.NodeSpec{Name: "bid-gpu", CPU: "16", Memory: "64Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
+	); err != nil {
+		t.Fatal(err)
+	}
+	l := testenv.Ledger(t, testenv.LedgerOptions{Accounts: []string{"tenant", "provider", "rival", "denied", "greedy", "late"}})
+	admin := newTenant(t, l, "provider")
+	region := market.Attributes{{Key: "region", Value: "us-west"}}
+	attrs := market.Attributes{region[0], {Key: "capabilities/gpu/vendor/nvidia/model/a100", Value: "true"}}
+	for _, p := range []string{"provider", "rival"} {
+		b := l.Broadcaster(t, admin.c, p)
+		if _, err := b.Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: l.Address(t, p), HostURI: "https://" + p + ".example:8443", Attributes: attrs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	me := l.Address(t, "provider")
+	cursor := filepath.Join(t.TempDir(), "bidengine.cursor")
+	mutate := func(c *EngineConfig) {
+		c.Policy.Deny = []string{l.Address(t, "denied")}
+		c.TenantBidsPerHour = 4
+	}
+	p := startProvider(t, l, k, cursor, mutate)
+	tenant := newTenant(t, l, "tenant")
+
+	// A matching order gets our bid at the scale price.
+	webSpec := groupSpec(region, web)
+	o1 := tenant.deploy(1, webSpec)
+	b1 := bidOf(t, tenant.c, o1, me)
+	if b1.Price.String() != "112.288000000000000000uakt" || b1.State != ledger.BidOpen {
+		t.Fatalf("bid %+v", b1)
+	}
+	if !p.cap.Reserved(o1) {
+		t.Fatal("no reservation for an open bid")
+	}
+
+	// Orders we must not bid on, each with its reason.
+	gpu := func(model string) market.Attributes {
+		return market.Attributes{{Key: "vendor/nvidia/model/" + model, Value: "true"}}
+	}
+	denied := newTenant(t, l, "denied")
+	for _, tc := range []struct {
+		order  market.OrderID
+		reason string
+	}{
+		{tenant.deploy(2, groupSpec(market.Attributes{{Key: "region", Value: "eu-central"}}, web)), ReasonAttributes},
+		{tenant.deploy(3, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 1, gpuAttrs: gpu("h100")})), ReasonGPUCapability},
+		{tenant.deploy(4, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 8, gpuAttrs: gpu("a100")})), ReasonCapacityGPU},
+		{tenant.deploy(5, groupSpec(nil, unitSpec{count: 3, cpu: 8000, mem: gib})), ReasonCapacityNodes},
+		{denied.deploy(1, webSpec), ReasonTenantDenied},
+	} {
+		if d := decisionFor(t, p.engine, tc.order); d.Result != ResultNoBid || d.Reason != tc.reason || d.Detail == "" {
+			t.Errorf("order %s: decision %+v, want no bid for %s", tc.order, d, tc.reason)
+		}
+	}
+	greedy := newTenant(t, l, "greedy")
+	small := groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: 64 << 20})
+	for i := range 5 {
+		o := greedy.deploy(uint64(i+1), small)
+		d := decisionFor(t, p.engine, o)
+		if want := map[bool]string{true: ReasonTenantBudget, false: ReasonPriced}[i == 4]; d.Reason != want {
+			t.Errorf("greedy order %d: %+v, want %s", i+1, d, want)
+		}
+	}
+
+	// Won: the tenant leases our bid → LeaseWon on the bus.
+	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: o1.Bid(me)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-p.won.Events():
+		if w.Lease != o1.Bid(me).Lease() || w.Price.String() != b1.Price.String() || w.Rebuilt {
+			t.Fatalf("lease won %+v", w)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no LeaseWon")
+	}
+
+	// Lost: the tenant leases the rival's cheaper bid → our bid is lost and its
+	// capacity is back.
+	o6 := tenant.deploy(6, webSpec)
+	bidOf(t, tenant.c, o6, me)
+	rival := l.Broadcaster(t, admin.c, "rival")
+	if _, err := rival.Broadcast(t.Context(), &ledger.MsgCreateBid{OrderID: o6, Provider: l.Address(t, "rival"),
+		Price: market.DecCoin{Denom: "uakt", Amount: market.DecFromUint(50)}, Deposit: tenant.c.Params().BidMinDeposit}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: o6.Bid(l.Address(t, "rival"))}); err != nil {
+		t.Fatal(err)
+	}
+	if d := decisionFor(t, p.engine, o6); d.Result != ResultLost && d.Result != ResultBid {
+		t.Fatalf("decision %+v", d)
+	}
+	eventuallyNoErr(t, "capacity released after losing", func() error {
+		if p.cap.Reserved(o6) {
+			return fmt.Errorf("order %s still reserved", o6)
+		}
+		return nil
+	})
+
+	// The provider is killed while orders keep arriving, and restarted.
+	late := newTenant(t, l, "late")
+	var orders []market.OrderID
+	var omu sync.Mutex
+	arrive := func(from, to uint64) {
+		for d := from; d <= to; d++ {
+			o := late.deploy(d, small)
+			omu.Lock()
+			orders = append(orders, o)
+			omu.Unlock()
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { arrive(1, 12) })
+	// Stop once a few of the late orders are in.
+	eventuallyNoErr(t, "late orders arriving", func() error {
+		omu.Lock()
+		defer omu.Unlock()
+		if len(orders) < 4 {
+			return fmt.Errorf("%d orders", len(orders))
+		}
+		return nil
+	})
+	p.stop()
+	wg.Wait() // the rest arrive while the provider is down
+	arrive(13, 14)
+	p2 := startProvider(t, l, k, cursor, func(c *EngineConfig) { mutate(c); c.TenantBidsPerHour = 0 })
+	wg.Go(func() { arrive(15, 18) }) // and after it is back
+	wg.Wait()
+
+	// Every late order has exactly one bid of ours (the ledger allows one per provider;
+	// the engine must not even try twice).
+	for _, o := range orders {
+		if b := bidOf(t, tenant.c, o, me); b.State != ledger.BidOpen {
+			t.Errorf("order %s: bid %s", o, b.State)
+		}
+	}
+	for _, d := range p2.engine.History().Last(0) {
+		if d.Result == ResultFailed {
+			t.Errorf("after the restart: %+v", d)
+		}
+	}
+	// The restarted engine holds our won lease and the open bids again, each reserved.
+	select {
+	case w := <-p2.won.Events():
+		if w.Lease != o1.Bid(me).Lease() || !w.Rebuilt {
+			t.Fatalf("rebuilt lease %+v", w)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the active lease was not rebuilt")
+	}
+	for _, o := range append([]market.OrderID{o1}, orders...) {
+		if !p2.cap.Reserved(o) {
+			t.Errorf("order %s not reserved after the restart", o)
+		}
+	}
+	if err := p2.cap.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
