@@ -22,7 +22,7 @@ func newProviderCommand() *cobra.Command {
 	}
 	f.register(cmd.PersistentFlags(), "provider")
 	cmd.AddCommand(newProviderRegisterCommand(&f), newProviderBidCommand(&f), newProviderCloseBidCommand(&f),
-		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f))
+		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f), newProviderRunCommand(&f))
 	return cmd
 }
 

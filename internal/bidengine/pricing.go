@@ -74,11 +74,11 @@ type ScaleRates struct {
 // Validate reports the first invalid rate, named as in the configuration.
 func (s *ScaleRates) Validate() error {
 	if !market.ValidDenom(s.Denom) {
-		return fmt.Errorf("pricing.denom %q: not a valid denomination", s.Denom)
+		return fmt.Errorf("pricing.scale.denom %q: not a valid denomination", s.Denom)
 	}
 	for name, d := range map[string]market.Dec{"cpu": s.CPU, "memory": s.Memory, "endpoint": s.Endpoint, "leased_ip": s.LeasedIP} {
 		if d.Sign() < 0 {
-			return fmt.Errorf("pricing.%s %s: negative", name, d)
+			return fmt.Errorf("pricing.scale.%s %s: negative", name, d)
 		}
 	}
 	for _, m := range []struct {
@@ -87,10 +87,10 @@ func (s *ScaleRates) Validate() error {
 	}{{"storage", s.Storage}, {"gpu", s.GPU}} {
 		for _, k := range sortedKeys(m.rates) {
 			if strings.TrimSpace(k) == "" {
-				return fmt.Errorf("pricing.%s: empty key", m.field)
+				return fmt.Errorf("pricing.scale.%s: empty key", m.field)
 			}
 			if m.rates[k].Sign() < 0 {
-				return fmt.Errorf("pricing.%s.%s %s: negative", m.field, k, m.rates[k])
+				return fmt.Errorf("pricing.scale.%s.%s %s: negative", m.field, k, m.rates[k])
 			}
 		}
 	}

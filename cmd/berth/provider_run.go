@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/app"
+)
+
+func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
+	var configPath, kubeconfig, metricsListen, logLevel string
+	cmd := &cobra.Command{
+		Use:   "run --config provider.yaml",
+		Short: "Run the provider: watch the ledger, bid on the orders the cluster can serve",
+		Long: "run is the provider daemon. It follows the ledger from where it stopped (the height is\n" +
+			"kept under --home), rebuilds its open bids and leases, catches up on open orders, and\n" +
+			"bids on the orders its cluster can serve at its configured prices. Settings come from\n" +
+			"the config file, then the environment (BERTH_HOME, BERTH_NODE, BERTH_FROM,\n" +
+			"BERTH_KUBECONFIG, BERTH_LOG_LEVEL), then flags. See docs/bidding.md.",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			cfg, err := app.LoadProviderConfig(configPath, os.Getenv)
+			if err != nil {
+				return err
+			}
+			for flag, v := range map[string]struct {
+				value string
+				field *string
+			}{
+				"home": {f.home, &cfg.Home}, "node": {f.node, &cfg.Node}, "from": {f.from, &cfg.From},
+				"kubeconfig": {kubeconfig, &cfg.Kubeconfig}, "log-level": {logLevel, &cfg.LogLevel},
+			} {
+				if fl := cmd.Flag(flag); fl != nil && fl.Changed {
+					*v.field = v.value
+				}
+			}
+			if cfg.Node == "" {
+				cfg.Node = nodeAddress("", cfg.Home)
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError("%w", err)
+			}
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+				return usageError("log_level: %w", err)
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			p, err := app.NewProvider(cmd.Context(), cfg, metricsListen, log)
+			if err != nil {
+				return err
+			}
+			if a := p.MetricsAddr(); a != "" {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "metrics: http://%s/metrics\n", a); err != nil {
+					return err
+				}
+			}
+			return p.Run(cmd.Context())
+		}),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&configPath, "config", "", "provider configuration file (YAML)")
+	fl.StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: the config's, else in-cluster)")
+	fl.StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
+	fl.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default: the config's, else info)")
+	return cmd
+}

@@ -1,0 +1,345 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/yaml"
+)
+
+// ProviderConfig is `berth provider run`'s configuration: provider.yaml, then the
+// environment (BERTH_HOME, BERTH_NODE, BERTH_FROM, BERTH_KUBECONFIG, BERTH_LOG_LEVEL),
+// then flags. Keys are documented in docs/bidding.md.
+type ProviderConfig struct {
+	// Home holds the keyring and the provider's state (the bid engine's cursor).
+	Home string `yaml:"home"`
+	// From is the provider's key name in the keyring.
+	From string `yaml:"from"`
+	// Node is the ledger node's RPC address ("" : the home's node, else
+	// tcp://127.0.0.1:26657).
+	Node string `yaml:"node"`
+	// Kubeconfig is the cluster's kubeconfig ("": in-cluster configuration).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// KubeQPS and KubeBurst rate-limit berth's Kubernetes client.
+	KubeQPS   float64 `yaml:"kube_qps"`
+	KubeBurst int     `yaml:"kube_burst"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"log_level"`
+	// HostURI and Attributes are what `berth provider register` records; run reads the
+	// registration from the ledger.
+	HostURI    string            `yaml:"host_uri"`
+	Attributes []AttributeConfig `yaml:"attributes"`
+
+	Bidding   BiddingConfig   `yaml:"bidding"`
+	Inventory InventoryConfig `yaml:"inventory"`
+}
+
+// AttributeConfig is one key/value attribute.
+type AttributeConfig struct {
+	Key   string `yaml:"key"`
+	Value string `yaml:"value"`
+}
+
+// BiddingConfig configures the bid engine.
+type BiddingConfig struct {
+	// Timeout is how long a bid waits for a lease before we close it.
+	Timeout string `yaml:"timeout"`
+	// Deposit overrides the ledger's bid_min_deposit (it may only be larger).
+	Deposit string        `yaml:"deposit"`
+	Pricing PricingConfig `yaml:"pricing"`
+	Tenants struct {
+		Allow []string `yaml:"allow"`
+		Deny  []string `yaml:"deny"`
+	} `yaml:"tenants"`
+	Budget struct {
+		BidsPerHour       uint32 `yaml:"bids_per_hour"`
+		TenantBidsPerHour uint32 `yaml:"tenant_bids_per_hour"`
+	} `yaml:"budget"`
+	Limits            LimitsConfig      `yaml:"limits"`
+	RequireAttributes []AttributeConfig `yaml:"require_attributes"`
+	// History is how many decisions are kept for the status API.
+	History int `yaml:"history"`
+	// Concurrency bounds orders decided at once.
+	Concurrency int `yaml:"concurrency"`
+}
+
+// PricingConfig chooses and configures the pricing strategy.
+type PricingConfig struct {
+	// Strategy is "scale" or "script".
+	Strategy string       `yaml:"strategy"`
+	Scale    ScaleConfig  `yaml:"scale"`
+	Script   ScriptConfig `yaml:"script"`
+}
+
+// ScaleConfig holds the scale strategy's rates per block, as decimals in Denom.
+type ScaleConfig struct {
+	Denom    string            `yaml:"denom"`
+	CPU      string            `yaml:"cpu"`       // per millicpu
+	Memory   string            `yaml:"memory"`    // per MiB
+	Storage  map[string]string `yaml:"storage"`   // per MiB, by class: ephemeral, ram, or a persistent class
+	Endpoint string            `yaml:"endpoint"`  // per global port
+	LeasedIP string            `yaml:"leased_ip"` // per leased IP
+	GPU      map[string]string `yaml:"gpu"`       // per GPU, by model; "*" for any other model
+}
+
+// ScriptConfig configures the script strategy.
+type ScriptConfig struct {
+	Path          string `yaml:"path"`
+	Timeout       string `yaml:"timeout"`
+	MaxConcurrent int    `yaml:"max_concurrent"`
+}
+
+// LimitsConfig bounds orders; sizes are Kubernetes quantities ("16Gi"), CPU in cores
+// ("4", "500m"). Empty or zero: no limit.
+type LimitsConfig struct {
+	CPUPerReplica     string `yaml:"cpu_per_replica"`
+	MemoryPerReplica  string `yaml:"memory_per_replica"`
+	StoragePerReplica string `yaml:"storage_per_replica"`
+	VolumesPerReplica uint32 `yaml:"volumes_per_replica"`
+	GPUsPerReplica    uint32 `yaml:"gpus_per_replica"`
+	ReplicasPerOrder  uint32 `yaml:"replicas_per_order"`
+	EndpointsPerOrder uint32 `yaml:"endpoints_per_order"`
+}
+
+// InventoryConfig sizes the cluster-wide pools nodes do not report.
+type InventoryConfig struct {
+	// Storage is the capacity of each persistent storage class offered ("1Ti").
+	Storage map[string]string `yaml:"storage"`
+	// LeasedIPs is the size of the leased IP pool.
+	LeasedIPs int64 `yaml:"leased_ips"`
+	// NodePorts is how many node ports leases may use.
+	NodePorts int64 `yaml:"node_ports"`
+}
+
+// DefaultProviderConfig returns the defaults every key falls back to.
+func DefaultProviderConfig() ProviderConfig {
+	home := ".berth"
+	if d, err := os.UserHomeDir(); err == nil {
+		home = d + "/.berth"
+	}
+	c := ProviderConfig{Home: home, From: "provider", KubeQPS: 100, KubeBurst: 200, LogLevel: "info"}
+	c.Bidding.Timeout = "5m"
+	c.Bidding.History = 1000
+	c.Bidding.Concurrency = 32
+	c.Bidding.Pricing = PricingConfig{
+		Strategy: "scale",
+		Scale: ScaleConfig{
+			Denom: ledger.DefaultDenom, CPU: "0.01", Memory: "0.002", Endpoint: "1", LeasedIP: "10",
+			Storage: map[string]string{bidengine.ClassEphemeral: "0.0002", bidengine.ClassRAM: "0.002", market.StorageClassDefault: "0.0003"},
+			GPU:     map[string]string{"*": "100"},
+		},
+		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
+	}
+	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
+	return c
+}
+
+// LoadProviderConfig reads path over the defaults, then applies the environment.
+func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig, error) {
+	c := DefaultProviderConfig()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return c, fmt.Errorf("config: %w", err)
+		}
+		// Maps (scale rates by storage class and GPU model) merge with the defaults.
+		if err := yaml.Decode(b, &c); err != nil {
+			return c, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	for env, field := range map[string]*string{
+		"BERTH_HOME": &c.Home, "BERTH_NODE": &c.Node, "BERTH_FROM": &c.From,
+		"BERTH_KUBECONFIG": &c.Kubeconfig, "BERTH_LOG_LEVEL": &c.LogLevel,
+	} {
+		if v := getenv(env); v != "" {
+			*field = v
+		}
+	}
+	return c, nil
+}
+
+// Validate reports the first invalid key by its name in provider.yaml.
+func (c *ProviderConfig) Validate() error {
+	switch {
+	case strings.TrimSpace(c.Home) == "":
+		return errors.New("home: empty")
+	case strings.TrimSpace(c.From) == "":
+		return errors.New("from: empty (the provider's key name)")
+	case c.KubeQPS <= 0 || c.KubeQPS > 10000:
+		return fmt.Errorf("kube_qps: %g is outside (0, 10000]", c.KubeQPS)
+	case c.KubeBurst < 1 || c.KubeBurst > 20000:
+		return fmt.Errorf("kube_burst: %d is outside 1–20000", c.KubeBurst)
+	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel):
+		return fmt.Errorf("log_level: %q is not debug, info, warn or error", c.LogLevel)
+	case c.Bidding.History < 1 || c.Bidding.History > 1_000_000:
+		return fmt.Errorf("bidding.history: %d is outside 1–1000000", c.Bidding.History)
+	case c.Bidding.Concurrency < 1 || c.Bidding.Concurrency > 1024:
+		return fmt.Errorf("bidding.concurrency: %d is outside 1–1024", c.Bidding.Concurrency)
+	case c.Inventory.LeasedIPs < 0:
+		return errors.New("inventory.leased_ips: negative")
+	case c.Inventory.NodePorts < 0:
+		return errors.New("inventory.node_ports: negative")
+	}
+	if _, err := c.bidTimeout(); err != nil {
+		return err
+	}
+	if _, err := c.policy(ledger.DefaultAddressPrefix); err != nil {
+		return err
+	}
+	if _, err := c.inventoryPools(); err != nil {
+		return err
+	}
+	if c.Bidding.Deposit != "" {
+		if _, err := market.ParseCoin(c.Bidding.Deposit); err != nil {
+			return fmt.Errorf("bidding.deposit %q: %w", c.Bidding.Deposit, err)
+		}
+	}
+	_, err := c.pricer()
+	return err
+}
+
+func (c *ProviderConfig) bidTimeout() (time.Duration, error) {
+	d, err := time.ParseDuration(c.Bidding.Timeout)
+	if err != nil || d < 10*time.Second || d > 24*time.Hour {
+		return 0, fmt.Errorf("bidding.timeout %q: want a duration from 10s to 24h (e.g. 5m)", c.Bidding.Timeout)
+	}
+	return d, nil
+}
+
+func attributes(field string, in []AttributeConfig) (market.Attributes, error) {
+	out := make(market.Attributes, 0, len(in))
+	for i, a := range in {
+		if strings.TrimSpace(a.Key) == "" {
+			return nil, fmt.Errorf("%s[%d].key: empty", field, i)
+		}
+		out = append(out, market.Attribute{Key: a.Key, Value: a.Value})
+	}
+	return out, nil
+}
+
+// policy builds the bid engine's policy; addresses are checked against prefix.
+func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
+	var p bidengine.Policy
+	var err error
+	if p.RequireAttributes, err = attributes("bidding.require_attributes", c.Bidding.RequireAttributes); err != nil {
+		return p, err
+	}
+	for _, l := range []struct {
+		name string
+		in   []string
+		out  *[]string
+	}{{"bidding.tenants.allow", c.Bidding.Tenants.Allow, &p.Allow}, {"bidding.tenants.deny", c.Bidding.Tenants.Deny, &p.Deny}} {
+		for i, a := range l.in {
+			if err := ledger.CheckAddress(a, prefix); err != nil {
+				return p, fmt.Errorf("%s[%d] %q: %w", l.name, i, a, err)
+			}
+			*l.out = append(*l.out, a)
+		}
+	}
+	l := c.Bidding.Limits
+	size := func(field, s string) (uint64, error) {
+		if s == "" {
+			return 0, nil
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() < 0 {
+			return 0, fmt.Errorf("bidding.limits.%s %q: not a size (e.g. 16Gi)", field, s)
+		}
+		return uint64(max(q.Value(), 0)), nil
+	}
+	if l.CPUPerReplica != "" {
+		q, err := resource.ParseQuantity(l.CPUPerReplica)
+		if err != nil || q.Sign() < 0 {
+			return p, fmt.Errorf("bidding.limits.cpu_per_replica %q: not a CPU amount (e.g. 4 or 500m)", l.CPUPerReplica)
+		}
+		p.Limits.CPUMillis = uint64(max(q.MilliValue(), 0))
+	}
+	if p.Limits.MemoryBytes, err = size("memory_per_replica", l.MemoryPerReplica); err != nil {
+		return p, err
+	}
+	if p.Limits.StorageBytes, err = size("storage_per_replica", l.StoragePerReplica); err != nil {
+		return p, err
+	}
+	p.Limits.Volumes, p.Limits.GPUs = l.VolumesPerReplica, l.GPUsPerReplica
+	p.Limits.Replicas, p.Limits.Endpoints = l.ReplicasPerOrder, l.EndpointsPerOrder
+	return p, nil
+}
+
+func (c *ProviderConfig) inventoryPools() (map[string]int64, error) {
+	out := map[string]int64{}
+	for class, s := range c.Inventory.Storage {
+		q, err := resource.ParseQuantity(s)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("inventory.storage.%s %q: not a size (e.g. 1Ti)", class, s)
+		}
+		out[class] = q.Value()
+	}
+	return out, nil
+}
+
+// pricer builds the configured pricing strategy.
+func (c *ProviderConfig) pricer() (bidengine.Pricer, error) {
+	p := c.Bidding.Pricing
+	switch p.Strategy {
+	case "scale":
+		dec := func(field, s string) (market.Dec, error) {
+			if s == "" {
+				return market.Dec{}, nil
+			}
+			d, err := market.ParseDec(s)
+			if err != nil {
+				return d, fmt.Errorf("bidding.pricing.scale.%s %q: %w", field, s, err)
+			}
+			return d, nil
+		}
+		r := bidengine.ScaleRates{Denom: p.Scale.Denom, Storage: map[string]market.Dec{}, GPU: map[string]market.Dec{}}
+		var err error
+		for _, f := range []struct {
+			name string
+			in   string
+			out  *market.Dec
+		}{{"cpu", p.Scale.CPU, &r.CPU}, {"memory", p.Scale.Memory, &r.Memory}, {"endpoint", p.Scale.Endpoint, &r.Endpoint}, {"leased_ip", p.Scale.LeasedIP, &r.LeasedIP}} {
+			if *f.out, err = dec(f.name, f.in); err != nil {
+				return nil, err
+			}
+		}
+		for class, s := range p.Scale.Storage {
+			if r.Storage[class], err = dec("storage."+class, s); err != nil {
+				return nil, err
+			}
+		}
+		for model, s := range p.Scale.GPU {
+			if r.GPU[model], err = dec("gpu."+model, s); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("bidding.%w", err)
+		}
+		return &bidengine.ScalePricer{Rates: r}, nil
+	case "script":
+		sc := bidengine.ScriptConfig{Path: p.Script.Path, MaxConcurrent: p.Script.MaxConcurrent}
+		if p.Script.Timeout != "" {
+			d, err := time.ParseDuration(p.Script.Timeout)
+			if err != nil {
+				return nil, fmt.Errorf("bidding.pricing.script.timeout %q: %w", p.Script.Timeout, err)
+			}
+			sc.Timeout = d
+		}
+		pr, err := bidengine.NewScriptPricer(sc)
+		if err != nil {
+			return nil, fmt.Errorf("bidding.%w", err)
+		}
+		return pr, nil
+	}
+	return nil, fmt.Errorf("bidding.pricing.strategy %q: want scale or script", p.Strategy)
+}

@@ -1,0 +1,213 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/testenv"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "provider.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestProviderConfig(t *testing.T) {
+	script := filepath.Join(t.TempDir(), "price.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 1\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		env        map[string]string
+		want       string // error substring; "" = valid
+	}{
+		{"defaults", "", nil, ""},
+		{"full", `
+home: /tmp/h
+from: prov
+bidding:
+  timeout: 2m
+  pricing:
+    scale: {denom: uakt, cpu: "0.5", gpu: {a100: "120"}, storage: {beta3: "0.01"}}
+  tenants:
+    deny: [akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq7cdc78]
+  budget: {bids_per_hour: 100, tenant_bids_per_hour: 10}
+  limits: {cpu_per_replica: "8", memory_per_replica: 64Gi}
+inventory:
+  storage: {beta3: 2Ti}
+  leased_ips: 4
+`, nil, ""},
+		{"script", "bidding:\n  pricing:\n    strategy: script\n    script: {path: " + script + ", timeout: 3s}\n", nil, ""},
+		{"unknown key", "bidding:\n  pricing:\n    scale:\n      cpuu: \"1\"\n", nil, "line 4: bidding.pricing.scale.cpuu: unknown key"},
+		{"bad decimal", "bidding:\n  pricing:\n    scale: {cpu: abc}\n", nil, `bidding.pricing.scale.cpu "abc"`},
+		{"negative rate", "bidding:\n  pricing:\n    scale: {gpu: {h100: \"-1\"}}\n", nil, "bidding.pricing.scale.gpu.h100"},
+		{"strategy", "bidding:\n  pricing:\n    strategy: auction\n", nil, `bidding.pricing.strategy "auction"`},
+		{"script path", "bidding:\n  pricing:\n    strategy: script\n    script: {path: /nonexistent}\n", nil, "pricing.script.path"},
+		{"timeout", "bidding:\n  timeout: 1s\n", nil, `bidding.timeout "1s"`},
+		{"deny address", "bidding:\n  tenants: {deny: [bob]}\n", nil, `bidding.tenants.deny[0] "bob"`},
+		{"limit", "bidding:\n  limits: {memory_per_replica: lots}\n", nil, "bidding.limits.memory_per_replica"},
+		{"storage", "inventory:\n  storage: {beta3: big}\n", nil, "inventory.storage.beta3"},
+		{"log level", "log_level: loud\n", nil, `log_level: "loud"`},
+		{"env overrides", "home: /from/file\n", map[string]string{"BERTH_HOME": "/from/env", "BERTH_LOG_LEVEL": "verbose"}, `log_level: "verbose"`},
+		{"wrong type", "kube_burst: many\n", nil, "line 1: kube_burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })
+			if err == nil {
+				err = c.Validate()
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			if tc.name == "full" {
+				if c.Home != "/tmp/h" || c.Bidding.Pricing.Scale.Storage["ephemeral"] == "" || c.Bidding.Pricing.Scale.Storage["beta3"] != "0.01" {
+					t.Fatalf("merged config %+v", c)
+				}
+			}
+		})
+	}
+}
+
+// embeddedKubeconfig rewrites a kubeconfig with its certificates inline (client-go
+// starts a process-wide rotation watcher for certificate files).
+func embeddedKubeconfig(t *testing.T, path string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestProviderRun composes the provider daemon as `berth provider run` does and checks
+// it bids on a matching order and counts the decision in /metrics.
+func TestProviderRun(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "app-run-1", CPU: "8", Memory: "32Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	home := t.TempDir()
+	exported, err := l.Keys.Export("provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keys.Open(node.KeyringDir(home), ledger.DefaultAddressPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.ImportExported("provider", exported); err != nil {
+		t.Fatal(err)
+	}
+	c := l.Client(t)
+	me := l.Address(t, "provider")
+	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",
+		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\n", home, l.RPC(), embeddedKubeconfig(t, k.KubeconfigPath))), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProvider(t.Context(), cfg, "127.0.0.1:0", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	select {
+	case <-p.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("provider not ready")
+	}
+	tenant := l.Address(t, "tenant")
+	group := market.GroupSpec{Name: "dc", Requirements: market.PlacementRequirements{Attributes: market.Attributes{{Key: "region", Value: "us-west"}}},
+		Resources: []market.ResourceUnit{{Count: 1, Price: market.DecCoin{Denom: "uakt", Amount: market.DecFromUint(1000)}, Resources: market.Resources{
+			ID: 1, CPU: &market.CPU{Units: market.ResourceValue{Val: 500}}, Memory: &market.Memory{Size: market.ResourceValue{Val: 256 << 20}},
+		}}}}
+	if _, err := l.Broadcaster(t, c, "tenant").Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: 7}, Groups: []market.GroupSpec{group}, Version: bytes.Repeat([]byte{7}, 32),
+		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	order := market.OrderID{Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1}
+	// Default scale prices: 500 m × 0.01 + 256 MiB × 0.002 = 5.512 per block.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var b ledger.Bid
+		err := c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(me)}, &b)
+		if err == nil {
+			if b.Price.String() != "5.512000000000000000uakt" {
+				t.Fatalf("bid %+v", b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no bid: %v (decisions %+v)", err, p.Engine().History().Last(5))
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 1`, "berth_bid_latency_seconds_count 1", "# HELP berth_bidengine_height"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, "provider", "bidengine.cursor")); err != nil {
+		t.Errorf("cursor not saved: %v", err)
+	}
+}

@@ -1,0 +1,70 @@
+package yaml
+
+import (
+	"strings"
+	"testing"
+)
+
+type decodeTarget struct {
+	Name    string            `yaml:"name"`
+	Count   uint32            `yaml:"count"`
+	Ratio   float64           `yaml:"ratio"`
+	On      bool              `yaml:"on"`
+	Tags    []string          `yaml:"tags"`
+	Rates   map[string]string `yaml:"rates"`
+	Inner   *decodeInner      `yaml:"inner"`
+	Keep    string            `yaml:"keep"`
+	private string
+}
+
+type decodeInner struct {
+	Items []decodeItem `yaml:"items"`
+}
+
+type decodeItem struct {
+	Key   string `yaml:"key"`
+	Value int    `yaml:"value"`
+}
+
+func TestDecode(t *testing.T) {
+	v := decodeTarget{Keep: "default"}
+	err := Decode([]byte(`
+name: web
+count: 3
+ratio: 0.5
+on: yes
+tags: [a, b]
+rates: {cpu: "0.1", "*": "2"}
+inner:
+  items:
+    - {key: k, value: -4}
+`), &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Name != "web" || v.Count != 3 || v.Ratio != 0.5 || !v.On || len(v.Tags) != 2 || v.Rates["*"] != "2" ||
+		v.Inner == nil || v.Inner.Items[0].Value != -4 || v.Keep != "default" || v.private != "" {
+		t.Fatalf("%+v", v)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"naem: x", "line 1: naem: unknown key (known here: count, inner, keep, name, on, rates, ratio, tags)"},
+		{"count: -1", "line 1: count: \"-1\" is not a non-negative whole number"},
+		{"count: 99999999999", "count: \"99999999999\" is not a non-negative whole number that fits (32 bits)"},
+		{"inner:\n  items:\n    - {key: k, value: x}", "line 3: inner.items[0].value: \"x\" is not a whole number"},
+		{"inner:\n  items:\n    - {kye: k}", "line 3: inner.items[0].kye: unknown key"},
+		{"tags: a", "line 1: tags: want a list, got a scalar"},
+		{"name: [a]", "line 1: name: want a single value, got a sequence"},
+		{"on: maybe", "on: \"maybe\" is not true or false"},
+		{"rates: {a: 1, a: 2}", "line 1: rates.a: listed twice"},
+		{"- a", "(top level): want a mapping"},
+	} {
+		var v decodeTarget
+		err := Decode([]byte(tc.doc), &v)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.doc, err, tc.want)
+		}
+	}
+}
