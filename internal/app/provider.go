@@ -63,7 +63,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, fmt.Errorf("from: key %q: %w", cfg.From, err)
 	}
-	if p.bcast, err = chain.NewBroadcaster(c, signer, chain.BroadcastOptions{}); err != nil {
+	if p.bcast, err = chain.NewBroadcaster(c, signer, chain.BroadcastOptions{Linger: bidengine.ProviderLinger}); err != nil {
 		return nil, err
 	}
 	policy, err := cfg.policy(prefix)

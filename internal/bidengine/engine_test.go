@@ -36,7 +36,7 @@ func (p *testPricer) Price(ctx context.Context, r Request) (market.DecCoin, erro
 	return p.rates.Price(r)
 }
 
-func engineRates(t *testing.T) *ScaleRates {
+func engineRates(t testing.TB) *ScaleRates {
 	return &ScaleRates{
 		Denom: "uakt", CPU: dec(t, "0.1"), Memory: dec(t, "0.01"),
 		Storage:  map[string]market.Dec{ClassEphemeral: dec(t, "0.001"), "beta3": dec(t, "0.002")},

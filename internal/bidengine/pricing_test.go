@@ -8,7 +8,7 @@ import (
 	"berth.dev/berth/internal/sdl"
 )
 
-func dec(t *testing.T, s string) market.Dec {
+func dec(t testing.TB, s string) market.Dec {
 	t.Helper()
 	d, err := market.ParseDec(s)
 	if err != nil {

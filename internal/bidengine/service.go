@@ -17,6 +17,10 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
+// ProviderLinger is the broadcaster's linger the provider uses: long enough for a
+// block's bids, decided in parallel, to go out in one transaction.
+const ProviderLinger = 2 * time.Millisecond
+
 // Sender sends messages in a transaction and waits for its inclusion
 // (chain.Broadcaster.Submit).
 type Sender interface {
@@ -32,6 +36,10 @@ type ServiceConfig struct {
 	Concurrency int
 	// TickInterval is how often bid timeouts are checked (default 1 s).
 	TickInterval time.Duration
+	// Observe, when set, is called with each bid's latency from reading its order's
+	// block to handing the bid to the broadcaster (berth_bid_latency_seconds records it
+	// regardless).
+	Observe func(time.Duration)
 }
 
 // Service is the bid engine's run loop: it rebuilds the engine from the ledger, catches
@@ -164,29 +172,36 @@ func (s *Service) handleBlock(ctx context.Context, b chain.Block, replay bool) e
 	return nil
 }
 
-// decideAll decides orders in parallel and sends the bids.
-func (s *Service) decideAll(ctx context.Context, orders []market.OrderID, start time.Time, checkExisting bool) error {
-	if len(orders) == 0 {
-		return nil
+// decideAll reads the orders (one query per thousand) and decides them.
+func (s *Service) decideAll(ctx context.Context, ids []market.OrderID, start time.Time, checkExisting bool) error {
+	for len(ids) > 0 {
+		n := min(len(ids), ledger.MaxOrderIDs)
+		var r ledger.OrdersResponse
+		if err := s.client.Query(ctx, ledger.QueryOrders, ledger.OrdersRequest{IDs: ids[:n]}, &r); err != nil {
+			return fmt.Errorf("read %d new orders: %w", n, err)
+		}
+		if err := s.decideOrders(ctx, r.Orders, start, checkExisting); err != nil {
+			return err
+		}
+		ids = ids[n:]
 	}
+	return nil
+}
+
+// decideOrders decides orders in parallel and sends the bids.
+func (s *Service) decideOrders(ctx context.Context, orders []ledger.Order, start time.Time, checkExisting bool) error {
 	// Not errgroup.WithContext: its context ends with Wait, and the bids sent from
 	// here outlive it.
 	var g errgroup.Group
 	g.SetLimit(s.cfg.Concurrency)
-	for _, id := range orders {
-		g.Go(func() error { return s.decide(ctx, id, start, checkExisting) })
+	for i := range orders {
+		g.Go(func() error { return s.decide(ctx, &orders[i], start, checkExisting) })
 	}
 	return g.Wait()
 }
 
-func (s *Service) decide(ctx context.Context, id market.OrderID, start time.Time, checkExisting bool) error {
-	var o ledger.Order
-	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id}, &o); err != nil {
-		if errors.Is(err, ledger.ErrNotFound) {
-			return nil
-		}
-		return fmt.Errorf("order %s: %w", id, err)
-	}
+func (s *Service) decide(ctx context.Context, o *ledger.Order, start time.Time, checkExisting bool) error {
+	id := o.ID
 	if checkExisting && o.State == ledger.OrderOpen {
 		var b ledger.Bid
 		err := s.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: id.Bid(s.engine.cfg.Provider)}, &b)
@@ -197,11 +212,15 @@ func (s *Service) decide(ctx context.Context, id market.OrderID, start time.Time
 			return fmt.Errorf("bid on order %s: %w", id, err)
 		}
 	}
-	msg, err := s.engine.Decide(ctx, o, time.Now())
+	msg, err := s.engine.Decide(ctx, *o, time.Now())
 	if err != nil || msg == nil {
 		return err
 	}
-	s.latency.Observe(time.Since(start).Seconds())
+	lat := time.Since(start)
+	s.latency.Observe(lat.Seconds())
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(lat)
+	}
 	s.sends.Go(func() {
 		_, err := s.sender.Submit(ctx, msg)
 		if err != nil && ctx.Err() == nil {
@@ -329,12 +348,8 @@ func (s *Service) catchUp(ctx context.Context) error {
 		if err := s.client.Query(ctx, ledger.QueryOrders, ledger.OrdersRequest{State: ledger.OrderOpen, Page: p}, &r); err != nil {
 			return nil, fmt.Errorf("open orders: %w", err)
 		}
-		ids := make([]market.OrderID, len(r.Orders))
-		for i := range r.Orders {
-			ids[i] = r.Orders[i].ID
-		}
-		n += len(ids)
-		return r.NextKey, s.decideAll(ctx, ids, start, true)
+		n += len(r.Orders)
+		return r.NextKey, s.decideOrders(ctx, r.Orders, start, true)
 	})
 	if err != nil {
 		return err

@@ -19,8 +19,11 @@ type BroadcastOptions struct {
 	MaxMsgsPerTx int
 	// Timeout bounds the wait for a transaction to be in a block (default 30 s).
 	Timeout time.Duration
-	// InFlight is how many batches may wait for inclusion at once (default 4).
+	// InFlight is how many batches may wait for inclusion at once (default 16).
 	InFlight int
+	// Linger is how long Run waits, once a request is queued, for others to join its
+	// batch (default 0: no wait).
+	Linger time.Duration
 	// Memo is written in every transaction.
 	Memo string
 }
@@ -84,7 +87,7 @@ func NewBroadcaster(c *Client, key ledger.Signer, opts BroadcastOptions) (*Broad
 		opts.Timeout = 30 * time.Second
 	}
 	if opts.InFlight <= 0 {
-		opts.InFlight = 4
+		opts.InFlight = 16
 	}
 	return &Broadcaster{c: c, key: key, addr: addr, opts: opts, kick: make(chan struct{}, 1)}, nil
 }
@@ -300,19 +303,24 @@ func (b *Broadcaster) Run(ctx context.Context) error {
 			return nil
 		case <-b.kick:
 		}
+		// Requests arriving together (a block's bids) go out together.
+		if b.opts.Linger > 0 && !sleepCtx(ctx, b.opts.Linger) {
+			b.failQueued(ctx.Err())
+			return nil
+		}
 		for {
-			batch := b.take()
-			if len(batch) == 0 {
-				break
-			}
+			// A slot first, then the batch: what queues while the slots are busy joins
+			// the next batch.
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
-				for _, r := range batch {
-					r.done <- outcome{err: ctx.Err()}
-				}
 				b.failQueued(ctx.Err())
 				return nil
+			}
+			batch := b.take()
+			if len(batch) == 0 {
+				<-sem
+				break
 			}
 			wg.Add(1)
 			go func() {

@@ -77,6 +77,14 @@ type nodeState struct {
 	planned Amounts // unmaterialized replicas of reservations
 }
 
+// hotNode is what placement scans, one per node, index-aligned with Capacity.nodes and
+// kept compact so that a scan over a thousand nodes stays in cache.
+type hotNode struct {
+	free        Amounts // Allocatable − used − planned, kept up to date
+	gpus        int64   // allocatable GPUs
+	schedulable bool
+}
+
 type podState struct {
 	Pod
 	mat  bool // materializes one planned replica of its lease's reservation
@@ -98,12 +106,33 @@ type pool struct {
 type Capacity struct {
 	mu        sync.Mutex
 	nodes     []*nodeState // sorted by name
+	hot       []hotNode
 	nodeIndex map[string]int
 	used      map[string]Amounts // by node name: requests of every scheduled pod
 	pods      map[string]*podState
 	podsOf    map[market.OrderID]map[string]bool
 	pools     map[string]*pool
 	res       map[market.OrderID]*reservation
+}
+
+// refreshLocked recomputes the free amounts of the named node, if it exists.
+func (c *Capacity) refreshLocked(name string) {
+	if i, ok := c.nodeIndex[name]; ok {
+		n := c.nodes[i]
+		c.hot[i] = hotNode{free: n.Allocatable.Sub(c.used[name]).Sub(n.planned), gpus: n.Allocatable.GPUs, schedulable: n.Schedulable}
+	}
+}
+
+func (c *Capacity) planAddLocked(ni int, a Amounts) {
+	n := c.nodes[ni]
+	n.planned = n.planned.Add(a)
+	c.hot[ni].free = c.hot[ni].free.Sub(a)
+}
+
+func (c *Capacity) planSubLocked(ni int, a Amounts) {
+	n := c.nodes[ni]
+	n.planned = n.planned.Sub(a)
+	c.hot[ni].free = c.hot[ni].free.Add(a)
 }
 
 // NewCapacity returns an empty inventory.
@@ -125,11 +154,14 @@ func (c *Capacity) SetNode(n Node) {
 	defer c.mu.Unlock()
 	if i, ok := c.nodeIndex[n.Name]; ok {
 		c.nodes[i].Node = n
+		c.refreshLocked(n.Name)
 		c.rebalanceLocked(i)
 	} else {
 		i, _ := slices.BinarySearchFunc(c.nodes, n.Name, func(s *nodeState, name string) int { return cmp.Compare(s.Name, name) })
 		c.nodes = slices.Insert(c.nodes, i, &nodeState{Node: n})
+		c.hot = slices.Insert(c.hot, i, hotNode{})
 		c.reindexLocked(i)
+		c.refreshLocked(n.Name)
 	}
 	c.placeUnplacedLocked()
 }
@@ -157,6 +189,7 @@ func (c *Capacity) DeleteNode(name string) {
 		}
 	}
 	c.nodes = slices.Delete(c.nodes, i, i+1)
+	c.hot = slices.Delete(c.hot, i, i+1)
 	delete(c.nodeIndex, name)
 	c.reindexLocked(i)
 	c.placeUnplacedLocked()
@@ -191,6 +224,7 @@ func (c *Capacity) SetPod(p Pod) {
 	c.pods[p.Key] = ps
 	if p.Node != "" {
 		c.used[p.Node] = c.used[p.Node].Add(p.Requests)
+		c.refreshLocked(p.Node)
 	}
 	if p.Lease != nil {
 		o := p.Lease.Order()
@@ -228,6 +262,7 @@ func (c *Capacity) deletePodLocked(key string) {
 		} else {
 			c.used[ps.Node] = u
 		}
+		c.refreshLocked(ps.Node)
 	}
 	if ps.Lease == nil {
 		return
@@ -241,7 +276,7 @@ func (c *Capacity) deletePodLocked(key string) {
 		// The replica is planned again where the pod was: the space it just freed.
 		if ni, ok := c.nodeIndex[ps.Node]; ok {
 			r.planned[ps.unit] = append(r.planned[ps.unit], ni)
-			c.nodes[ni].planned = c.nodes[ni].planned.Add(r.demand.Units[ps.unit].Each)
+			c.planAddLocked(ni, r.demand.Units[ps.unit].Each)
 		} else {
 			r.unplaced[ps.unit]++
 		}
@@ -275,7 +310,7 @@ func (c *Capacity) materializeLocked(r *reservation, ps *podState) {
 		}
 		ni := r.planned[u][k]
 		r.planned[u] = slices.Delete(r.planned[u], k, k+1)
-		c.nodes[ni].planned = c.nodes[ni].planned.Sub(e)
+		c.planSubLocked(ni, e)
 		ps.mat, ps.unit = true, u
 		return
 	}
@@ -372,22 +407,25 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 	if adopt {
 		running = c.runningLocked(order, d)
 	}
-	delta := map[int]Amounts{}
+	// Each unit's replicas are planned as soon as they are placed, so the next unit
+	// sees them; a failure takes back what was planned.
 	for _, u := range placementOrder(d.Units) {
 		unit := d.Units[u]
 		want := int(unit.Count) - running[u]
-		nodes, gpu, err := c.placeLocked(unit, want, delta)
+		nodes, gpu, err := c.placeLocked(unit, want)
 		if err != nil && !adopt {
+			for pu, planned := range r.planned {
+				for _, ni := range planned {
+					c.planSubLocked(ni, d.Units[pu].Each)
+				}
+			}
 			return nil, err
 		}
 		r.planned[u], r.gpus[u] = nodes, gpu
 		r.unplaced[u] = max(want, 0) - len(nodes)
 		for _, ni := range nodes {
-			delta[ni] = delta[ni].Add(unit.Each)
+			c.planAddLocked(ni, unit.Each)
 		}
-	}
-	for ni, a := range delta {
-		c.nodes[ni].planned = c.nodes[ni].planned.Add(a)
 	}
 	c.res[order] = r
 	c.claimPoolsLocked(r, +1)
@@ -457,15 +495,15 @@ func placementOrder(units []Unit) []int {
 }
 
 // placeLocked finds a node for each of want replicas of unit, given the tentative
-// claims in delta (not modified). GPU units try each accepted model in turn and take
+// GPU units try each accepted model in turn and take
 // the first under which every replica fits. On failure it returns the nodes it could
 // fill (for adoption) and an *Insufficient error.
-func (c *Capacity) placeLocked(unit Unit, want int, delta map[int]Amounts) ([]int, GPUModel, error) {
+func (c *Capacity) placeLocked(unit Unit, want int) ([]int, GPUModel, error) {
 	if want <= 0 {
 		return nil, GPUModel{}, nil
 	}
 	if unit.Each.GPUs == 0 {
-		nodes, ok := c.fillLocked(unit, want, delta, nil)
+		nodes, ok := c.fillLocked(unit, want, -1, nil)
 		if !ok {
 			return nodes, GPUModel{}, &Insufficient{Resource: "nodes", Detail: fmt.Sprintf(
 				"resource unit %d: %d of %d replicas (%s each) fit on the cluster's nodes", unit.ID, len(nodes), want, unit.Each)}
@@ -475,7 +513,7 @@ func (c *Capacity) placeLocked(unit Unit, want int, delta map[int]Amounts) ([]in
 	var best []int
 	var bestGPU GPUModel
 	for _, alt := range unit.GPUs {
-		nodes, ok := c.fillLocked(unit, want, delta, &alt)
+		nodes, ok := c.fillLocked(unit, want, -1, &alt)
 		if ok {
 			return nodes, c.nodes[nodes[0]].GPU, nil
 		}
@@ -498,55 +536,58 @@ func gpuList(gs []GPUModel) string {
 	return s
 }
 
-// fillLocked places want replicas one by one on the best node for each. GPU replicas
-// of one unit share one model (the first node chosen fixes it). Best: for GPU units the
-// fitting node with the fewest free GPUs (keep big GPU nodes whole); for others, nodes
-// without GPUs first, then the most free CPU (spread, like the scheduler's default).
-func (c *Capacity) fillLocked(unit Unit, want int, delta map[int]Amounts, alt *GPUModel) ([]int, bool) {
-	local := map[int]Amounts{}
+// fillLocked places want replicas one by one on the best node for each, never on node
+// skip (−1: none). GPU replicas of one unit share one model (the first node chosen
+// fixes it). Best: for GPU units the fitting node with the fewest free GPUs (keep big
+// GPU nodes whole); for others, nodes without GPUs first, then the most free CPU
+// (spread, like the scheduler's default). The free amounts are claimed tentatively
+// while placing and restored before returning: fillLocked changes nothing.
+func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *GPUModel) ([]int, bool) {
 	var nodes []int
+	defer func() {
+		for _, ni := range nodes {
+			c.hot[ni].free = c.hot[ni].free.Add(unit.Each)
+		}
+	}()
 	var model *GPUModel
 	for range want {
 		best := -1
-		var bestFree Amounts
-		for i, n := range c.nodes {
-			if !n.Schedulable {
+		for i := range c.hot {
+			h := &c.hot[i]
+			if !h.schedulable || (alt != nil && h.gpus == 0) || i == skip || !unit.Each.Fits(h.free) {
 				continue
 			}
 			if alt != nil {
-				if n.Allocatable.GPUs == 0 || !alt.Accepts(n.GPU) || (model != nil && n.GPU != *model) {
+				n := c.nodes[i]
+				if !alt.Accepts(n.GPU) || (model != nil && n.GPU != *model) {
 					continue
 				}
 			}
-			free := n.Allocatable.Sub(c.used[n.Name]).Sub(n.planned).Sub(delta[i]).Sub(local[i])
-			if !unit.Each.Fits(free) {
-				continue
-			}
-			if best < 0 || better(unit, n, free, c.nodes[best], bestFree) {
-				best, bestFree = i, free
+			if best < 0 || better(unit, h, &c.hot[best]) {
+				best = i
 			}
 		}
 		if best < 0 {
-			return nodes, false
+			return slices.Clone(nodes), false
 		}
 		if alt != nil && model == nil {
 			m := c.nodes[best].GPU
 			model = &m
 		}
-		local[best] = local[best].Add(unit.Each)
+		c.hot[best].free = c.hot[best].free.Sub(unit.Each)
 		nodes = append(nodes, best)
 	}
-	return nodes, true
+	return slices.Clone(nodes), true
 }
 
-func better(unit Unit, n *nodeState, free Amounts, b *nodeState, bFree Amounts) bool {
+func better(unit Unit, n, b *hotNode) bool {
 	if unit.Each.GPUs > 0 {
-		return free.GPUs < bFree.GPUs
+		return n.free.GPUs < b.free.GPUs
 	}
-	if (n.Allocatable.GPUs == 0) != (b.Allocatable.GPUs == 0) {
-		return n.Allocatable.GPUs == 0
+	if (n.gpus == 0) != (b.gpus == 0) {
+		return n.gpus == 0
 	}
-	return free.CPU > bFree.CPU
+	return n.free.CPU > b.free.CPU
 }
 
 // checkPoolsLocked reports the first pool d needs more of than is free.
@@ -621,7 +662,7 @@ func (c *Capacity) Unreserve(order market.OrderID) bool {
 	}
 	for u, nodes := range r.planned {
 		for _, ni := range nodes {
-			c.nodes[ni].planned = c.nodes[ni].planned.Sub(r.demand.Units[u].Each)
+			c.planSubLocked(ni, r.demand.Units[u].Each)
 		}
 	}
 	for key := range c.podsOf[order] {
@@ -638,14 +679,14 @@ func (c *Capacity) Unreserve(order market.OrderID) bool {
 // or the node shrank. A replica that fits nowhere else becomes unplaced.
 func (c *Capacity) rebalanceLocked(ni int) {
 	n := c.nodes[ni]
-	for n.Allocatable.Sub(c.used[n.Name]).Sub(n.planned).Negative() && n.planned != (Amounts{}) {
+	for c.hot[ni].free.Negative() && n.planned != (Amounts{}) {
 		r, u, k := c.plannedOnLocked(ni)
 		if r == nil {
 			return
 		}
 		each := r.demand.Units[u].Each
 		r.planned[u] = slices.Delete(r.planned[u], k, k+1)
-		n.planned = n.planned.Sub(each)
+		c.planSubLocked(ni, each)
 		r.unplaced[u]++
 		c.placeOneLocked(r, u, ni)
 	}
@@ -680,17 +721,12 @@ func (c *Capacity) placeOneLocked(r *reservation, u, skip int) bool {
 		g := r.gpus[u]
 		alt = &g
 	}
-	var delta map[int]Amounts
-	if skip >= 0 {
-		// Make the node look full so the replica goes elsewhere.
-		delta = map[int]Amounts{skip: c.nodes[skip].Allocatable}
-	}
-	nodes, ok := c.fillLocked(unit, 1, delta, alt)
+	nodes, ok := c.fillLocked(unit, 1, skip, alt)
 	if !ok {
 		return false
 	}
 	r.planned[u] = append(r.planned[u], nodes[0])
-	c.nodes[nodes[0]].planned = c.nodes[nodes[0]].planned.Add(unit.Each)
+	c.planAddLocked(nodes[0], unit.Each)
 	r.unplaced[u]--
 	return true
 }
@@ -794,6 +830,9 @@ func (c *Capacity) Check() error {
 		}
 		if n.planned.Negative() {
 			return fmt.Errorf("node %s: planned %s is negative", n.Name, n.planned)
+		}
+		if want := n.Allocatable.Sub(c.used[n.Name]).Sub(n.planned); c.hot[i].free != want {
+			return fmt.Errorf("node %s: free %s, should be %s", n.Name, c.hot[i].free, want)
 		}
 	}
 	for name, p := range c.pools {

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -61,6 +62,14 @@ func TestLeaseLifecycle(t *testing.T) {
 	h.mustQuery(QueryOrders, OrdersRequest{State: OrderOpen, Owner: id.Owner}, &orders)
 	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
 		t.Fatalf("the tenant's open orders: %+v", orders)
+	}
+	// By ID: absent orders are left out; ids exclude the other filters.
+	h.mustQuery(QueryOrders, OrdersRequest{IDs: []market.OrderID{id.Group(9).Order(1), oid}}, &orders)
+	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
+		t.Fatalf("orders by ID: %+v", orders)
+	}
+	if err := h.query(QueryOrders, OrdersRequest{IDs: []market.OrderID{oid}, State: OrderOpen}, &orders); !errors.Is(err, ErrBadQuery) {
+		t.Fatalf("ids with state: %v", err)
 	}
 
 	// The group is priced 2 × 1000 per block; a bid above that is refused.

@@ -136,12 +136,17 @@ type OrderRequest struct {
 	ID market.OrderID `json:"id"`
 }
 
-// OrdersRequest lists orders, optionally by state and owner.
+// OrdersRequest lists orders, optionally by state and owner; or, with IDs, reads those
+// orders (at most MaxOrderIDs, no other filter; absent ones are left out).
 type OrdersRequest struct {
-	State string `json:"state,omitempty"`
-	Owner string `json:"owner,omitempty"`
-	Page  Page   `json:"page"`
+	IDs   []market.OrderID `json:"ids,omitempty"`
+	State string           `json:"state,omitempty"`
+	Owner string           `json:"owner,omitempty"`
+	Page  Page             `json:"page"`
 }
+
+// MaxOrderIDs bounds the orders one query reads by ID.
+const MaxOrderIDs = 1000
 
 // OrdersResponse is a page of orders.
 type OrdersResponse struct {
@@ -458,6 +463,23 @@ func (q *querier) deployments(data []byte) (DeploymentsResponse, error) {
 	return DeploymentsResponse{Deployments: list, NextKey: next}, err
 }
 
+func (q *querier) ordersByID(req OrdersRequest) (OrdersResponse, error) {
+	if len(req.IDs) > MaxOrderIDs {
+		return OrdersResponse{}, badQuery("ids: %d orders, at most %d", len(req.IDs), MaxOrderIDs)
+	}
+	if req.State != "" || req.Owner != "" || len(req.Page.Key) > 0 {
+		return OrdersResponse{}, badQuery("ids cannot be combined with state, owner or page")
+	}
+	out := OrdersResponse{Orders: make([]Order, 0, len(req.IDs))}
+	for _, id := range req.IDs {
+		var o Order
+		if getJSON(q.r, orderKey(id), &o) {
+			out.Orders = append(out.Orders, o)
+		}
+	}
+	return out, nil
+}
+
 func (q *querier) order(data []byte) (Order, error) {
 	var req OrderRequest
 	if err := decodeReq(data, &req); err != nil {
@@ -486,6 +508,9 @@ func (q *querier) orders(data []byte) (OrdersResponse, error) {
 	var req OrdersRequest
 	if err := decodeReq(data, &req); err != nil {
 		return OrdersResponse{}, err
+	}
+	if len(req.IDs) > 0 {
+		return q.ordersByID(req)
 	}
 	if err := checkState(req.State, OrderOpen, OrderActive, OrderClosed); err != nil {
 		return OrdersResponse{}, err
