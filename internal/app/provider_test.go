@@ -211,3 +211,30 @@ func TestProviderRun(t *testing.T) {
 		t.Errorf("cursor not saved: %v", err)
 	}
 }
+
+// TestBiddingDocExamples keeps docs/bidding.md true: every YAML example in it decodes
+// strictly, and the ones that do not name a script on this machine validate.
+func TestBiddingDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/bidding.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(doc), "```yaml\n")[1:]
+	if len(blocks) < 3 {
+		t.Fatalf("found %d YAML examples", len(blocks))
+	}
+	for i, b := range blocks {
+		body, _, _ := strings.Cut(b, "```")
+		c, err := LoadProviderConfig(writeConfig(t, body), func(string) string { return "" })
+		if err != nil {
+			t.Errorf("example %d: %v", i+1, err)
+			continue
+		}
+		if c.Bidding.Pricing.Strategy == "script" {
+			continue
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("example %d: %v", i+1, err)
+		}
+	}
+}

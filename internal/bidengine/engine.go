@@ -281,7 +281,7 @@ func (e *Engine) declinedLocked(id market.OrderID, now time.Time, err error) {
 		e.record(id, now, ResultNoBid, nb.Reason, nb.Detail, nil)
 		return
 	}
-	e.record(id, now, ResultNoBid, "error", err.Error(), nil)
+	e.record(id, now, ResultNoBid, ReasonError, err.Error(), nil)
 }
 
 func (e *Engine) record(id market.OrderID, now time.Time, result, reason, detail string, price *market.DecCoin) {
@@ -350,7 +350,7 @@ func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
 			if t := e.orders[id]; t != nil && t.state != stateWon && t.state != statePricing {
 				result, reason := ResultClosed, ReasonOrderClosed
 				if a[ledger.AttrState] == ledger.BidLost {
-					result, reason = ResultLost, "another_provider"
+					result, reason = ResultLost, ReasonAnotherProvider
 				}
 				e.dropLocked(id, now, result, reason, "")
 			}
@@ -363,7 +363,7 @@ func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
 		t := e.orders[id]
 		if !ours {
 			if t != nil && t.state != stateWon && t.state != statePricing {
-				e.dropLocked(id, now, ResultLost, "another_provider", "leased to "+a[ledger.AttrProvider])
+				e.dropLocked(id, now, ResultLost, ReasonAnotherProvider, "leased to "+a[ledger.AttrProvider])
 			}
 			return nil
 		}
@@ -372,7 +372,7 @@ func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
 			return []Action{{Kind: ActAdopt, Order: id}}
 		}
 		t.state = stateWon
-		e.record(id, now, ResultWon, "leased", "", &t.price)
+		e.record(id, now, ResultWon, ReasonLeased, "", &t.price)
 		return []Action{{Kind: ActPublishWon, Order: id, Won: &LeaseWon{Lease: lease, Price: t.price, Spec: t.spec, Placements: t.placements}}}
 	case ledger.EventLeaseClosed:
 		if id, ok := orderOf(a); ok && ours {
@@ -510,7 +510,7 @@ func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now 
 	}
 	e.orders[id] = &tracked{state: stateWon, owner: id.Owner, spec: spec, price: l.Price, placements: placements}
 	if !rebuilt {
-		e.record(id, now, ResultWon, "leased", "adopted", &l.Price)
+		e.record(id, now, ResultWon, ReasonLeased, "adopted", &l.Price)
 	}
 	return &LeaseWon{Lease: l.ID, Price: l.Price, Spec: spec, Placements: placements, Rebuilt: rebuilt}, nil
 }

@@ -25,6 +25,12 @@ const (
 	ReasonBidTimeout  = "bid_timeout"  // no lease within the bid timeout: we closed the bid
 	ReasonOrderClosed = "order_closed" // the order, its group or deployment closed
 	ReasonLeaseClosed = "lease_closed" // our lease ended
+	// ReasonLeased is the reason of a won bid; ReasonAnotherProvider of a lost one.
+	ReasonLeased          = "leased"
+	ReasonAnotherProvider = "another_provider"
+	// ReasonError is a decision that failed for a reason outside the fixed set (the
+	// detail says what).
+	ReasonError = "error"
 )
 
 // Decision is one entry of the history: what happened to an order and why.

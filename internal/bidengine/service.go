@@ -222,8 +222,11 @@ func (s *Service) decide(ctx context.Context, o *ledger.Order, start time.Time, 
 		s.cfg.Observe(lat)
 	}
 	s.sends.Go(func() {
-		_, err := s.sender.Submit(ctx, msg)
-		if err != nil && ctx.Err() == nil {
+		res, err := s.sender.Submit(ctx, msg)
+		switch {
+		case err == nil:
+			s.log.InfoContext(ctx, "bid placed", slog.String("order", id.String()), slog.String("price", msg.Price.String()), slog.Int64("height", res.Height))
+		case ctx.Err() == nil:
 			s.log.WarnContext(ctx, "bid not placed", slog.String("order", id.String()), slog.String("error", err.Error()))
 		}
 		s.engine.BidSent(id, err, time.Now())
@@ -245,6 +248,7 @@ func (s *Service) act(ctx context.Context, acts []Action) {
 				}
 			})
 		case ActPublishWon:
+			s.log.InfoContext(ctx, "lease won", slog.String("lease", a.Won.Lease.String()), slog.String("price", a.Won.Price.String()))
 			s.won.Publish(*a.Won)
 		case ActAdopt:
 			err = s.adopt(ctx, a.Order.Bid(s.engine.cfg.Provider).Lease(), false)
@@ -278,6 +282,7 @@ func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) er
 		return err
 	}
 	if won != nil {
+		s.log.InfoContext(ctx, "lease adopted", slog.String("lease", won.Lease.String()), slog.Bool("at_start", rebuilt))
 		s.won.Publish(*won)
 	}
 	return nil
