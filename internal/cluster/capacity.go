@@ -113,6 +113,7 @@ type Capacity struct {
 	podsOf    map[market.OrderID]map[string]bool
 	pools     map[string]*pool
 	res       map[market.OrderID]*reservation
+	unplaced  int // replicas of all reservations that have no node
 }
 
 // refreshLocked recomputes the free amounts of the named node, if it exists.
@@ -181,6 +182,7 @@ func (c *Capacity) DeleteNode(name string) {
 			for _, ni := range r.planned[u] {
 				if ni == i {
 					r.unplaced[u]++
+					c.unplaced++
 				} else {
 					kept = append(kept, ni)
 				}
@@ -239,6 +241,8 @@ func (c *Capacity) SetPod(p Pod) {
 	if ni, ok := c.nodeIndex[p.Node]; ok {
 		c.rebalanceLocked(ni)
 	}
+	// A replaced pod, or a replica materialized elsewhere, may have freed room.
+	c.placeUnplacedLocked()
 }
 
 // DeletePod removes a pod.
@@ -279,6 +283,7 @@ func (c *Capacity) deletePodLocked(key string) {
 			c.planAddLocked(ni, r.demand.Units[ps.unit].Each)
 		} else {
 			r.unplaced[ps.unit]++
+			c.unplaced++
 		}
 	}
 }
@@ -296,6 +301,7 @@ func (c *Capacity) materializeLocked(r *reservation, ps *podState) {
 		}
 		if r.unplaced[u] > 0 {
 			r.unplaced[u]--
+			c.unplaced--
 			ps.mat, ps.unit = true, u
 			return
 		}
@@ -423,6 +429,7 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 		}
 		r.planned[u], r.gpus[u] = nodes, gpu
 		r.unplaced[u] = max(want, 0) - len(nodes)
+		c.unplaced += r.unplaced[u]
 		for _, ni := range nodes {
 			c.planAddLocked(ni, unit.Each)
 		}
@@ -670,6 +677,9 @@ func (c *Capacity) Unreserve(order market.OrderID) bool {
 	}
 	c.claimPoolsLocked(r, -1)
 	delete(c.res, order)
+	for _, n := range r.unplaced {
+		c.unplaced -= n
+	}
 	c.placeUnplacedLocked()
 	return true
 }
@@ -688,6 +698,7 @@ func (c *Capacity) rebalanceLocked(ni int) {
 		r.planned[u] = slices.Delete(r.planned[u], k, k+1)
 		c.planSubLocked(ni, each)
 		r.unplaced[u]++
+		c.unplaced++
 		c.placeOneLocked(r, u, ni)
 	}
 }
@@ -728,11 +739,15 @@ func (c *Capacity) placeOneLocked(r *reservation, u, skip int) bool {
 	r.planned[u] = append(r.planned[u], nodes[0])
 	c.planAddLocked(nodes[0], unit.Each)
 	r.unplaced[u]--
+	c.unplaced--
 	return true
 }
 
 // placeUnplacedLocked plans unplaced replicas where room appeared.
 func (c *Capacity) placeUnplacedLocked() {
+	if c.unplaced == 0 {
+		return
+	}
 	for _, o := range c.sortedOrdersLocked() {
 		r := c.res[o]
 		for u := range r.unplaced {
@@ -823,6 +838,15 @@ func (c *Capacity) Check() error {
 		}
 		reserved[PoolLeasedIPs] += int64(r.demand.LeasedIPs)
 		reserved[PoolNodePorts] += int64(r.demand.NodePorts)
+	}
+	unplaced := 0
+	for _, r := range c.res {
+		for _, n := range r.unplaced {
+			unplaced += n
+		}
+	}
+	if unplaced != c.unplaced {
+		return fmt.Errorf("%d unplaced replicas counted, reservations have %d", c.unplaced, unplaced)
 	}
 	for i, n := range c.nodes {
 		if n.planned != planned[i] {

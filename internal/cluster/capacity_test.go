@@ -267,7 +267,17 @@ func TestReservationProperties(t *testing.T) {
 			held := map[market.OrderID]Demand{}
 			pods := map[string]Pod{}
 			for step := range 300 {
-				switch op := rng.IntN(10); {
+				switch op := rng.IntN(11); {
+				case op == 10:
+					// Reserving and releasing at once leaves every node and pool as it was.
+					before := snapshot(c)
+					o := order(1000 + uint64(step))
+					if _, err := c.Reserve(o, randomDemand(rng)); err == nil {
+						c.Unreserve(o)
+					}
+					if after := snapshot(c); after != before {
+						t.Fatalf("step %d: reserve+unreserve changed the state:\n%s\n%s", step, before, after)
+					}
 				case op < 5:
 					o := order(uint64(rng.IntN(30)))
 					d := randomDemand(rng)
@@ -365,4 +375,20 @@ func randomDemand(rng *rand.Rand) Demand {
 	}
 	d.NodePorts = rng.IntN(3)
 	return d
+}
+
+// snapshot renders every node's free amounts and every pool's counters.
+func snapshot(c *Capacity) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := ""
+	for i, n := range c.nodes {
+		out += fmt.Sprintf("%s:%s/%s;", n.Name, c.hot[i].free, n.planned)
+	}
+	for _, name := range []string{StoragePool("beta3"), PoolNodePorts, PoolLeasedIPs} {
+		if p, ok := c.pools[name]; ok {
+			out += fmt.Sprintf("%s:%d/%d/%d;", name, p.capacity, p.used, p.reserved)
+		}
+	}
+	return out
 }

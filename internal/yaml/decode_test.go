@@ -68,3 +68,19 @@ func TestDecodeErrors(t *testing.T) {
 		}
 	}
 }
+
+// FuzzDecode: configuration files are outside input; decoding never panics, and what
+// decodes once decodes the same way again.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{"name: web\ncount: 3\n", "inner: {items: [{key: a, value: 1}]}", "rates: {a: b}", "tags: [x, y]", "- a", "&a x: *a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		var a, b decodeTarget
+		errA := Decode([]byte(doc), &a)
+		errB := Decode([]byte(doc), &b)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("%q: decoded differently: %v / %v", doc, errA, errB)
+		}
+	})
+}
