@@ -82,21 +82,14 @@ func BenchmarkDecide(b *testing.B) {
 		}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, err := NewHistory(1000, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			e, err := NewEngine(EngineConfig{
+			e := newTestEngine(b, EngineConfig{
 				Provider: us, Pricer: bc.pricer(b), Deposit: market.Coin{Amount: 5000000, Denom: "uakt"}, BidTimeout: time.Minute,
 				Policy: Policy{Attributes: market.Attributes{
 					{Key: "region", Value: "us-west"},
 					{Key: "capabilities/storage/1/class", Value: "beta3"}, {Key: "capabilities/storage/1/persistent", Value: "true"},
 					{Key: "capabilities/gpu/vendor/nvidia/model/a100", Value: "true"},
 				}},
-			}, benchCapacity(), h)
-			if err != nil {
-				b.Fatal(err)
-			}
+			}, benchCapacity())
 			specs := benchOrders()
 			ended := errors.New("bid ended")
 			bids := 0
@@ -135,14 +128,7 @@ func benchProvider(b *testing.B, l *testenv.LedgerNode, observe func(time.Durati
 	if _, err := bc.Broadcast(b.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443", Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
 		b.Fatal(err)
 	}
-	h, err := NewHistory(1000, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	e, err := NewEngine(EngineConfig{Provider: me, Pricer: &ScalePricer{Rates: *engineRates(b)}, Deposit: c.Params().BidMinDeposit, BidTimeout: time.Hour}, benchCapacity(), h)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := newTestEngine(b, EngineConfig{Provider: me, Pricer: &ScalePricer{Rates: *engineRates(b)}, Deposit: c.Params().BidMinDeposit, BidTimeout: time.Hour}, benchCapacity())
 	cur, err := NewCursor(filepath.Join(b.TempDir(), "cursor"))
 	if err != nil {
 		b.Fatal(err)

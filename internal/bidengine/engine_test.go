@@ -118,15 +118,21 @@ func newHarness(t *testing.T, mutate func(*EngineConfig)) *harness {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	h, err := NewHistory(100, nil)
+	return &harness{t: t, cap: c, e: newTestEngine(t, cfg, c), now: t0}
+}
+
+// newTestEngine builds an engine with a history of 1000 decisions.
+func newTestEngine(tb testing.TB, cfg EngineConfig, c Capacity) *Engine {
+	tb.Helper()
+	h, err := NewHistory(1000, nil)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	e, err := NewEngine(cfg, c, h)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	return &harness{t: t, cap: c, e: e, now: t0}
+	return e
 }
 
 func (h *harness) decide(o ledger.Order) *ledger.MsgCreateBid {

@@ -50,14 +50,7 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	h, err := NewHistory(1000, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(cfg, capacity, h)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newTestEngine(t, cfg, capacity)
 	cur, err := NewCursor(cursor)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package cluster
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -466,13 +467,9 @@ func (c *Capacity) runningLocked(order market.OrderID, d Demand) []int {
 	return n
 }
 
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+// sortedKeys lists a map's keys in order (deterministic iteration).
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }
 
 // matches: a pod runs a replica of unit when it requests the unit's CPU, memory and
@@ -599,7 +596,7 @@ func better(unit Unit, n, b *hotNode) bool {
 
 // checkPoolsLocked reports the first pool d needs more of than is free.
 func (c *Capacity) checkPoolsLocked(d Demand) error {
-	for _, class := range sortedClasses(d.Storage) {
+	for _, class := range sortedKeys(d.Storage) {
 		if need := d.Storage[class]; need > 0 {
 			if free := c.poolFreeLocked(StoragePool(class)); need > free {
 				return &Insufficient{Resource: "storage", Detail: fmt.Sprintf("storage class %q: %s needed, %s free", class, bytesString(need), bytesString(max(free, 0)))}
@@ -619,14 +616,6 @@ func (c *Capacity) checkPoolsLocked(d Demand) error {
 	return nil
 }
 
-func sortedClasses(m map[string]int64) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
 
 func (c *Capacity) poolFreeLocked(name string) int64 {
 	p, ok := c.pools[name]
