@@ -616,7 +616,6 @@ func (c *Capacity) checkPoolsLocked(d Demand) error {
 	return nil
 }
 
-
 func (c *Capacity) poolFreeLocked(name string) int64 {
 	p, ok := c.pools[name]
 	if !ok {
