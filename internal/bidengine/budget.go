@@ -87,6 +87,18 @@ func (g *Budget) Spend(owner string, now time.Time) {
 	}
 }
 
+// Refund gives back a bid Spend took for owner, when the bid did not happen after all.
+func (g *Budget) Refund(owner string, now time.Time) {
+	if g.perHour > 0 {
+		g.all.refill(g.perHour, now)
+		g.all.tokens = min(g.perHour, g.all.tokens+1)
+	}
+	if g.tenantPerHour > 0 {
+		b := g.tenant(owner, now)
+		b.tokens = min(g.tenantPerHour, b.tokens+1)
+	}
+}
+
 func (g *Budget) String() string {
 	return fmt.Sprintf("%g bids/hour, %g per tenant", g.perHour, g.tenantPerHour)
 }

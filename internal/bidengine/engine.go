@@ -200,6 +200,7 @@ func (e *Engine) Decide(ctx context.Context, o ledger.Order, now time.Time) (*le
 	defer e.mu.Unlock()
 	if ctx.Err() != nil || err != nil || t.cancelled {
 		e.cap.Unreserve(o.ID)
+		e.budget.Refund(o.ID.Owner, now)
 		delete(e.orders, o.ID)
 		switch {
 		case ctx.Err() != nil:
@@ -211,7 +212,6 @@ func (e *Engine) Decide(ctx context.Context, o ledger.Order, now time.Time) (*le
 		}
 		return nil, nil
 	}
-	e.budget.Spend(o.ID.Owner, now)
 	t.state, t.price = stateSending, price
 	e.record(o.ID, now, ResultBid, ReasonPriced, "", &price)
 	offer := make([]ledger.ResourceOffer, len(o.Spec.Resources))
@@ -237,6 +237,11 @@ func (e *Engine) admitLocked(o ledger.Order, now time.Time) ([]cluster.Placement
 	var ins *cluster.Insufficient
 	if errors.As(err, &ins) {
 		return nil, noBid(capacityReason(ins.Resource), "%s", ins.Detail)
+	}
+	if err == nil {
+		// Spent now, while the lock is held, so that orders priced concurrently cannot
+		// all pass the budget; refunded if pricing says no.
+		e.budget.Spend(o.ID.Owner, now)
 	}
 	return placements, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -400,5 +401,68 @@ func TestBidFailedAndUnknownLease(t *testing.T) {
 	o2 := openOrder(2, groupSpec(nil, web))
 	if acts := h.apply(event(ledger.EventBidCreated, o2.ID, us)); len(acts) != 1 || acts[0].Kind != ActRestoreBid {
 		t.Fatalf("actions %+v", acts)
+	}
+}
+
+// TestBudgetHoldsUnderConcurrentPricing: orders priced at the same time cannot all pass
+// the budget (it is spent when the capacity is reserved, refunded if pricing says no).
+func TestBudgetHoldsUnderConcurrentPricing(t *testing.T) {
+	release := make(chan struct{})
+	var h *harness
+	h = newHarness(t, func(c *EngineConfig) {
+		c.BidsPerHour = 2
+		c.Pricer = &testPricer{fn: func(ctx context.Context, r Request) (market.DecCoin, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return market.DecCoin{}, ctx.Err()
+			}
+			if r.Units[0].CPUMillis == 300 {
+				return market.DecCoin{}, &NoBid{Reason: ReasonScriptFailed, Detail: "refused"}
+			}
+			return engineRates(t).Price(r)
+		}}
+	})
+	small := func(cpu uint64) market.GroupSpec { return groupSpec(nil, unitSpec{count: 1, cpu: cpu, mem: 1 << 20}) }
+	results := make(chan *ledger.MsgCreateBid, 5)
+	var wg sync.WaitGroup
+	for i := range 5 {
+		wg.Go(func() {
+			m, err := h.e.Decide(t.Context(), openOrder(uint64(i+1), small(100)), h.now)
+			if err != nil {
+				t.Error(err)
+			}
+			results <- m
+		})
+	}
+	// Three are declined at once, without waiting for pricing.
+	declined := 0
+	for range 3 {
+		if m := <-results; m == nil {
+			declined++
+		}
+	}
+	if declined != 3 {
+		t.Fatalf("%d of the first 3 answers declined", declined)
+	}
+	close(release)
+	wg.Wait()
+	close(results)
+	bids := 0
+	for m := range results {
+		if m != nil {
+			bids++
+		}
+	}
+	if bids != 2 {
+		t.Fatalf("%d bids with a budget of 2", bids)
+	}
+	// A refusal by pricing gives its budget back.
+	h.now = h.now.Add(30 * time.Minute) // one bid refilled
+	if h.decide(openOrder(10, small(300))) != nil {
+		t.Fatal("a refused order was bid on")
+	}
+	if h.decide(openOrder(11, small(100))) == nil {
+		t.Fatalf("the refused order's budget was not refunded: %+v", h.last())
 	}
 }
