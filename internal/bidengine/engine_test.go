@@ -408,8 +408,7 @@ func TestBidFailedAndUnknownLease(t *testing.T) {
 // the budget (it is spent when the capacity is reserved, refunded if pricing says no).
 func TestBudgetHoldsUnderConcurrentPricing(t *testing.T) {
 	release := make(chan struct{})
-	var h *harness
-	h = newHarness(t, func(c *EngineConfig) {
+	h := newHarness(t, func(c *EngineConfig) {
 		c.BidsPerHour = 2
 		c.Pricer = &testPricer{fn: func(ctx context.Context, r Request) (market.DecCoin, error) {
 			select {
