@@ -72,6 +72,9 @@ func LeakOptions() []goleak.Option {
 		// A validator whose peer stopped sleeps before its next reconnection attempt and
 		// returns when it sees its own switch stopped.
 		goleak.IgnoreAnyFunction("github.com/cometbft/cometbft/p2p.(*Switch).reconnectToPeer"),
+		// Block sync's requester loop sleeps between rounds (up to a few seconds) and
+		// returns when it wakes and sees its pool stopped.
+		goleak.IgnoreAnyFunction("github.com/cometbft/cometbft/blocksync.(*BlockPool).makeRequestersRoutine"),
 		// goleveldb's pool drainer lingers up to 1 s after Close.
 		goleak.IgnoreTopFunction("github.com/syndtr/goleveldb/leveldb.(*DB).mpoolDrain"),
 	}
