@@ -22,6 +22,23 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 const gi = 1 << 30
 
+// addNodes adds kwok nodes for one test and deletes them when it ends, so tests that
+// count the cluster's nodes do not see each other's.
+func addNodes(t *testing.T, kube *testenv.Kube, specs ...localenv.NodeSpec) {
+	t.Helper()
+	if err := kube.AddNodes(t.Context(), specs...); err != nil {
+		t.Fatal(err)
+	}
+	cs := kube.Clientset(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
+		defer cancel()
+		for _, s := range specs {
+			_ = cs.CoreV1().Nodes().Delete(ctx, s.Name, metav1.DeleteOptions{})
+		}
+	})
+}
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -44,12 +61,10 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	kube := testenv.Cluster(t)
 	cs := kube.Clientset(t)
 	ctx := t.Context()
-	if err := kube.AddNodes(ctx,
+	addNodes(t, kube,
 		localenv.NodeSpec{Name: "inv-cpu", CPU: "4", Memory: "16Gi"},
 		localenv.NodeSpec{Name: "inv-gpu", CPU: "32", Memory: "256Gi", GPUs: 8, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
-	); err != nil {
-		t.Fatal(err)
-	}
+	)
 	capacity := cluster.NewCapacity()
 	inv, err := NewInventory(cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {

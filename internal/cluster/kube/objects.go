@@ -1,0 +1,411 @@
+package kube
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// LabelService names the manifest service an object belongs to.
+const LabelService = "berth.dev/service"
+
+// TenantServiceAccount is the service account every pod of a lease runs as: it has no
+// permissions and no API token is mounted.
+const TenantServiceAccount = "tenant"
+
+// Settings are the provider's choices for how leases run.
+type Settings struct {
+	// StorageClasses maps an SDL persistent storage class to the cluster's StorageClass
+	// (absent: the same name).
+	StorageClasses map[string]string
+	// GPURuntimeClass, when set, is the runtimeClassName of pods with GPUs.
+	GPURuntimeClass string
+	// GPUModelLabel is the node label carrying the GPU model (default
+	// cluster.LabelGPUModel); GPU pods get node affinity on the models they accept.
+	GPUModelLabel string
+	// IngressNamespace is where the ingress controller runs (default ingress-nginx).
+	IngressNamespace string
+	// EgressDeny lists the CIDRs tenants may not reach (default: private, shared,
+	// link-local and loopback ranges); everything else on the internet is allowed.
+	EgressDeny []string
+}
+
+// DefaultEgressDeny are the ranges tenants' pods cannot reach by default.
+var DefaultEgressDeny = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
+
+func (s Settings) withDefaults() Settings {
+	if s.GPUModelLabel == "" {
+		s.GPUModelLabel = cluster.LabelGPUModel
+	}
+	if s.IngressNamespace == "" {
+		s.IngressNamespace = "ingress-nginx"
+	}
+	if s.EgressDeny == nil {
+		s.EgressDeny = DefaultEgressDeny
+	}
+	return s
+}
+
+// LeaseObjects are the Kubernetes objects of one lease, in the order they are applied.
+type LeaseObjects struct {
+	Namespace       *corev1.Namespace
+	ServiceAccount  *corev1.ServiceAccount
+	NetworkPolicies []*networkingv1.NetworkPolicy
+	Secrets         []*corev1.Secret
+	Deployments     []*appsv1.Deployment
+	StatefulSets    []*appsv1.StatefulSet
+	Services        []*corev1.Service
+}
+
+// LeaseNamespace is the namespace of a lease: "lease-" and 32 characters of the base32
+// SHA-256 of its ID, stable and a valid DNS label.
+func LeaseNamespace(id market.LeaseID) string {
+	sum := sha256.Sum256([]byte(id.String()))
+	return "lease-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:32]
+}
+
+// BuildLease turns a lease's manifest group into its objects.
+func BuildLease(id market.LeaseID, group market.ManifestGroup, s Settings) (*LeaseObjects, error) {
+	s = s.withDefaults()
+	ns := LeaseNamespace(id)
+	labels := cluster.LeaseLabels(id)
+	meta := func(name string, extra ...string) metav1.ObjectMeta {
+		l := make(map[string]string, len(labels)+len(extra)/2)
+		for k, v := range labels {
+			l[k] = v
+		}
+		for i := 0; i+1 < len(extra); i += 2 {
+			l[extra[i]] = extra[i+1]
+		}
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: l}
+	}
+	nsMeta := meta(ns)
+	nsMeta.Namespace = ""
+	objs := &LeaseObjects{
+		Namespace:      &corev1.Namespace{TypeMeta: typeMeta("v1", "Namespace"), ObjectMeta: nsMeta},
+		ServiceAccount: &corev1.ServiceAccount{TypeMeta: typeMeta("v1", "ServiceAccount"), ObjectMeta: meta(TenantServiceAccount), AutomountServiceAccountToken: new(bool)},
+	}
+	objs.NetworkPolicies = networkPolicies(meta, group, s)
+	for i := range group.Services {
+		svc := &group.Services[i]
+		if err := buildService(objs, meta, svc, s); err != nil {
+			return nil, fmt.Errorf("service %s: %w", svc.Name, err)
+		}
+	}
+	return objs, nil
+}
+
+func typeMeta(apiVersion, kind string) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: apiVersion, Kind: kind}
+}
+
+type metaFunc func(name string, extra ...string) metav1.ObjectMeta
+
+func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Settings) error {
+	selector := map[string]string{cluster.LabelManaged: "true", LabelService: svc.Name}
+	pod, claims, err := podSpec(svc, s)
+	if err != nil {
+		return err
+	}
+	if c := svc.Credentials; c != nil {
+		secret, err := pullSecret(meta(svc.Name+"-pull", LabelService, svc.Name), c)
+		if err != nil {
+			return err
+		}
+		objs.Secrets = append(objs.Secrets, secret)
+		pod.ImagePullSecrets = []corev1.LocalObjectReference{{Name: secret.Name}}
+	}
+	tmpl := corev1.PodTemplateSpec{ObjectMeta: meta("", LabelService, svc.Name), Spec: pod}
+	tmpl.Namespace = ""
+	replicas := int32(min(svc.Count, 1<<30))
+	if len(claims) > 0 {
+		objs.StatefulSets = append(objs.StatefulSets, &appsv1.StatefulSet{
+			TypeMeta: typeMeta("apps/v1", "StatefulSet"), ObjectMeta: meta(svc.Name, LabelService, svc.Name),
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: tmpl,
+				ServiceName: svc.Name, PodManagementPolicy: appsv1.ParallelPodManagement,
+				VolumeClaimTemplates: claims,
+			},
+		})
+	} else {
+		zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+		objs.Deployments = append(objs.Deployments, &appsv1.Deployment{
+			TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta(svc.Name, LabelService, svc.Name),
+			Spec: appsv1.DeploymentSpec{
+				Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: tmpl,
+				// No extra capacity during an update: replace one replica at a time.
+				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}},
+			},
+		})
+	}
+	objs.Services = append(objs.Services, services(meta, svc, selector)...)
+	return nil
+}
+
+// podSpec builds a service's pod, and the volume claims when it has persistent storage.
+func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.PersistentVolumeClaim, error) {
+	res := svc.Resources
+	requests := corev1.ResourceList{}
+	limits := corev1.ResourceList{}
+	if res.CPU != nil {
+		q := *resource.NewMilliQuantity(int64(min(uint64(res.CPU.Units.Val), 1<<53)), resource.DecimalSI)
+		requests[corev1.ResourceCPU], limits[corev1.ResourceCPU] = q, q
+	}
+	memory := int64(0)
+	if res.Memory != nil {
+		memory = int64(min(uint64(res.Memory.Size.Val), 1<<53))
+	}
+	mounts := map[string]market.StorageParams{}
+	if svc.Params != nil {
+		for _, p := range svc.Params.Storage {
+			mounts[p.Name] = p
+		}
+	}
+	var volumes []corev1.Volume
+	var volumeMounts []corev1.VolumeMount
+	var claims []corev1.PersistentVolumeClaim
+	var ephemeral int64
+	for _, st := range res.Storage {
+		size := int64(min(uint64(st.Size.Val), 1<<53))
+		class, _ := st.Attributes.Find(market.StorageAttributeClass)
+		persistent, _ := st.Attributes.Find(market.StorageAttributePersistent)
+		mount, mounted := mounts[st.Name]
+		switch {
+		case class == market.StorageClassRAM:
+			// Memory-backed: counted in the container's memory.
+			memory += size
+			if !mounted {
+				return corev1.PodSpec{}, nil, fmt.Errorf("ram volume %q is not mounted", st.Name)
+			}
+			q := resource.NewQuantity(size, resource.BinarySI)
+			volumes = append(volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: q}}})
+		case persistent == "true":
+			if !mounted {
+				return corev1.PodSpec{}, nil, fmt.Errorf("persistent volume %q is not mounted", st.Name)
+			}
+			if class == "" {
+				class = market.StorageClassDefault
+			}
+			scName := class
+			if mapped, ok := s.StorageClasses[class]; ok {
+				scName = mapped
+			}
+			claims = append(claims, corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: st.Name},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					StorageClassName: &scName, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
+				},
+			})
+		default:
+			ephemeral += size
+			if mounted {
+				q := resource.NewQuantity(size, resource.BinarySI)
+				volumes = append(volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}})
+			}
+		}
+		if mounted {
+			volumeMounts = append(volumeMounts, corev1.VolumeMount{Name: st.Name, MountPath: mount.Mount, ReadOnly: mount.ReadOnly})
+		}
+	}
+	if memory > 0 {
+		q := *resource.NewQuantity(memory, resource.BinarySI)
+		requests[corev1.ResourceMemory], limits[corev1.ResourceMemory] = q, q
+	}
+	if ephemeral > 0 {
+		q := *resource.NewQuantity(ephemeral, resource.BinarySI)
+		requests[corev1.ResourceEphemeralStorage], limits[corev1.ResourceEphemeralStorage] = q, q
+	}
+	var affinity *corev1.Affinity
+	runtimeClass := ""
+	if res.GPU != nil && res.GPU.Units.Val > 0 {
+		q := *resource.NewQuantity(int64(min(uint64(res.GPU.Units.Val), 1<<20)), resource.DecimalSI)
+		requests[ResourceGPU], limits[ResourceGPU] = q, q
+		alts, err := cluster.ParseGPUAttributes(res.GPU.Attributes)
+		if err != nil {
+			return corev1.PodSpec{}, nil, err
+		}
+		var models []string
+		for _, a := range alts {
+			if a.Model == "*" {
+				models = nil
+				break
+			}
+			if m := strings.ToLower(a.Model); !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+		if len(models) > 0 {
+			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: s.GPUModelLabel, Operator: corev1.NodeSelectorOpIn, Values: models}}}},
+			}}}
+		}
+		runtimeClass = s.GPURuntimeClass
+	}
+	env, err := envVars(svc.Env)
+	if err != nil {
+		return corev1.PodSpec{}, nil, err
+	}
+	var ports []corev1.ContainerPort
+	for i := range svc.Expose {
+		e := &svc.Expose[i]
+		p := corev1.ContainerPort{ContainerPort: int32(min(e.Port, 65535)), Protocol: protocol(e.Proto)}
+		if !slices.ContainsFunc(ports, func(o corev1.ContainerPort) bool {
+			return o.ContainerPort == p.ContainerPort && o.Protocol == p.Protocol
+		}) {
+			ports = append(ports, p)
+		}
+	}
+	no := false
+	pod := corev1.PodSpec{
+		ServiceAccountName:           TenantServiceAccount,
+		AutomountServiceAccountToken: &no,
+		EnableServiceLinks:           &no,
+		Affinity:                     affinity,
+		Volumes:                      volumes,
+		Containers: []corev1.Container{{
+			Name: svc.Name, Image: svc.Image, Command: svc.Command, Args: svc.Args, Env: env, Ports: ports,
+			Resources:    corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			VolumeMounts: volumeMounts,
+			SecurityContext: &corev1.SecurityContext{
+				Privileged: &no, AllowPrivilegeEscalation: &no,
+			},
+		}},
+	}
+	if runtimeClass != "" {
+		pod.RuntimeClassName = &runtimeClass
+	}
+	return pod, claims, nil
+}
+
+func protocol(p string) corev1.Protocol {
+	if p == market.ProtoUDP {
+		return corev1.ProtocolUDP
+	}
+	return corev1.ProtocolTCP
+}
+
+// envVars reads "NAME=value" entries (a name alone is an empty value).
+func envVars(env []string) ([]corev1.EnvVar, error) {
+	out := make([]corev1.EnvVar, 0, len(env))
+	for i, e := range env {
+		name, value, _ := strings.Cut(e, "=")
+		if name == "" {
+			return nil, fmt.Errorf("env[%d]: empty name", i)
+		}
+		out = append(out, corev1.EnvVar{Name: name, Value: value})
+	}
+	return out, nil
+}
+
+// services: a ClusterIP service with every port (how the lease's services reach each
+// other and how the ingress reaches HTTP ports), and a NodePort service with the
+// global ports that are not HTTP on 80.
+func services(meta metaFunc, svc *market.Service, selector map[string]string) []*corev1.Service {
+	var internal, global []corev1.ServicePort
+	for i := range svc.Expose {
+		e := &svc.Expose[i]
+		ext := int32(min(e.ExternalPortOrPort(), 65535))
+		target := intstr.FromInt32(int32(min(e.Port, 65535)))
+		p := corev1.ServicePort{Name: portName(e.Proto, ext), Port: ext, TargetPort: target, Protocol: protocol(e.Proto)}
+		if !slices.ContainsFunc(internal, func(o corev1.ServicePort) bool { return o.Name == p.Name }) {
+			internal = append(internal, p)
+		}
+		if e.Global && !e.IsIngress() && !slices.ContainsFunc(global, func(o corev1.ServicePort) bool { return o.Name == p.Name }) {
+			global = append(global, p)
+		}
+	}
+	var out []*corev1.Service
+	if len(internal) > 0 {
+		out = append(out, &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(svc.Name, LabelService, svc.Name),
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Selector: selector, Ports: internal}})
+	}
+	if len(global) > 0 {
+		out = append(out, &corev1.Service{TypeMeta: typeMeta("v1", "Service"), ObjectMeta: meta(svc.Name+"-np", LabelService, svc.Name),
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: selector, Ports: global}})
+	}
+	return out
+}
+
+func portName(proto string, port int32) string {
+	return strings.ToLower(string(protocol(proto))) + "-" + fmt.Sprint(port)
+}
+
+// pullSecret is a dockerconfigjson secret for a service's registry credentials.
+func pullSecret(meta metav1.ObjectMeta, c *market.ServiceCredentials) (*corev1.Secret, error) {
+	if c.Host == "" || c.Username == "" || c.Password == "" {
+		return nil, errors.New("image credentials need host, username and password")
+	}
+	cfg := map[string]map[string]map[string]string{"auths": {c.Host: {
+		"username": c.Username, "password": c.Password, "email": c.Email,
+	}}}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &corev1.Secret{TypeMeta: typeMeta("v1", "Secret"), ObjectMeta: meta, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: b}}, nil
+}
+
+// networkPolicies isolate a lease: nothing in or out by default; within the namespace
+// allowed; DNS to kube-system; the internet except EgressDeny; in from the ingress
+// controller; and in from anywhere to the global ports.
+func networkPolicies(meta metaFunc, group market.ManifestGroup, s Settings) []*networkingv1.NetworkPolicy {
+	all := metav1.LabelSelector{}
+	np := func(name string, spec networkingv1.NetworkPolicySpec) *networkingv1.NetworkPolicy {
+		spec.PodSelector = all
+		return &networkingv1.NetworkPolicy{TypeMeta: typeMeta("networking.k8s.io/v1", "NetworkPolicy"), ObjectMeta: meta(name), Spec: spec}
+	}
+	ingress := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+	egress := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	dns := intstr.FromInt32(53)
+	nsSelector := func(name string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: name}}
+	}
+	out := []*networkingv1.NetworkPolicy{
+		np("default-deny", networkingv1.NetworkPolicySpec{PolicyTypes: append(ingress, egress...)}),
+		np("allow-namespace", networkingv1.NetworkPolicySpec{PolicyTypes: append(ingress, egress...),
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &all}}}},
+			Egress:  []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &all}}}}}),
+		np("allow-dns", networkingv1.NetworkPolicySpec{PolicyTypes: egress,
+			Egress: []networkingv1.NetworkPolicyEgressRule{{
+				To:    []networkingv1.NetworkPolicyPeer{{NamespaceSelector: nsSelector("kube-system")}},
+				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+			}}}),
+		np("allow-internet", networkingv1.NetworkPolicySpec{PolicyTypes: egress,
+			Egress: []networkingv1.NetworkPolicyEgressRule{{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: s.EgressDeny}}}}}}),
+		np("allow-ingress-controller", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: nsSelector(s.IngressNamespace)}}}}}),
+	}
+	var global []networkingv1.NetworkPolicyPort
+	for i := range group.Services {
+		for j := range group.Services[i].Expose {
+			e := &group.Services[i].Expose[j]
+			if e.Global && !e.IsIngress() {
+				p, port := protocol(e.Proto), intstr.FromInt32(int32(min(e.Port, 65535)))
+				global = append(global, networkingv1.NetworkPolicyPort{Protocol: &p, Port: &port})
+			}
+		}
+	}
+	if len(global) > 0 {
+		out = append(out, np("allow-global-ports", networkingv1.NetworkPolicySpec{PolicyTypes: ingress,
+			Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: global}}}))
+	}
+	return out
+}
