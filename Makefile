@@ -43,6 +43,15 @@ vet: ## go vet
 lint: ## golangci-lint (pinned version, strict config)
 	"$$(hack/tool.sh golangci-lint)" run ./...
 
+.PHONY: generate
+generate: ## regenerate api/v1's deepcopy code and the CRDs in config/crd (controller-gen)
+	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/... && "$$cg" crd paths=./api/... output:crd:dir=config/crd
+
+.PHONY: generate-check
+generate-check: generate ## fail if the generated files differ from what is committed
+	@if ! git diff --quiet -- api config/crd || [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
+		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd; exit 1; fi
+
 .PHONY: test
-test: deps testbin fmt-check vet lint ## the whole suite: checks, lint and go test -race
+test: deps testbin fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
 	BERTH_TESTBIN="$$(hack/testbin.sh)" go test $(GO_TEST_FLAGS) ./...

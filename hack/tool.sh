@@ -3,6 +3,7 @@
 # keyed by its version, and prints the binary's path. Reused when present.
 #
 #   hack/tool.sh golangci-lint
+#   hack/tool.sh controller-gen
 set -euo pipefail
 
 case "${1:-}" in
@@ -10,8 +11,12 @@ golangci-lint)
 	pkg=github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 	version=v2.15.0
 	;;
+controller-gen)
+	pkg=sigs.k8s.io/controller-tools/cmd/controller-gen
+	version=v0.23.0
+	;;
 *)
-	echo "usage: hack/tool.sh golangci-lint" >&2
+	echo "usage: hack/tool.sh golangci-lint|controller-gen" >&2
 	exit 2
 	;;
 esac

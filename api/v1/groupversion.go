@@ -1,0 +1,34 @@
+// Package v1 holds berth's custom resources (group berth.dev, version v1): Manifest,
+// the durable record of what a lease runs; ProviderHost, a hostname a lease serves;
+// ProviderLeasedIP, a port on a leased IP address. The CRD YAML under config/crd and
+// zz_generated.deepcopy.go are generated from these types by `make generate`.
+//
+// +kubebuilder:object:generate=true
+// +groupName=berth.dev
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is berth.dev/v1.
+var GroupVersion = schema.GroupVersion{Group: "berth.dev", Version: "v1"}
+
+var (
+	// SchemeBuilder registers the types with a scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	// AddToScheme adds the types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&Manifest{}, &ManifestList{},
+		&ProviderHost{}, &ProviderHostList{},
+		&ProviderLeasedIP{}, &ProviderLeasedIPList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -1,0 +1,75 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"berth.dev/berth/config/crd"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// InstallCRDs server-side applies berth's CustomResourceDefinitions and waits until
+// the API server serves them (condition Established).
+func InstallCRDs(ctx context.Context, dc dynamic.Interface) error {
+	files, err := fs.Glob(crd.Files, "*.yaml")
+	if err != nil {
+		return err
+	}
+	force := true
+	var names []string
+	for _, f := range files {
+		y, err := crd.Files.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		j, err := yaml.YAMLToJSON(y)
+		if err != nil {
+			return fmt.Errorf("CRD %s: %w", f, err)
+		}
+		var u unstructured.Unstructured
+		if err := u.UnmarshalJSON(j); err != nil {
+			return fmt.Errorf("CRD %s: %w", f, err)
+		}
+		if _, err := dc.Resource(crdResource).Patch(ctx, u.GetName(), types.ApplyPatchType, j, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
+			return fmt.Errorf("install CRD %s: %w", u.GetName(), err)
+		}
+		names = append(names, u.GetName())
+	}
+	for _, name := range names {
+		if err := waitEstablished(ctx, dc, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func waitEstablished(ctx context.Context, dc dynamic.Interface, name string) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		u, err := dc.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("CRD %s not established: %w", name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package kube
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// ManifestResource is the Manifest resources' GroupVersionResource.
+var ManifestResource = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "manifests"}
+
+// ManifestName is the name of a lease's Manifest resource (in the lease's namespace).
+const ManifestName = "lease"
+
+// NewManifest is the Manifest resource recording what a lease runs. Registry passwords
+// are left out (the lease's pull Secrets hold them).
+func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup) (*berthv1.Manifest, error) {
+	clean := group
+	clean.Services = slices.Clone(group.Services)
+	for i := range clean.Services {
+		if c := clean.Services[i].Credentials; c != nil {
+			without := *c
+			without.Password = ""
+			clean.Services[i].Credentials = &without
+		}
+	}
+	raw, err := json.Marshal(clean)
+	if err != nil {
+		return nil, fmt.Errorf("manifest of lease %s: %w", id, err)
+	}
+	return &berthv1.Manifest{
+		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1.GroupVersion.String(), Kind: "Manifest"},
+		ObjectMeta: metav1.ObjectMeta{Name: ManifestName, Namespace: LeaseNamespace(id), Labels: cluster.LeaseLabels(id)},
+		Spec: berthv1.ManifestSpec{
+			Lease: berthv1.LeaseRef{
+				Owner: id.Owner, DSeq: strconv.FormatUint(id.DSeq, 10),
+				GSeq: int64(id.GSeq), OSeq: int64(id.OSeq), Provider: id.Provider,
+			},
+			Version: hex.EncodeToString(version),
+			Group:   runtime.RawExtension{Raw: raw},
+		},
+	}, nil
+}
+
+// ManifestLease reads a Manifest resource back: the lease, the version and the group
+// (without registry passwords).
+func ManifestLease(m *berthv1.Manifest) (market.LeaseID, []byte, market.ManifestGroup, error) {
+	l := m.Spec.Lease
+	dseq, err := strconv.ParseUint(l.DSeq, 10, 64)
+	if err != nil || l.GSeq < 1 || l.GSeq > 1<<32-1 || l.OSeq < 1 || l.OSeq > 1<<32-1 || l.Owner == "" || l.Provider == "" {
+		return market.LeaseID{}, nil, market.ManifestGroup{}, fmt.Errorf("manifest %s/%s: invalid lease %+v", m.Namespace, m.Name, l)
+	}
+	id := market.LeaseID{Owner: l.Owner, DSeq: dseq, GSeq: uint32(l.GSeq), OSeq: uint32(l.OSeq), Provider: l.Provider}
+	version, err := hex.DecodeString(m.Spec.Version)
+	if err != nil || len(version) != 32 {
+		return id, nil, market.ManifestGroup{}, fmt.Errorf("manifest of lease %s: version %q is not 64 hex digits", id, m.Spec.Version)
+	}
+	var g market.ManifestGroup
+	if err := json.Unmarshal(m.Spec.Group.Raw, &g); err != nil {
+		return id, nil, g, fmt.Errorf("manifest of lease %s: group: %w", id, err)
+	}
+	return id, version, g, nil
+}
