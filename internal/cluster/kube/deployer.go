@@ -1,0 +1,154 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// Deployer puts leases on the cluster and takes them off: the lease's objects and its
+// Manifest resource in, the lease's namespace out.
+type Deployer struct {
+	cs       kubernetes.Interface
+	dc       dynamic.Interface
+	settings Settings
+	log      *slog.Logger
+}
+
+// NewDeployer returns a deployer; it starts nothing.
+func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log *slog.Logger) (*Deployer, error) {
+	if cs == nil || dc == nil || log == nil {
+		return nil, errors.New("deployer: clients and logger are required")
+	}
+	return &Deployer{cs: cs, dc: dc, settings: s, log: log}, nil
+}
+
+// Deploy applies a lease's manifest group: its objects, then its Manifest resource
+// (written last, so a Manifest means everything before it was applied once).
+// Applying the same group again changes nothing; a new version is applied in place.
+func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+	objs, err := BuildLease(id, group, d.settings)
+	if err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	if err := Apply(ctx, d.cs, objs); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	m, err := NewManifest(id, version, group)
+	if err != nil {
+		return err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return fmt.Errorf("lease %s: manifest: %w", id, err)
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("lease %s: manifest: %w", id, err)
+	}
+	force := true
+	if _, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
+		return fmt.Errorf("lease %s: apply manifest resource: %w", id, err)
+	}
+	return nil
+}
+
+// Teardown deletes a lease's namespace, and with it every object and its Manifest. It
+// returns once the deletion is accepted (the namespace controller finishes it); a
+// lease with nothing on the cluster is not an error.
+func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
+	ns := LeaseNamespace(id)
+	policy := metav1.DeletePropagationBackground
+	err := d.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{PropagationPolicy: &policy})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s: delete namespace %s: %w", id, ns, err)
+	}
+	return nil
+}
+
+// Manifests lists every lease's Manifest resource: what the cluster runs, to rebuild
+// from after a restart. Manifests that cannot be read are skipped and logged.
+func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
+	list, err := d.dc.Resource(ManifestResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list manifests: %w", err)
+	}
+	out := make([]*berthv1.Manifest, 0, len(list.Items))
+	for i := range list.Items {
+		var m berthv1.Manifest
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &m); err != nil {
+			d.log.WarnContext(ctx, "unreadable manifest resource", slog.String("namespace", list.Items[i].GetNamespace()), slog.String("error", err.Error()))
+			continue
+		}
+		out = append(out, &m)
+	}
+	return out, nil
+}
+
+// LeaseActive says whether a lease is active on the ledger. An error means the ledger
+// could not say: callers must then leave the lease alone.
+type LeaseActive func(ctx context.Context, id market.LeaseID) (bool, error)
+
+// Orphan is a lease namespace whose lease is not active on the ledger.
+type Orphan struct {
+	Namespace string
+	Lease     market.LeaseID
+	// Removed is false in a dry run.
+	Removed bool
+}
+
+// RemoveOrphans deletes the namespaces berth made for leases the ledger no longer
+// shows active (with dryRun, only reports them). A namespace whose lease the ledger
+// cannot answer for is kept: an outage never removes a lease. Namespaces labelled as
+// berth's but naming no lease are reported as an error, not deleted.
+func (d *Deployer) RemoveOrphans(ctx context.Context, active LeaseActive, dryRun bool) ([]Orphan, error) {
+	list, err := d.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"})
+	if err != nil {
+		return nil, fmt.Errorf("list lease namespaces: %w", err)
+	}
+	var out []Orphan
+	var errs []error
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if ns.DeletionTimestamp != nil {
+			continue
+		}
+		id, ok := cluster.LeaseFromLabels(ns.Labels)
+		if !ok || LeaseNamespace(id) != ns.Name {
+			errs = append(errs, fmt.Errorf("namespace %s is labelled as berth's but names no lease", ns.Name))
+			continue
+		}
+		ok, err := active(ctx, id)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lease %s: %w", id, err))
+			continue
+		}
+		if ok {
+			continue
+		}
+		o := Orphan{Namespace: ns.Name, Lease: id}
+		if !dryRun {
+			if err := d.Teardown(ctx, id); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			o.Removed = true
+		}
+		out = append(out, o)
+	}
+	return out, errors.Join(errs...)
+}

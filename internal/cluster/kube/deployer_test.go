@@ -1,0 +1,183 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+func newTestDeployer(t *testing.T, kube *testenv.Kube) *Deployer {
+	t.Helper()
+	dc, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InstallCRDs(t.Context(), dc); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDeployer(kube.Clientset(t), dc, Settings{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+const webSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.27
+    expose:
+      - port: 80
+        to: [{global: true}]
+profiles:
+  compute:
+    web:
+      resources: {cpu: {units: 0.25}, memory: {size: 128Mi}, storage: {size: 512Mi}}
+  placement:
+    dc:
+      pricing:
+        web: {denom: uakt, amount: 100}
+deployment:
+  web: {dc: {profile: web, count: 2}}
+`
+
+// TestDeployUpdateTeardown deploys a lease, updates it in place, rebuilds it from its
+// Manifest resource, and tears it down until its namespace is gone.
+func TestDeployUpdateTeardown(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	addNodes(t, kube, localenv.NodeSpec{Name: "deploy-1", CPU: "8", Memory: "32Gi"})
+	d := newTestDeployer(t, kube)
+	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := market.LeaseID{Owner: "akash1deploy", DSeq: 7, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	ns := LeaseNamespace(id)
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	v1 := bytes.Repeat([]byte{1}, 32)
+	if err := d.Deploy(ctx, id, v1, res.Manifest[0]); err != nil {
+		t.Fatal(err)
+	}
+	running := func(image string, n int) func() bool {
+		return func() bool {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			c := 0
+			for _, p := range pods.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.Containers[0].Image == image {
+					c++
+				}
+			}
+			return c == n && len(pods.Items) == n
+		}
+	}
+	eventually(t, "2 replicas running", running("nginx:1.27", 2))
+
+	// A new version is applied in place and rolls out.
+	g := res.Manifest[0]
+	g.Services[0].Image = "nginx:1.28"
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{2}, 32), g); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the update rolled out", running("nginx:1.28", 2))
+
+	// The Manifest resource records the latest version.
+	ms, err := d.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, m := range ms {
+		gotID, v, gg, err := ManifestLease(m)
+		if err == nil && gotID == id {
+			found = true
+			if v[0] != 2 || gg.Services[0].Image != "nginx:1.28" {
+				t.Fatalf("manifest %x %+v", v, gg.Services[0])
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no Manifest resource for the lease")
+	}
+
+	if err := d.Teardown(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Teardown(ctx, id); err != nil { // nothing left: not an error
+		t.Fatal(err)
+	}
+	eventually(t, "the namespace gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+// TestRemoveOrphans: namespaces of leases the ledger no longer shows active are
+// removed; an active lease's stays; when the ledger cannot answer nothing is removed;
+// a dry run removes nothing.
+func TestRemoveOrphans(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	d := newTestDeployer(t, kube)
+	lease := func(dseq uint64) market.LeaseID {
+		return market.LeaseID{Owner: "akash1orphan", DSeq: dseq, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	}
+	alive, dead, unknown := lease(1), lease(2), lease(3)
+	for _, id := range []market.LeaseID{alive, dead, unknown} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace(id), Labels: cluster.LeaseLabels(id)}}
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	}
+	outage := errors.New("ledger unreachable")
+	active := func(_ context.Context, id market.LeaseID) (bool, error) {
+		switch {
+		case id.Owner != "akash1orphan":
+			return true, nil // other tests' leases
+		case id == unknown:
+			return false, outage
+		}
+		return id == alive, nil
+	}
+	orphans, err := d.RemoveOrphans(ctx, active, true)
+	if !errors.Is(err, outage) || len(orphans) != 1 || orphans[0].Lease != dead || orphans[0].Removed {
+		t.Fatalf("dry run: %+v %v", orphans, err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(dead), metav1.GetOptions{}); err != nil {
+		t.Fatalf("a dry run removed a namespace: %v", err)
+	}
+	orphans, _ = d.RemoveOrphans(ctx, active, false)
+	if len(orphans) != 1 || !orphans[0].Removed {
+		t.Fatalf("orphans %+v", orphans)
+	}
+	eventually(t, "the orphan's namespace gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(dead), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	for _, id := range []market.LeaseID{alive, unknown} {
+		if ns, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(id), metav1.GetOptions{}); err != nil || ns.DeletionTimestamp != nil {
+			t.Fatalf("lease %s's namespace was removed: %v", id, err)
+		}
+	}
+}
