@@ -1,0 +1,274 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// ForwardedPort is a global port of a service reached through a node port.
+type ForwardedPort struct {
+	Port         int32  `json:"port"`
+	ExternalPort int32  `json:"externalPort"`
+	Proto        string `json:"proto"`
+	Name         string `json:"name"`
+}
+
+// ServiceStatus is one manifest service as the cluster runs it.
+type ServiceStatus struct {
+	Name string `json:"name"`
+	// Total is the replicas wanted; Available those ready long enough to serve; Ready
+	// those passing readiness now.
+	Total     int32           `json:"total"`
+	Available int32           `json:"available"`
+	Ready     int32           `json:"ready"`
+	Forwarded []ForwardedPort `json:"forwarded_ports,omitempty"`
+	// Errors are why replicas are missing (unschedulable, image pull, crash loop,
+	// refused by admission), newest state first.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// LeaseStatus is a lease's state on the cluster, computed from the informers' caches.
+type LeaseStatus struct {
+	Lease    market.LeaseID  `json:"lease"`
+	Services []ServiceStatus `json:"services"`
+	// Ready: every service has all its replicas available.
+	Ready     bool      `json:"ready"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Monitor watches every lease namespace through informers (no polling) and keeps each
+// lease's status up to date, calling OnChange with each new status. Status reads are
+// from memory.
+type Monitor struct {
+	cs       kubernetes.Interface
+	log      *slog.Logger
+	onChange func(LeaseStatus)
+
+	deployments  appslisters.DeploymentLister
+	statefulSets appslisters.StatefulSetLister
+	pods         corelisters.PodLister
+	services     corelisters.ServiceLister
+
+	mu       sync.Mutex
+	statuses map[market.LeaseID]LeaseStatus
+	synced   chan struct{}
+}
+
+// NewMonitor returns a monitor; onChange (may be nil) is called with each changed
+// status, in order, from the informers' goroutines, and must not block.
+func NewMonitor(cs kubernetes.Interface, log *slog.Logger, onChange func(LeaseStatus)) (*Monitor, error) {
+	if cs == nil || log == nil {
+		return nil, errors.New("monitor: client and logger are required")
+	}
+	return &Monitor{cs: cs, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{}, synced: make(chan struct{})}, nil
+}
+
+// Synced is closed once the caches are filled.
+func (m *Monitor) Synced() <-chan struct{} { return m.synced }
+
+// Status returns a lease's last computed status.
+func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.statuses[id]
+	return s, ok
+}
+
+// Run watches until ctx ends.
+func (m *Monitor) Run(ctx context.Context) error {
+	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = cluster.LabelManaged + "=true"
+	}))
+	dep := f.Apps().V1().Deployments()
+	sts := f.Apps().V1().StatefulSets()
+	pod := f.Core().V1().Pods()
+	svc := f.Core().V1().Services()
+	m.deployments, m.statefulSets, m.pods, m.services = dep.Lister(), sts.Lister(), pod.Lister(), svc.Lister()
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { m.touch(o) },
+		UpdateFunc: func(_, o any) { m.touch(o) },
+		DeleteFunc: func(o any) { m.touch(tombstone(o)) },
+	}
+	for _, inf := range []cache.SharedIndexInformer{dep.Informer(), sts.Informer(), pod.Informer(), svc.Informer()} {
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+	}
+	f.Start(ctx.Done())
+	defer f.Shutdown()
+	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("monitor: %v informer did not sync", typ)
+		}
+	}
+	close(m.synced)
+	<-ctx.Done()
+	return nil
+}
+
+// touch recomputes the status of the lease an object belongs to.
+func (m *Monitor) touch(o any) {
+	obj, ok := o.(interface {
+		GetLabels() map[string]string
+		GetNamespace() string
+	})
+	if !ok {
+		return
+	}
+	id, ok := cluster.LeaseFromLabels(obj.GetLabels())
+	if !ok || obj.GetNamespace() != LeaseNamespace(id) {
+		return
+	}
+	// One lease at a time: informers call from several goroutines, and an older
+	// computation must not overwrite a newer one, nor be announced after it.
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.compute(id)
+	prev, had := m.statuses[id]
+	if len(s.Services) == 0 {
+		delete(m.statuses, id)
+	} else {
+		m.statuses[id] = s
+	}
+	if m.onChange != nil && (!had || !sameStatus(prev, s)) {
+		m.onChange(s)
+	}
+}
+
+func sameStatus(a, b LeaseStatus) bool {
+	return a.Ready == b.Ready && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
+		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
+			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors)
+	})
+}
+
+// compute builds a lease's status from the caches.
+func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
+	ns := LeaseNamespace(id)
+	byName := map[string]*ServiceStatus{}
+	get := func(name string) *ServiceStatus {
+		s, ok := byName[name]
+		if !ok {
+			s = &ServiceStatus{Name: name}
+			byName[name] = s
+		}
+		return s
+	}
+	everything := labels.Everything()
+	if deps, err := m.deployments.Deployments(ns).List(everything); err == nil {
+		for _, d := range deps {
+			s := get(d.Labels[LabelService])
+			s.Total, s.Available, s.Ready = replicas(d.Spec.Replicas), d.Status.AvailableReplicas, d.Status.ReadyReplicas
+			s.Errors = append(s.Errors, deploymentErrors(d)...)
+		}
+	}
+	if sets, err := m.statefulSets.StatefulSets(ns).List(everything); err == nil {
+		for _, st := range sets {
+			s := get(st.Labels[LabelService])
+			s.Total, s.Available, s.Ready = replicas(st.Spec.Replicas), st.Status.AvailableReplicas, st.Status.ReadyReplicas
+		}
+	}
+	if pods, err := m.pods.Pods(ns).List(everything); err == nil {
+		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
+		for _, p := range pods {
+			if s, ok := byName[p.Labels[LabelService]]; ok {
+				for _, e := range podErrors(p) {
+					if !slices.Contains(s.Errors, e) {
+						s.Errors = append(s.Errors, e)
+					}
+				}
+			}
+		}
+	}
+	if svcs, err := m.services.Services(ns).List(everything); err == nil {
+		for _, sv := range svcs {
+			if sv.Spec.Type != corev1.ServiceTypeNodePort {
+				continue
+			}
+			s, ok := byName[sv.Labels[LabelService]]
+			if !ok {
+				continue
+			}
+			for _, p := range sv.Spec.Ports {
+				if p.NodePort != 0 {
+					s.Forwarded = append(s.Forwarded, ForwardedPort{Port: p.Port, ExternalPort: p.NodePort, Proto: string(p.Protocol), Name: s.Name})
+				}
+			}
+		}
+	}
+	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now()}
+	for _, s := range byName {
+		slices.SortFunc(s.Forwarded, func(a, b ForwardedPort) int { return int(a.Port) - int(b.Port) })
+		out.Services = append(out.Services, *s)
+		if s.Available < s.Total || s.Total == 0 {
+			out.Ready = false
+		}
+	}
+	slices.SortFunc(out.Services, func(a, b ServiceStatus) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func replicas(r *int32) int32 {
+	if r == nil {
+		return 1
+	}
+	return *r
+}
+
+// deploymentErrors: a replica set the controller could not fill (admission refused its
+// pods, quota) shows as the ReplicaFailure condition.
+func deploymentErrors(d *appsv1.Deployment) []string {
+	var out []string
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			out = append(out, c.Reason+": "+c.Message)
+		}
+	}
+	return out
+}
+
+// podErrors: why a pod is not running — not schedulable, or a container waiting for a
+// reason other than starting.
+func podErrors(p *corev1.Pod) []string {
+	var out []string
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
+			out = append(out, c.Reason+": "+c.Message)
+		}
+	}
+	for i := range p.Status.ContainerStatuses {
+		if w := p.Status.ContainerStatuses[i].State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			out = append(out, w.Reason+": "+w.Message)
+		}
+	}
+	return out
+}

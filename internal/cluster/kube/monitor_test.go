@@ -1,0 +1,121 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	nodev1 "k8s.io/api/node/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+// monLease is the monitor test's own lease (other tests' namespaces may still be
+// terminating).
+var monLease = market.LeaseID{Owner: "akash1tenant", DSeq: 43, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+
+// TestMonitorReportsLeaseStatus deploys the multi-service lease and follows its status
+// only through the monitor's notifications: web and llm become available, web's UDP
+// port is forwarded from a node port, the worker's missing volume is reported as the
+// reason it cannot run, and the teardown empties the status.
+func TestMonitorReportsLeaseStatus(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	addNodes(t, kube,
+		localenv.NodeSpec{Name: "mon-cpu", CPU: "16", Memory: "64Gi"},
+		localenv.NodeSpec{Name: "mon-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{cluster.LabelGPUModel: "a100"}},
+	)
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	updates := make(chan LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
+		if s.Lease == monLease {
+			updates <- s
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := mon.Run(runCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer wg.Wait()
+	defer stop()
+	<-mon.Synced()
+
+	d := newTestDeployer(t, kube)
+	d.settings = Settings{StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"}
+	res, _, err := sdl.Parse([]byte(leaseSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Deploy(ctx, monLease, bytes.Repeat([]byte{1}, 32), res.Manifest[0]); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), monLease) })
+
+	await := func(what string, cond func(LeaseStatus) bool) LeaseStatus {
+		t.Helper()
+		timeout := time.After(60 * time.Second)
+		for {
+			select {
+			case s := <-updates:
+				if cond(s) {
+					return s
+				}
+			case <-timeout:
+				s, _ := mon.Status(monLease)
+				t.Fatalf("timed out waiting for %s; last status %+v", what, s)
+			}
+		}
+	}
+	svc := func(s LeaseStatus, name string) ServiceStatus {
+		for _, x := range s.Services {
+			if x.Name == name {
+				return x
+			}
+		}
+		return ServiceStatus{}
+	}
+	s := await("web and llm available, the worker's reason", func(s LeaseStatus) bool {
+		web, llm, worker := svc(s, "web"), svc(s, "llm"), svc(s, "worker")
+		return web.Available == 2 && llm.Available == 1 && len(web.Forwarded) == 1 && len(worker.Errors) > 0
+	})
+	if s.Ready {
+		t.Fatal("ready although the worker is not running")
+	}
+	if f := svc(s, "web").Forwarded[0]; f.Port != 5000 || f.Proto != "UDP" || f.ExternalPort < 30000 {
+		t.Fatalf("forwarded %+v", f)
+	}
+	if w := svc(s, "worker"); w.Total != 1 || w.Available != 0 || !strings.Contains(w.Errors[0], "Unschedulable") {
+		t.Fatalf("worker %+v", w)
+	}
+	if got, ok := mon.Status(monLease); !ok || !sameStatus(got, s) {
+		t.Fatalf("Status() %+v", got)
+	}
+	if err := d.Teardown(ctx, monLease); err != nil {
+		t.Fatal(err)
+	}
+	await("the lease gone", func(s LeaseStatus) bool { return len(s.Services) == 0 })
+	if _, ok := mon.Status(monLease); ok {
+		t.Fatal("a torn-down lease still has a status")
+	}
+}
