@@ -80,6 +80,24 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 	return nil
 }
 
+// Deployed lists the leases the cluster runs, from their Manifest resources.
+func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
+	ms, err := d.Manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]cluster.Deployed, 0, len(ms))
+	for _, m := range ms {
+		id, version, group, err := ManifestLease(m)
+		if err != nil {
+			d.log.WarnContext(ctx, "unreadable manifest resource", slog.String("namespace", m.Namespace), slog.String("error", err.Error()))
+			continue
+		}
+		out = append(out, cluster.Deployed{Lease: id, Version: version, Group: group})
+	}
+	return out, nil
+}
+
 // Manifests lists every lease's Manifest resource: what the cluster runs, to rebuild
 // from after a restart. Manifests that cannot be read are skipped and logged.
 func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
@@ -99,10 +117,6 @@ func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
 	return out, nil
 }
 
-// LeaseActive says whether a lease is active on the ledger. An error means the ledger
-// could not say: callers must then leave the lease alone.
-type LeaseActive func(ctx context.Context, id market.LeaseID) (bool, error)
-
 // Orphan is a lease namespace whose lease is not active on the ledger.
 type Orphan struct {
 	Namespace string
@@ -115,7 +129,7 @@ type Orphan struct {
 // shows active (with dryRun, only reports them). A namespace whose lease the ledger
 // cannot answer for is kept: an outage never removes a lease. Namespaces labelled as
 // berth's but naming no lease are reported as an error, not deleted.
-func (d *Deployer) RemoveOrphans(ctx context.Context, active LeaseActive, dryRun bool) ([]Orphan, error) {
+func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive, dryRun bool) ([]Orphan, error) {
 	list, err := d.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("list lease namespaces: %w", err)
@@ -152,3 +166,5 @@ func (d *Deployer) RemoveOrphans(ctx context.Context, active LeaseActive, dryRun
 	}
 	return out, errors.Join(errs...)
 }
+
+var _ cluster.Deployer = (*Deployer)(nil)

@@ -1,0 +1,291 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"berth.dev/berth/internal/market"
+)
+
+// Deployed is a lease the cluster runs, as its Manifest resource records it.
+type Deployed struct {
+	Lease   market.LeaseID
+	Version []byte
+	Group   market.ManifestGroup
+}
+
+// Deployer puts leases on the cluster and takes them off (kube.Deployer).
+type Deployer interface {
+	Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error
+	Teardown(ctx context.Context, id market.LeaseID) error
+	Deployed(ctx context.Context) ([]Deployed, error)
+}
+
+// LeaseActive says whether a lease is active on the ledger; an error means the ledger
+// could not say, and nothing is torn down on its account.
+type LeaseActive func(ctx context.Context, id market.LeaseID) (bool, error)
+
+// ManagerConfig tunes the deployment manager.
+type ManagerConfig struct {
+	// RetryMin and RetryMax bound the backoff between attempts to apply or tear down
+	// (defaults 1 s and 1 min).
+	RetryMin, RetryMax time.Duration
+}
+
+// Phases of a lease's deployment.
+const (
+	PhaseDeploying = "deploying" // applying, or waiting to retry (Error says why)
+	PhaseDeployed  = "deployed"  // the current manifest is applied
+	PhaseClosing   = "closing"   // being torn down
+)
+
+// DeploymentState is what the manager reports of one lease.
+type DeploymentState struct {
+	Lease    market.LeaseID
+	Phase    string
+	Version  []byte
+	Attempts int
+	// Error is the last failure, while the manager retries.
+	Error string
+}
+
+// Manager runs one worker per lease that has a manifest: it applies the newest
+// manifest until the cluster takes it (retrying with backoff, the error reported
+// meanwhile), applies updates in place, and tears the lease down when it closes. At
+// start it rebuilds from what the cluster records: leases still active on the ledger
+// are applied again (converging whatever changed while it was down), the others torn
+// down. A Kubernetes or ledger outage never closes a lease.
+type Manager struct {
+	cfg    ManagerConfig
+	dep    Deployer
+	active LeaseActive
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	workers map[market.LeaseID]*worker
+	// closed remembers torn-down leases for an hour, so a late manifest cannot bring
+	// one back.
+	closed  map[market.LeaseID]time.Time
+	ctx     context.Context //nolint:containedctx // the Run context, handed to workers started by method calls
+	wg      sync.WaitGroup
+	started chan struct{}
+}
+
+type worker struct {
+	kick  chan struct{}
+	state DeploymentState
+	group market.ManifestGroup
+	close bool
+}
+
+// NewManager returns a manager; it starts nothing.
+func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.Logger) (*Manager, error) {
+	if dep == nil || active == nil || log == nil {
+		return nil, errors.New("deployment manager: deployer, ledger check and logger are required")
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = time.Second
+	}
+	if cfg.RetryMax < cfg.RetryMin {
+		cfg.RetryMax = max(time.Minute, cfg.RetryMin)
+	}
+	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{}, started: make(chan struct{})}, nil
+}
+
+// Started is closed once the manager has rebuilt from the cluster and takes events.
+func (m *Manager) Started() <-chan struct{} { return m.started }
+
+// Run rebuilds from the cluster, then serves until ctx ends, and returns after every
+// worker stopped.
+func (m *Manager) Run(ctx context.Context) error {
+	defer m.wg.Wait()
+	deployed, err := m.deployedWithRetry(ctx)
+	if err != nil {
+		return nil // ctx ended
+	}
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	for _, d := range deployed {
+		ok, err := m.active(ctx, d.Lease)
+		switch {
+		case err != nil:
+			// The ledger cannot say: keep running it as it is.
+			m.log.WarnContext(ctx, "lease state unknown at start; keeping it", slog.String("lease", d.Lease.String()), slog.String("error", err.Error()))
+			m.ManifestReceived(d.Lease, d.Version, d.Group)
+		case ok:
+			m.ManifestReceived(d.Lease, d.Version, d.Group)
+		default:
+			m.log.InfoContext(ctx, "lease closed while we were down; tearing it down", slog.String("lease", d.Lease.String()))
+			m.LeaseClosed(d.Lease)
+		}
+	}
+	close(m.started)
+	<-ctx.Done()
+	return nil
+}
+
+func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
+	backoff := m.cfg.RetryMin
+	for {
+		d, err := m.dep.Deployed(ctx)
+		if err == nil {
+			return d, nil
+		}
+		m.log.WarnContext(ctx, "reading the cluster's leases; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
+		if !sleep(ctx, backoff) {
+			return nil, ctx.Err()
+		}
+		backoff = min(2*backoff, m.cfg.RetryMax)
+	}
+}
+
+// ManifestReceived sets the manifest a lease must run (a new one, or an update).
+func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.workerLocked(id)
+	if w == nil || w.close {
+		return
+	}
+	w.group = group
+	w.state.Version = slices.Clone(version)
+	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
+	poke(w.kick)
+}
+
+// LeaseClosed tears a lease down (whether or not it had a manifest).
+func (m *Manager) LeaseClosed(id market.LeaseID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w := m.workerLocked(id)
+	if w == nil {
+		return
+	}
+	w.close = true
+	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
+	poke(w.kick)
+}
+
+// workerLocked returns the lease's worker, starting it if needed (nil before Run).
+func (m *Manager) workerLocked(id market.LeaseID) *worker {
+	if w, ok := m.workers[id]; ok {
+		return w
+	}
+	if _, ok := m.closed[id]; ok || m.ctx == nil || m.ctx.Err() != nil {
+		return nil
+	}
+	w := &worker{kick: make(chan struct{}, 1), state: DeploymentState{Lease: id}}
+	m.workers[id] = w
+	m.wg.Add(1)
+	go m.work(m.ctx, id, w)
+	return w
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// work applies the lease's desired state until it holds, and stops once torn down.
+func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
+	defer m.wg.Done()
+	backoff := m.cfg.RetryMin
+	for {
+		m.mu.Lock()
+		closing, phase, group, version := w.close, w.state.Phase, w.group, w.state.Version
+		m.mu.Unlock()
+		var err error
+		switch {
+		case closing:
+			err = m.dep.Teardown(ctx, id)
+			if err == nil {
+				m.mu.Lock()
+				delete(m.workers, id)
+				now := time.Now()
+				for k, at := range m.closed {
+					if now.Sub(at) > time.Hour {
+						delete(m.closed, k)
+					}
+				}
+				m.closed[id] = now
+				m.mu.Unlock()
+				m.log.InfoContext(ctx, "lease torn down", slog.String("lease", id.String()))
+				return
+			}
+		case phase == PhaseDeploying:
+			err = m.dep.Deploy(ctx, id, version, group)
+			if err == nil {
+				m.mu.Lock()
+				// Unless a newer manifest or the close arrived meanwhile.
+				if !w.close && slices.Equal(w.state.Version, version) {
+					w.state.Phase, w.state.Error = PhaseDeployed, ""
+				}
+				m.mu.Unlock()
+				m.log.InfoContext(ctx, "lease deployed", slog.String("lease", id.String()), slog.String("version", fmt.Sprintf("%x", version)))
+				backoff = m.cfg.RetryMin
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			m.mu.Lock()
+			w.state.Attempts++
+			w.state.Error = err.Error()
+			m.mu.Unlock()
+			m.log.WarnContext(ctx, "lease not applied; retrying", slog.String("lease", id.String()), slog.String("error", err.Error()), slog.Duration("in", backoff))
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.kick:
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, m.cfg.RetryMax)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.kick:
+		}
+	}
+}
+
+// States reports every lease the manager handles.
+func (m *Manager) States() []DeploymentState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]DeploymentState, 0, len(m.workers))
+	for _, w := range m.workers {
+		out = append(out, w.state)
+	}
+	slices.SortFunc(out, func(a, b DeploymentState) int {
+		switch as, bs := a.Lease.String(), b.Lease.String(); {
+		case as < bs:
+			return -1
+		case as > bs:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,194 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"berth.dev/berth/internal/market"
+)
+
+// fakeDeployer is an in-memory cluster: what is deployed at which version, with
+// failures injected per lease.
+type fakeDeployer struct {
+	mu       sync.Mutex
+	running  map[market.LeaseID][]byte
+	failures map[market.LeaseID]int // the next n calls for the lease fail
+	down     int                    // the next n Deployed calls fail (API server down)
+	calls    []string
+}
+
+func newFake() *fakeDeployer {
+	return &fakeDeployer{running: map[market.LeaseID][]byte{}, failures: map[market.LeaseID]int{}}
+}
+
+func (f *fakeDeployer) fail(id market.LeaseID) error {
+	if f.failures[id] > 0 {
+		f.failures[id]--
+		return errors.New("admission webhook refused the deployment")
+	}
+	return nil
+}
+
+func (f *fakeDeployer) Deploy(_ context.Context, id market.LeaseID, version []byte, _ market.ManifestGroup) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("deploy %d v%d", id.DSeq, version[0]))
+	if err := f.fail(id); err != nil {
+		return err
+	}
+	f.running[id] = version
+	return nil
+}
+
+func (f *fakeDeployer) Teardown(_ context.Context, id market.LeaseID) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("teardown %d", id.DSeq))
+	if err := f.fail(id); err != nil {
+		return err
+	}
+	delete(f.running, id)
+	return nil
+}
+
+func (f *fakeDeployer) Deployed(context.Context) ([]Deployed, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down > 0 {
+		f.down--
+		return nil, errors.New("connection refused")
+	}
+	var out []Deployed
+	for id, v := range f.running {
+		out = append(out, Deployed{Lease: id, Version: v})
+	}
+	return out, nil
+}
+
+func (f *fakeDeployer) version(id market.LeaseID) ([]byte, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.running[id]
+	return v, ok
+}
+
+func lease(dseq uint64) market.LeaseID {
+	return market.LeaseID{Owner: "akash1tenant", DSeq: dseq, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+}
+
+func version(n byte) []byte { return bytes.Repeat([]byte{n}, 32) }
+
+func eventuallyTrue(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func startManager(t *testing.T, f *fakeDeployer, active LeaseActive) *Manager {
+	t.Helper()
+	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}, f, active,
+		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := m.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-m.Started():
+	case <-time.After(10 * time.Second):
+		t.Fatal("manager did not start")
+	}
+	return m
+}
+
+func state(m *Manager, id market.LeaseID) DeploymentState {
+	for _, s := range m.States() {
+		if s.Lease == id {
+			return s
+		}
+	}
+	return DeploymentState{}
+}
+
+func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
+	f := newFake()
+	f.failures[lease(1)] = 3
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	m.ManifestReceived(lease(1), version(1), market.ManifestGroup{})
+	// Failing attempts are reported while the manager retries.
+	eventuallyTrue(t, "the failure reported", func() bool { return state(m, lease(1)).Attempts > 0 })
+	if s := state(m, lease(1)); s.Error == "" || s.Phase != PhaseDeploying {
+		t.Fatalf("state %+v", s)
+	}
+	eventuallyTrue(t, "deployed", func() bool { return state(m, lease(1)).Phase == PhaseDeployed })
+	if v, _ := f.version(lease(1)); v[0] != 1 || state(m, lease(1)).Error != "" {
+		t.Fatalf("running %x, state %+v", v, state(m, lease(1)))
+	}
+	// An update is applied in place.
+	m.ManifestReceived(lease(1), version(2), market.ManifestGroup{})
+	eventuallyTrue(t, "the update applied", func() bool { v, _ := f.version(lease(1)); return v[0] == 2 })
+	// Closing tears it down, retrying too; a manifest after that does not bring it back.
+	f.mu.Lock()
+	f.failures[lease(1)] = 2
+	f.mu.Unlock()
+	m.LeaseClosed(lease(1))
+	eventuallyTrue(t, "torn down", func() bool { _, ok := f.version(lease(1)); return !ok && len(m.States()) == 0 })
+	m.ManifestReceived(lease(1), version(3), market.ManifestGroup{})
+	if _, ok := f.version(lease(1)); ok || len(m.States()) != 0 {
+		t.Fatal("a closed lease was deployed again")
+	}
+}
+
+func TestManagerRebuildsAfterRestart(t *testing.T) {
+	f := newFake()
+	f.running[lease(1)] = version(1) // still active
+	f.running[lease(2)] = version(1) // closed while we were down
+	f.running[lease(3)] = version(1) // the ledger cannot say
+	f.down = 3                       // and the API server is down at first
+	unreachable := errors.New("ledger unreachable")
+	m := startManager(t, f, func(_ context.Context, id market.LeaseID) (bool, error) {
+		switch id {
+		case lease(2):
+			return false, nil
+		case lease(3):
+			return false, unreachable
+		}
+		return true, nil
+	})
+	eventuallyTrue(t, "converged", func() bool {
+		_, two := f.version(lease(2))
+		return !two && state(m, lease(1)).Phase == PhaseDeployed && state(m, lease(3)).Phase == PhaseDeployed
+	})
+	if _, ok := f.version(lease(3)); !ok {
+		t.Fatal("a lease the ledger could not answer for was torn down")
+	}
+	f.mu.Lock()
+	calls := slices.Clone(f.calls)
+	f.mu.Unlock()
+	if !slices.Contains(calls, "deploy 1 v1") || !slices.Contains(calls, "teardown 2") || slices.Contains(calls, "teardown 3") {
+		t.Fatalf("calls %v", calls)
+	}
+}
