@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,6 +24,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 )
@@ -39,6 +41,12 @@ type Provider struct {
 	engine  *bidengine.Engine
 	bids    *bidengine.Service
 	won     *bus.Bus[bidengine.LeaseWon]
+	closed  *bus.Bus[bidengine.LeaseClosed]
+	dc      dynamic.Interface
+	deploy  *kube.Deployer
+	manager *cluster.Manager
+	monitor *kube.Monitor
+	orphans time.Duration
 	metrics net.Listener
 }
 
@@ -117,11 +125,32 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.won, err = bus.New[bidengine.LeaseWon]("lease_won", p.reg); err != nil {
 		return nil, err
 	}
+	if p.closed, err = bus.New[bidengine.LeaseClosed]("lease_closed", p.reg); err != nil {
+		return nil, err
+	}
+	if p.dc, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	settings := kube.Settings{StorageClasses: cfg.Cluster.StorageClasses, GPURuntimeClass: cfg.Cluster.GPURuntimeClass,
+		IngressNamespace: cfg.Cluster.IngressNamespace, EgressDeny: cfg.Cluster.EgressDeny}
+	if p.deploy, err = kube.NewDeployer(cs, p.dc, settings, log); err != nil {
+		return nil, err
+	}
+	if p.manager, err = cluster.NewManager(cluster.ManagerConfig{}, p.deploy, p.leaseActive, log); err != nil {
+		return nil, err
+	}
+	if p.monitor, err = kube.NewMonitor(cs, log, nil); err != nil {
+		return nil, err
+	}
+	if p.orphans, err = cfg.orphanInterval(); err != nil {
+		return nil, err
+	}
 	cursor, err := bidengine.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
 	if err != nil {
 		return nil, err
 	}
-	if p.bids, err = bidengine.NewService(bidengine.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast, p.won, log, p.reg); err != nil {
+	if p.bids, err = bidengine.NewService(bidengine.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast,
+		bidengine.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
 		return nil, err
 	}
 	if metricsListen != "" {
@@ -166,9 +195,41 @@ func (p *Provider) MetricsAddr() string {
 	return p.metrics.Addr().String()
 }
 
+// leaseActive asks the ledger whether one of our leases is active.
+func (p *Provider) leaseActive(ctx context.Context, id market.LeaseID) (bool, error) {
+	var l ledger.LeaseResponse
+	err := p.client.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &l)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return l.Lease.State == ledger.LeaseActive, nil
+}
+
+// Manager is the deployment manager (manifests are handed to it).
+func (p *Provider) Manager() *cluster.Manager { return p.manager }
+
+// Monitor is the lease status monitor.
+func (p *Provider) Monitor() *kube.Monitor { return p.monitor }
+
 // Run runs every component until ctx ends or one fails; it returns after all stopped.
 func (p *Provider) Run(ctx context.Context) error {
+	if p.cfg.Cluster.InstallCRDs {
+		if err := kube.InstallCRDs(ctx, p.dc); err != nil {
+			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
+		}
+	}
+	closed, err := p.closed.Subscribe(1024, nil)
+	if err != nil {
+		return err
+	}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.manager.Run(ctx) })
+	g.Go(func() error { return p.monitor.Run(ctx) })
+	g.Go(func() error { return p.followClosed(ctx, closed) })
+	g.Go(func() error { return p.removeOrphans(ctx) })
 	g.Go(func() error { return p.client.Run(ctx) })
 	g.Go(func() error { return p.bcast.Run(ctx) })
 	g.Go(func() error { return p.inv.Run(ctx) })
@@ -196,7 +257,76 @@ func (p *Provider) Run(ctx context.Context) error {
 		})
 	}
 	p.log.InfoContext(ctx, "provider running", slog.String("node", p.cfg.Node), slog.String("address", p.bcast.Address()))
-	err := g.Wait()
+	err = g.Wait()
 	p.won.Close()
+	p.closed.Close()
 	return err
+}
+
+// followClosed tears down every lease the ledger closes. If the subscription falls
+// behind, the orphan pass (which checks every lease namespace against the ledger)
+// catches what was missed.
+func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[bidengine.LeaseClosed]) error {
+	// Events wait in the subscription until the manager has rebuilt.
+	select {
+	case <-p.manager.Started():
+	case <-ctx.Done():
+		sub.Close()
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			sub.Close()
+			return nil
+		case ev, ok := <-sub.Events():
+			if !ok {
+				if errors.Is(sub.Err(), bus.ErrClosed) {
+					return nil
+				}
+				p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", sub.Err().Error()))
+				p.orphanPass(ctx)
+				next, err := p.closed.Subscribe(1024, nil)
+				if errors.Is(err, bus.ErrClosed) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("resubscribe to closed leases: %w", err)
+				}
+				sub = next
+				continue
+			}
+			p.manager.LeaseClosed(ev.Lease)
+		}
+	}
+}
+
+// removeOrphans checks every lease namespace against the ledger at start and then
+// every cluster.orphan_interval.
+func (p *Provider) removeOrphans(ctx context.Context) error {
+	t := time.NewTicker(p.orphans)
+	defer t.Stop()
+	select {
+	case <-p.manager.Started():
+	case <-ctx.Done():
+		return nil
+	}
+	for {
+		p.orphanPass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Provider) orphanPass(ctx context.Context) {
+	orphans, err := p.deploy.RemoveOrphans(ctx, p.leaseActive, p.cfg.Cluster.OrphanDryRun)
+	for _, o := range orphans {
+		p.log.InfoContext(ctx, "orphan lease namespace", slog.String("namespace", o.Namespace), slog.String("lease", o.Lease.String()), slog.Bool("removed", o.Removed))
+	}
+	if err != nil && ctx.Err() == nil {
+		p.log.WarnContext(ctx, "orphan check incomplete", slog.String("error", err.Error()))
+	}
 }

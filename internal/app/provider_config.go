@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -41,6 +42,25 @@ type ProviderConfig struct {
 
 	Bidding   BiddingConfig   `yaml:"bidding"`
 	Inventory InventoryConfig `yaml:"inventory"`
+	Cluster   ClusterConfig   `yaml:"cluster"`
+}
+
+// ClusterConfig configures how leases run on the cluster.
+type ClusterConfig struct {
+	// InstallCRDs installs berth's CustomResourceDefinitions at start.
+	InstallCRDs bool `yaml:"install_crds"`
+	// StorageClasses maps SDL persistent storage classes to the cluster's.
+	StorageClasses map[string]string `yaml:"storage_classes"`
+	// GPURuntimeClass is the runtimeClassName of GPU pods ("": none).
+	GPURuntimeClass string `yaml:"gpu_runtime_class"`
+	// IngressNamespace is where the ingress controller runs.
+	IngressNamespace string `yaml:"ingress_namespace"`
+	// EgressDeny lists CIDRs tenants may not reach (empty: the private ranges).
+	EgressDeny []string `yaml:"egress_deny"`
+	// OrphanInterval is how often lease namespaces are checked against the ledger;
+	// OrphanDryRun only reports what would be removed.
+	OrphanInterval string `yaml:"orphan_interval"`
+	OrphanDryRun   bool   `yaml:"orphan_dry_run"`
 }
 
 // AttributeConfig is one key/value attribute.
@@ -140,6 +160,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
+	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m"}
 	return c
 }
 
@@ -198,6 +219,14 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.inventoryPools(); err != nil {
 		return err
 	}
+	if _, err := c.orphanInterval(); err != nil {
+		return err
+	}
+	for i, cidr := range c.Cluster.EgressDeny {
+		if _, err := netip.ParsePrefix(cidr); err != nil {
+			return fmt.Errorf("cluster.egress_deny[%d] %q: not a CIDR", i, cidr)
+		}
+	}
 	if c.Bidding.Deposit != "" {
 		if _, err := market.ParseCoin(c.Bidding.Deposit); err != nil {
 			return fmt.Errorf("bidding.deposit %q: %w", c.Bidding.Deposit, err)
@@ -211,6 +240,14 @@ func (c *ProviderConfig) bidTimeout() (time.Duration, error) {
 	d, err := time.ParseDuration(c.Bidding.Timeout)
 	if err != nil || d < 10*time.Second || d > 24*time.Hour {
 		return 0, fmt.Errorf("bidding.timeout %q: want a duration from 10s to 24h (e.g. 5m)", c.Bidding.Timeout)
+	}
+	return d, nil
+}
+
+func (c *ProviderConfig) orphanInterval() (time.Duration, error) {
+	d, err := time.ParseDuration(c.Cluster.OrphanInterval)
+	if err != nil || d < 10*time.Second {
+		return 0, fmt.Errorf("cluster.orphan_interval %q: want a duration of at least 10s (e.g. 10m)", c.Cluster.OrphanInterval)
 	}
 	return d, nil
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,14 +13,19 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -112,8 +116,10 @@ func embeddedKubeconfig(t *testing.T, path string) string {
 	return out
 }
 
-// TestProviderRun composes the provider daemon as `berth provider run` does and checks
-// it bids on a matching order and counts the decision in /metrics.
+// TestProviderRun composes the provider daemon as `berth provider run` does: it bids on
+// a matching order, runs the lease once its manifest arrives until its status is
+// ready, tears it down when the tenant closes the deployment, and counts it all in
+// /metrics.
 func TestProviderRun(t *testing.T) {
 	k := testenv.Cluster(t)
 	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "app-run-1", CPU: "8", Memory: "32Gi"}); err != nil {
@@ -161,24 +167,25 @@ func TestProviderRun(t *testing.T) {
 		t.Fatal("provider not ready")
 	}
 	tenant := l.Address(t, "tenant")
-	group := market.GroupSpec{Name: "dc", Requirements: market.PlacementRequirements{Attributes: market.Attributes{{Key: "region", Value: "us-west"}}},
-		Resources: []market.ResourceUnit{{Count: 1, Price: market.DecCoin{Denom: "uakt", Amount: market.DecFromUint(1000)}, Resources: market.Resources{
-			ID: 1, CPU: &market.CPU{Units: market.ResourceValue{Val: 500}}, Memory: &market.Memory{Size: market.ResourceValue{Val: 256 << 20}},
-		}}}}
-	if _, err := l.Broadcaster(t, c, "tenant").Broadcast(t.Context(), &ledger.MsgCreateDeployment{
-		ID: market.DeploymentID{Owner: tenant, DSeq: 7}, Groups: []market.GroupSpec{group}, Version: bytes.Repeat([]byte{7}, 32),
+	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := l.Broadcaster(t, c, "tenant")
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: 7}, Groups: dep.Groups, Version: dep.Version,
 		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
 	}); err != nil {
 		t.Fatal(err)
 	}
 	order := market.OrderID{Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1}
-	// Default scale prices: 500 m × 0.01 + 256 MiB × 0.002 = 5.512 per block.
+	// Default scale prices: 2 × (500 m × 0.01 + 512 MiB × 0.002 + 1024 MiB × 0.0002 + 1 endpoint) = 14.4576 per block.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var b ledger.Bid
 		err := c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(me)}, &b)
 		if err == nil {
-			if b.Price.String() != "5.512000000000000000uakt" {
+			if b.Price.String() != "14.457600000000000000uakt" {
 				t.Fatalf("bid %+v", b)
 			}
 			break
@@ -192,6 +199,26 @@ func TestProviderRun(t *testing.T) {
 			t.Fatal(t.Context().Err())
 		}
 	}
+	// The tenant leases it; the manifest is handed to the cluster (the gateway will do
+	// that); the lease runs and its status becomes ready.
+	lease := order.Bid(me).Lease()
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order.Bid(me)}); err != nil {
+		t.Fatal(err)
+	}
+	p.Manager().ManifestReceived(lease, dep.Version, dep.Manifest[0])
+	waitFor(t, "the lease ready", func() bool {
+		s, ok := p.Monitor().Status(lease)
+		return ok && s.Ready
+	})
+	// The tenant closes the deployment: the provider tears the lease down.
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCloseDeployment{ID: market.DeploymentID{Owner: tenant, DSeq: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	cs := k.Clientset(t)
+	waitFor(t, "the lease's namespace gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), kube.LeaseNamespace(lease), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
 	if err != nil {
 		t.Fatal(err)
@@ -202,7 +229,8 @@ func TestProviderRun(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 1`, "berth_bid_latency_seconds_count 1", "# HELP berth_bidengine_height"} {
+	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 1`, `berth_bid_decisions_total{reason="leased",result="won"} 1`,
+		"berth_bid_latency_seconds_count 1", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 1`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -214,6 +242,21 @@ func TestProviderRun(t *testing.T) {
 
 // TestBiddingDocExamples keeps docs/bidding.md true: every YAML example in it decodes
 // strictly, and the ones that do not name a script on this machine validate.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-time.After(20 * time.Millisecond):
+		case <-t.Context().Done():
+			t.Fatal(t.Context().Err())
+		}
+	}
+}
+
 func TestBiddingDocExamples(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/bidding.md")
 	if err != nil {

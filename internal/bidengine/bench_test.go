@@ -137,7 +137,7 @@ func benchProvider(b *testing.B, l *testenv.LedgerNode, observe func(time.Durati
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := NewService(ServiceConfig{Cursor: cur, Observe: observe}, e, c, bc, won, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	svc, err := NewService(ServiceConfig{Cursor: cur, Observe: observe}, e, c, bc, Buses{Won: won}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

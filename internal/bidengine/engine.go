@@ -54,6 +54,13 @@ type LeaseWon struct {
 	Rebuilt bool
 }
 
+// LeaseClosed is published when one of our leases ends (closed by the tenant, by us,
+// or by the ledger for insufficient funds): the cluster tears it down.
+type LeaseClosed struct {
+	Lease  market.LeaseID
+	Reason string
+}
+
 // ActionKind says what the run loop must do.
 type ActionKind int
 
@@ -75,14 +82,17 @@ const (
 	ActRefreshAudits
 	// ActRefreshProvider: our provider record changed; reload its attributes.
 	ActRefreshProvider
+	// ActPublishClosed: publish Closed on the bus.
+	ActPublishClosed
 )
 
 // Action is one thing the engine asks the run loop to do.
 type Action struct {
-	Kind  ActionKind
-	Order market.OrderID
-	Bid   market.BidID
-	Won   *LeaseWon
+	Kind   ActionKind
+	Order  market.OrderID
+	Bid    market.BidID
+	Won    *LeaseWon
+	Closed *LeaseClosed
 }
 
 type bidState int
@@ -384,6 +394,8 @@ func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
 			if t := e.orders[id]; t != nil && t.state == stateWon {
 				e.dropLocked(id, now, ResultClosed, ReasonLeaseClosed, a[ledger.AttrReason])
 			}
+			// Whether or not the engine tracked it: the cluster must let it go.
+			return []Action{{Kind: ActPublishClosed, Order: id, Closed: &LeaseClosed{Lease: id.Bid(e.cfg.Provider).Lease(), Reason: a[ledger.AttrReason]}}}
 		}
 	case ledger.EventOrderClosed, ledger.EventGroupClosed, ledger.EventGroupPaused, ledger.EventGroupUnfunded, ledger.EventDeploymentClosed:
 		return e.closedLocked(ev, now)

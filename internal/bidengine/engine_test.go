@@ -204,7 +204,10 @@ func TestBidWonAndLeaseClosed(t *testing.T) {
 	if acts := h.e.Tick(h.now); len(acts) != 0 {
 		t.Fatalf("tick %+v", acts)
 	}
-	h.apply(event(ledger.EventLeaseClosed, o.ID, us, ledger.AttrReason, "owner"))
+	acts = h.apply(event(ledger.EventLeaseClosed, o.ID, us, ledger.AttrReason, "owner"))
+	if len(acts) != 1 || acts[0].Kind != ActPublishClosed || acts[0].Closed.Lease != o.ID.Bid(us).Lease() || acts[0].Closed.Reason != "owner" {
+		t.Fatalf("actions on lease.closed %+v", acts)
+	}
 	if h.cap.Reserved(o.ID) || len(h.e.Tracked()) != 0 {
 		t.Fatal("a closed lease kept its reservation")
 	}

@@ -50,7 +50,7 @@ type Service struct {
 	engine *Engine
 	client *chain.Client
 	sender Sender
-	won    *bus.Bus[LeaseWon]
+	buses  Buses
 	log    *slog.Logger
 
 	latency prometheus.Histogram
@@ -60,9 +60,15 @@ type Service struct {
 	sends sync.WaitGroup
 }
 
+// Buses are where the service publishes: LeaseWon (required) and LeaseClosed.
+type Buses struct {
+	Won    *bus.Bus[LeaseWon]
+	Closed *bus.Bus[LeaseClosed]
+}
+
 // NewService builds the run loop; it starts nothing.
-func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, won *bus.Bus[LeaseWon], log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
-	if cfg.Cursor == nil || e == nil || c == nil || s == nil || won == nil || log == nil {
+func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, buses Buses, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	if cfg.Cursor == nil || e == nil || c == nil || s == nil || buses.Won == nil || log == nil {
 		return nil, errors.New("bid engine service: cursor, engine, client, sender, bus and logger are required")
 	}
 	if cfg.Concurrency <= 0 {
@@ -72,7 +78,7 @@ func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, won *bu
 		cfg.TickInterval = time.Second
 	}
 	svc := &Service{
-		cfg: cfg, engine: e, client: c, sender: s, won: won, log: log, ready: make(chan struct{}),
+		cfg: cfg, engine: e, client: c, sender: s, buses: buses, log: log, ready: make(chan struct{}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_bid_latency_seconds",
 			Help:    "Time from reading an order's block to handing its bid to the broadcaster.",
@@ -249,7 +255,12 @@ func (s *Service) act(ctx context.Context, acts []Action) {
 			})
 		case ActPublishWon:
 			s.log.InfoContext(ctx, "lease won", slog.String("lease", a.Won.Lease.String()), slog.String("price", a.Won.Price.String()))
-			s.won.Publish(*a.Won)
+			s.buses.Won.Publish(*a.Won)
+		case ActPublishClosed:
+			s.log.InfoContext(ctx, "lease closed", slog.String("lease", a.Closed.Lease.String()), slog.String("reason", a.Closed.Reason))
+			if s.buses.Closed != nil {
+				s.buses.Closed.Publish(*a.Closed)
+			}
 		case ActAdopt:
 			err = s.adopt(ctx, a.Order.Bid(s.engine.cfg.Provider).Lease(), false)
 		case ActRestoreBid:
@@ -283,7 +294,7 @@ func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) er
 	}
 	if won != nil {
 		s.log.InfoContext(ctx, "lease adopted", slog.String("lease", won.Lease.String()), slog.Bool("at_start", rebuilt))
-		s.won.Publish(*won)
+		s.buses.Won.Publish(*won)
 	}
 	return nil
 }

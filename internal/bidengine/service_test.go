@@ -63,7 +63,7 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(ServiceConfig{Cursor: cur}, e, c, bc, wonBus, log, nil)
+	svc, err := NewService(ServiceConfig{Cursor: cur}, e, c, bc, Buses{Won: wonBus}, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

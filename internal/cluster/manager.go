@@ -77,10 +77,11 @@ type Manager struct {
 }
 
 type worker struct {
-	kick  chan struct{}
-	state DeploymentState
-	group market.ManifestGroup
-	close bool
+	kick    chan struct{}
+	state   DeploymentState
+	group   market.ManifestGroup
+	close   bool
+	started bool
 }
 
 // NewManager returns a manager; it starts nothing.
@@ -108,23 +109,39 @@ func (m *Manager) Run(ctx context.Context) error {
 	if err != nil {
 		return nil // ctx ended
 	}
-	m.mu.Lock()
-	m.ctx = ctx
-	m.mu.Unlock()
-	for _, d := range deployed {
+	keep := make([]bool, len(deployed))
+	for i, d := range deployed {
 		ok, err := m.active(ctx, d.Lease)
 		switch {
 		case err != nil:
 			// The ledger cannot say: keep running it as it is.
 			m.log.WarnContext(ctx, "lease state unknown at start; keeping it", slog.String("lease", d.Lease.String()), slog.String("error", err.Error()))
-			m.ManifestReceived(d.Lease, d.Version, d.Group)
+			keep[i] = true
 		case ok:
-			m.ManifestReceived(d.Lease, d.Version, d.Group)
+			keep[i] = true
 		default:
 			m.log.InfoContext(ctx, "lease closed while we were down; tearing it down", slog.String("lease", d.Lease.String()))
-			m.LeaseClosed(d.Lease)
 		}
 	}
+	m.mu.Lock()
+	m.ctx = ctx
+	for i, d := range deployed {
+		if _, queued := m.workers[d.Lease]; queued {
+			continue // what arrived since is newer
+		}
+		if keep[i] {
+			m.setManifestLocked(d.Lease, d.Version, d.Group)
+		} else {
+			m.closeLocked(d.Lease)
+		}
+	}
+	// Start the workers, including those for events that arrived before Run.
+	for id, w := range m.workers {
+		if !w.started {
+			m.startLocked(id, w)
+		}
+	}
+	m.mu.Unlock()
 	close(m.started)
 	<-ctx.Done()
 	return nil
@@ -146,9 +163,14 @@ func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
 }
 
 // ManifestReceived sets the manifest a lease must run (a new one, or an update).
+// Before Run has started, it is queued.
 func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.setManifestLocked(id, version, group)
+}
+
+func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group market.ManifestGroup) {
 	w := m.workerLocked(id)
 	if w == nil || w.close {
 		return
@@ -159,10 +181,15 @@ func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group mark
 	poke(w.kick)
 }
 
-// LeaseClosed tears a lease down (whether or not it had a manifest).
+// LeaseClosed tears a lease down (whether or not it had a manifest). Before Run has
+// started, it is queued.
 func (m *Manager) LeaseClosed(id market.LeaseID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.closeLocked(id)
+}
+
+func (m *Manager) closeLocked(id market.LeaseID) {
 	w := m.workerLocked(id)
 	if w == nil {
 		return
@@ -172,19 +199,28 @@ func (m *Manager) LeaseClosed(id market.LeaseID) {
 	poke(w.kick)
 }
 
-// workerLocked returns the lease's worker, starting it if needed (nil before Run).
+// workerLocked returns the lease's worker, creating it if needed: started at once
+// once Run has rebuilt, else when it has. It is nil for a lease already torn down, or
+// after Run ended.
 func (m *Manager) workerLocked(id market.LeaseID) *worker {
 	if w, ok := m.workers[id]; ok {
 		return w
 	}
-	if _, ok := m.closed[id]; ok || m.ctx == nil || m.ctx.Err() != nil {
+	if _, ok := m.closed[id]; ok || (m.ctx != nil && m.ctx.Err() != nil) {
 		return nil
 	}
 	w := &worker{kick: make(chan struct{}, 1), state: DeploymentState{Lease: id}}
 	m.workers[id] = w
+	if m.ctx != nil {
+		m.startLocked(id, w)
+	}
+	return w
+}
+
+func (m *Manager) startLocked(id market.LeaseID, w *worker) {
+	w.started = true
 	m.wg.Add(1)
 	go m.work(m.ctx, id, w)
-	return w
 }
 
 func poke(ch chan struct{}) {

@@ -192,3 +192,26 @@ func TestManagerRebuildsAfterRestart(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 }
+
+// TestManagerQueuesEventsBeforeRun: a manifest handed over before the manager has
+// rebuilt is not lost, and wins over the older one the cluster records.
+func TestManagerQueuesEventsBeforeRun(t *testing.T) {
+	f := newFake()
+	f.running[lease(1)] = version(1)
+	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond}, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil },
+		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ManifestReceived(lease(1), version(2), market.ManifestGroup{})
+	m.ManifestReceived(lease(2), version(1), market.ManifestGroup{})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = m.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	eventuallyTrue(t, "both deployed", func() bool {
+		v1, ok1 := f.version(lease(1))
+		_, ok2 := f.version(lease(2))
+		return ok1 && ok2 && v1[0] == 2 && state(m, lease(1)).Phase == PhaseDeployed
+	})
+}
