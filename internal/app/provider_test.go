@@ -240,8 +240,6 @@ func TestProviderRun(t *testing.T) {
 	}
 }
 
-// TestBiddingDocExamples keeps docs/bidding.md true: every YAML example in it decodes
-// strictly, and the ones that do not name a script on this machine validate.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -257,13 +255,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// TestBiddingDocExamples keeps docs/bidding.md and docs/cluster.md true: every YAML
+// example in them decodes strictly, and the ones that do not name a script on this
+// machine validate.
 func TestBiddingDocExamples(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/bidding.md")
-	if err != nil {
-		t.Fatal(err)
+	var blocks []string
+	for _, f := range []string{"../../docs/bidding.md", "../../docs/cluster.md"} {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks = append(blocks, strings.Split(string(doc), "```yaml\n")[1:]...)
 	}
-	blocks := strings.Split(string(doc), "```yaml\n")[1:]
-	if len(blocks) < 3 {
+	if len(blocks) < 4 {
 		t.Fatalf("found %d YAML examples", len(blocks))
 	}
 	for i, b := range blocks {
