@@ -44,7 +44,7 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
-	if err := Apply(ctx, d.cs, objs); err != nil {
+	if err := Apply(ctx, d.cs, d.dc, objs); err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
 	m, err := NewManifest(id, version, group)

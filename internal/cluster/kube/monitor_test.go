@@ -97,7 +97,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	}
 	s := await("web and llm available, the worker's reason", func(s LeaseStatus) bool {
 		web, llm, worker := svc(s, "web"), svc(s, "llm"), svc(s, "worker")
-		return web.Available == 2 && llm.Available == 1 && len(web.Forwarded) == 1 && len(worker.Errors) > 0
+		return web.Available == 2 && llm.Available == 1 && len(web.Forwarded) == 2 && len(worker.Errors) > 0
 	})
 	if s.Ready {
 		t.Fatal("ready although the worker is not running")

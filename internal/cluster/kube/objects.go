@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
@@ -69,6 +71,10 @@ type LeaseObjects struct {
 	Deployments     []*appsv1.Deployment
 	StatefulSets    []*appsv1.StatefulSet
 	Services        []*corev1.Service
+	// Hosts are the hostnames the lease's HTTP ports accept (the hostname operator
+	// routes them); LeasedIPs its ports on leased IPs (the IP operator assigns them).
+	Hosts     []*berthv1.ProviderHost
+	LeasedIPs []*berthv1.ProviderLeasedIP
 }
 
 // LeaseNamespace is the namespace of a lease: "lease-" and 32 characters of the base32
@@ -154,7 +160,40 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 		})
 	}
 	objs.Services = append(objs.Services, services(meta, svc, selector)...)
+	ref := leaseRef(objs.Namespace.Labels)
+	for i := range svc.Expose {
+		e := &svc.Expose[i]
+		ext := int32(min(e.ExternalPortOrPort(), 65535))
+		if e.IsIngress() {
+			for _, h := range e.Hosts {
+				name := strings.ToLower(h)
+				if len(validation.IsDNS1123Subdomain(name)) > 0 { // a wildcard, for one
+					sum := sha256.Sum256([]byte(name))
+					name = fmt.Sprintf("host-%x", sum[:8])
+				}
+				objs.Hosts = append(objs.Hosts, &berthv1.ProviderHost{
+					TypeMeta: typeMeta(berthv1.GroupVersion.String(), "ProviderHost"), ObjectMeta: meta(name, LabelService, svc.Name),
+					Spec: berthv1.ProviderHostSpec{Lease: ref, Hostname: strings.ToLower(h), Service: svc.Name, ExternalPort: ext},
+				})
+			}
+		}
+		if e.Global && e.IP != "" {
+			proto := string(protocol(e.Proto))
+			objs.LeasedIPs = append(objs.LeasedIPs, &berthv1.ProviderLeasedIP{
+				TypeMeta:   typeMeta(berthv1.GroupVersion.String(), "ProviderLeasedIP"),
+				ObjectMeta: meta(fmt.Sprintf("%s-%s-%d", svc.Name, strings.ToLower(proto), ext), LabelService, svc.Name),
+				Spec: berthv1.ProviderLeasedIPSpec{Lease: ref, Name: e.IP, Service: svc.Name,
+					Port: int32(min(e.Port, 65535)), ExternalPort: ext, Protocol: proto},
+			})
+		}
+	}
 	return nil
+}
+
+// leaseRef is the lease a namespace's labels name.
+func leaseRef(labels map[string]string) berthv1.LeaseRef {
+	id, _ := cluster.LeaseFromLabels(labels)
+	return berthv1.LeaseRef{Owner: id.Owner, DSeq: fmt.Sprint(id.DSeq), GSeq: int64(id.GSeq), OSeq: int64(id.OSeq), Provider: id.Provider}
 }
 
 // podSpec builds a service's pod, and the volume claims when it has persistent storage.

@@ -13,6 +13,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -38,6 +39,9 @@ services:
       - port: 5000
         proto: udp
         to: [{global: true}]
+      - port: 6000
+        as: 6000
+        to: [{global: true, ip: pub}]
   worker:
     image: busybox:1.36
     command: [sh, -c]
@@ -51,6 +55,8 @@ services:
     expose:
       - port: 8000
         to: [{service: web}]
+endpoints:
+  pub: {kind: ip}
 profiles:
   compute:
     web:
@@ -200,8 +206,16 @@ func TestBuildLease(t *testing.T) {
 	if want := []string{"llm/ClusterIP", "web/ClusterIP", "web-np/NodePort"}; !slices.Equal(names, want) {
 		t.Errorf("services %v, want %v", names, want)
 	}
-	if np := o.Services[2]; len(np.Spec.Ports) != 1 || np.Spec.Ports[0].Protocol != corev1.ProtocolUDP || np.Spec.Ports[0].Port != 5000 {
+	if np := o.Services[2]; len(np.Spec.Ports) != 2 || np.Spec.Ports[0].Protocol != corev1.ProtocolUDP || np.Spec.Ports[0].Port != 5000 || np.Spec.Ports[1].Port != 6000 {
 		t.Errorf("node port service %+v", np.Spec.Ports)
+	}
+	// The accepted hostname and the leased-IP port become resources for the operators.
+	if len(o.Hosts) != 1 || o.Hosts[0].Name != "www.example.com" || o.Hosts[0].Spec.Service != "web" || o.Hosts[0].Spec.ExternalPort != 80 ||
+		o.Hosts[0].Spec.Lease.DSeq != "42" {
+		t.Errorf("hosts %+v", o.Hosts)
+	}
+	if len(o.LeasedIPs) != 1 || o.LeasedIPs[0].Name != "web-tcp-6000" || o.LeasedIPs[0].Spec.Name != "pub" || o.LeasedIPs[0].Spec.Port != 6000 {
+		t.Errorf("leased IPs %+v", o.LeasedIPs)
 	}
 }
 
@@ -220,9 +234,16 @@ func TestApplyLease(t *testing.T) {
 	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	dc, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InstallCRDs(ctx, dc); err != nil {
+		t.Fatal(err)
+	}
 	o := buildTestLease(t)
 	for range 2 {
-		if err := Apply(ctx, cs, o); err != nil {
+		if err := Apply(ctx, cs, dc, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -259,6 +280,12 @@ func TestApplyLease(t *testing.T) {
 	svc, err := cs.CoreV1().Services(ns).Get(ctx, "web-np", metav1.GetOptions{})
 	if err != nil || svc.Spec.Ports[0].NodePort == 0 {
 		t.Fatalf("node port service: %+v %v", svc, err)
+	}
+	if _, err := dc.Resource(ProviderHostResource).Namespace(ns).Get(ctx, "www.example.com", metav1.GetOptions{}); err != nil {
+		t.Fatalf("provider host: %v", err)
+	}
+	if _, err := dc.Resource(ProviderLeasedIPResource).Namespace(ns).Get(ctx, "web-tcp-6000", metav1.GetOptions{}); err != nil {
+		t.Fatalf("provider leased IP: %v", err)
 	}
 	// Every object is managed by berth's field manager.
 	d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
