@@ -118,6 +118,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	p.engine, err = bidengine.NewEngine(bidengine.EngineConfig{
 		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: timeout,
 		BidsPerHour: cfg.Bidding.Budget.BidsPerHour, TenantBidsPerHour: cfg.Bidding.Budget.TenantBidsPerHour,
+		Overcommit: cfg.Cluster.overcommit(),
 	}, capacity, history)
 	if err != nil {
 		return nil, err
@@ -132,7 +133,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	settings := kube.Settings{StorageClasses: cfg.Cluster.StorageClasses, GPURuntimeClass: cfg.Cluster.GPURuntimeClass,
-		IngressNamespace: cfg.Cluster.IngressNamespace, EgressDeny: cfg.Cluster.EgressDeny}
+		IngressNamespace: cfg.Cluster.IngressNamespace, EgressDeny: cfg.Cluster.EgressDeny, Overcommit: cfg.Cluster.overcommit()}
 	if p.deploy, err = kube.NewDeployer(cs, p.dc, settings, log); err != nil {
 		return nil, err
 	}

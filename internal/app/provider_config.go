@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/yaml"
@@ -61,6 +62,17 @@ type ClusterConfig struct {
 	// OrphanDryRun only reports what would be removed.
 	OrphanInterval string `yaml:"orphan_interval"`
 	OrphanDryRun   bool   `yaml:"orphan_dry_run"`
+	// Overcommit is in percent per resource: requests (and reservations) are
+	// 100/(100+P) of what tenants ask; limits stay what they ask.
+	Overcommit struct {
+		CPU     uint32 `yaml:"cpu"`
+		Memory  uint32 `yaml:"memory"`
+		Storage uint32 `yaml:"storage"`
+	} `yaml:"overcommit"`
+}
+
+func (c *ClusterConfig) overcommit() cluster.Overcommit {
+	return cluster.Overcommit{CPU: c.Overcommit.CPU, Memory: c.Overcommit.Memory, Storage: c.Overcommit.Storage}
 }
 
 // AttributeConfig is one key/value attribute.
@@ -221,6 +233,11 @@ func (c *ProviderConfig) Validate() error {
 	}
 	if _, err := c.orphanInterval(); err != nil {
 		return err
+	}
+	for name, v := range map[string]uint32{"cpu": c.Cluster.Overcommit.CPU, "memory": c.Cluster.Overcommit.Memory, "storage": c.Cluster.Overcommit.Storage} {
+		if v > cluster.MaxOvercommit {
+			return fmt.Errorf("cluster.overcommit.%s: %d%% is more than %d%%", name, v, cluster.MaxOvercommit)
+		}
 	}
 	for i, cidr := range c.Cluster.EgressDeny {
 		if _, err := netip.ParsePrefix(cidr); err != nil {

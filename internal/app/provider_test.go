@@ -77,6 +77,9 @@ inventory:
 		{"log level", "log_level: loud\n", nil, `log_level: "loud"`},
 		{"env overrides", "home: /from/file\n", map[string]string{"BERTH_HOME": "/from/env", "BERTH_LOG_LEVEL": "verbose"}, `log_level: "verbose"`},
 		{"wrong type", "kube_burst: many\n", nil, "line 1: kube_burst"},
+		{"overcommit", "cluster:\n  overcommit: {cpu: 2000}\n", nil, "cluster.overcommit.cpu: 2000%"},
+		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
+		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })

@@ -42,6 +42,9 @@ type EngineConfig struct {
 	Deposit market.Coin
 	// BidTimeout is how long a bid waits for a lease before we close it.
 	BidTimeout time.Duration
+	// Overcommit is how much the cluster may promise beyond what it has; the cluster
+	// service requests resources the same way.
+	Overcommit cluster.Overcommit
 }
 
 // LeaseWon is published when a tenant leases one of our bids.
@@ -239,7 +242,7 @@ func (e *Engine) admitLocked(o ledger.Order, now time.Time) ([]cluster.Placement
 	if err := e.budget.Allow(o.ID.Owner, now); err != nil {
 		return nil, err
 	}
-	d, err := cluster.DemandOf(o.Spec)
+	d, err := cluster.DemandOf(o.Spec, e.cfg.Overcommit)
 	if err != nil {
 		return nil, noBid(ReasonInvalidOrder, "%v", err)
 	}
@@ -533,7 +536,7 @@ func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now 
 }
 
 func (e *Engine) adoptLocked(id market.OrderID, spec market.GroupSpec) ([]cluster.Placement, error) {
-	d, err := cluster.DemandOf(spec)
+	d, err := cluster.DemandOf(spec, e.cfg.Overcommit)
 	if err != nil {
 		return nil, fmt.Errorf("order %s: %w", id, err)
 	}

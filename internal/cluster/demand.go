@@ -135,13 +135,35 @@ type Demand struct {
 	NodePorts int
 }
 
+// Overcommit lets the cluster promise more than it has: a resource overcommitted by P
+// percent is requested (and reserved) at 100/(100+P) of what the tenant asked, while
+// the container's limit stays what was asked. Storage overcommit applies to ephemeral
+// storage requests and to persistent pools' accounting (a volume's size is never
+// shrunk).
+type Overcommit struct {
+	CPU, Memory, Storage uint32 // percent, 0 = none
+}
+
+// MaxOvercommit bounds each percentage.
+const MaxOvercommit = 1000
+
+// Request is the request for a limit under pct percent of overcommit, rounded up (a
+// positive limit never requests 0).
+func Request(limit int64, pct uint32) int64 {
+	if pct == 0 || limit <= 0 {
+		return limit
+	}
+	d := int64(100 + min(pct, MaxOvercommit))
+	return (limit*100 + d - 1) / d
+}
+
 // maxQuantity bounds any single quantity so that sums stay far from overflow.
 const maxQuantity = math.MaxInt64 / (1 << 24)
 
-// DemandOf converts an order's group into what the cluster must provide: ephemeral
-// volumes count as the node's ephemeral storage, "ram" volumes as memory, persistent
-// volumes against their class's pool.
-func DemandOf(spec market.GroupSpec) (Demand, error) {
+// DemandOf converts an order's group into what the cluster must provide, under oc:
+// ephemeral volumes count as the node's ephemeral storage, "ram" volumes as memory,
+// persistent volumes against their class's pool.
+func DemandOf(spec market.GroupSpec, oc Overcommit) (Demand, error) {
 	d := Demand{Storage: map[string]int64{}}
 	ips := map[uint32]bool{}
 	for i, ru := range spec.Resources {
@@ -198,7 +220,13 @@ func DemandOf(spec market.GroupSpec) (Demand, error) {
 				ips[ep.SequenceNumber] = true
 			}
 		}
+		u.Each.CPU = Request(u.Each.CPU, oc.CPU)
+		u.Each.Memory = Request(u.Each.Memory, oc.Memory)
+		u.Each.EphemeralStorage = Request(u.Each.EphemeralStorage, oc.Storage)
 		d.Units = append(d.Units, u)
+	}
+	for class, n := range d.Storage {
+		d.Storage[class] = Request(n, oc.Storage)
 	}
 	d.LeasedIPs = len(ips)
 	return d, nil

@@ -108,7 +108,7 @@ func TestDemandOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := DemandOf(res.Groups[0])
+	d, err := DemandOf(res.Groups[0], Overcommit{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,4 +159,33 @@ func FuzzParseGPUAttributes(f *testing.F) {
 			t.Fatalf("%q → %+v", key, gs)
 		}
 	})
+}
+
+func TestOvercommitRequest(t *testing.T) {
+	for _, tc := range []struct {
+		limit int64
+		pct   uint32
+		want  int64
+	}{
+		{1000, 0, 1000}, {1000, 100, 500}, {1000, 25, 800}, {1, 100, 1}, {3, 100, 2}, {0, 100, 0}, {1000, 5000, 91},
+	} {
+		if got := Request(tc.limit, tc.pct); got != tc.want {
+			t.Errorf("Request(%d, %d%%) = %d, want %d", tc.limit, tc.pct, got, tc.want)
+		}
+	}
+	// With 100% CPU overcommit a 4-CPU node takes two 4-CPU replicas.
+	f, _, err := sdl.Parse([]byte(demandSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := DemandOf(f.Groups[0], Overcommit{CPU: 100, Memory: 50, Storage: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := d.Units[0].Each; e.CPU != 250 || e.Memory != (768<<20)*2/3 || e.EphemeralStorage != 512<<20 || e.GPUs != 1 {
+		t.Fatalf("overcommitted unit %s", e)
+	}
+	if d.Storage["beta3"] != 15<<30 {
+		t.Fatalf("overcommitted pool %d", d.Storage["beta3"])
+	}
 }

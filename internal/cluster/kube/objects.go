@@ -44,6 +44,8 @@ type Settings struct {
 	// EgressDeny lists the CIDRs tenants may not reach (default: private, shared,
 	// link-local and loopback ranges); everything else on the internet is allowed.
 	EgressDeny []string
+	// Overcommit lowers requests below limits (the bid engine reserves the same way).
+	Overcommit cluster.Overcommit
 }
 
 // DefaultEgressDeny are the ranges tenants' pods cannot reach by default.
@@ -201,9 +203,11 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 	res := svc.Resources
 	requests := corev1.ResourceList{}
 	limits := corev1.ResourceList{}
+	oc := s.Overcommit
 	if res.CPU != nil {
-		q := *resource.NewMilliQuantity(int64(min(uint64(res.CPU.Units.Val), 1<<53)), resource.DecimalSI)
-		requests[corev1.ResourceCPU], limits[corev1.ResourceCPU] = q, q
+		limit := int64(min(uint64(res.CPU.Units.Val), 1<<53))
+		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cluster.Request(limit, oc.CPU), resource.DecimalSI)
+		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(limit, resource.DecimalSI)
 	}
 	memory := int64(0)
 	if res.Memory != nil {
@@ -263,12 +267,12 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		}
 	}
 	if memory > 0 {
-		q := *resource.NewQuantity(memory, resource.BinarySI)
-		requests[corev1.ResourceMemory], limits[corev1.ResourceMemory] = q, q
+		requests[corev1.ResourceMemory] = *resource.NewQuantity(cluster.Request(memory, oc.Memory), resource.BinarySI)
+		limits[corev1.ResourceMemory] = *resource.NewQuantity(memory, resource.BinarySI)
 	}
 	if ephemeral > 0 {
-		q := *resource.NewQuantity(ephemeral, resource.BinarySI)
-		requests[corev1.ResourceEphemeralStorage], limits[corev1.ResourceEphemeralStorage] = q, q
+		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(cluster.Request(ephemeral, oc.Storage), resource.BinarySI)
+		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(ephemeral, resource.BinarySI)
 	}
 	var affinity *corev1.Affinity
 	runtimeClass := ""

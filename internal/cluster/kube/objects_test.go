@@ -293,3 +293,43 @@ func TestApplyLease(t *testing.T) {
 		t.Fatalf("web deployment managed fields: %v", err)
 	}
 }
+
+// TestOvercommitMatchesDemand: with overcommit, every container requests exactly what
+// the bid engine reserved for its resource unit (so running pods take their
+// reservation's place), while its limits stay what the tenant asked.
+func TestOvercommitMatchesDemand(t *testing.T) {
+	res, _, err := sdl.Parse([]byte(leaseSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oc := cluster.Overcommit{CPU: 100, Memory: 30, Storage: 200}
+	objs, err := BuildLease(testLease, res.Manifest[0], Settings{Overcommit: oc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := cluster.DemandOf(res.Groups[0], oc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var containers []corev1.Container
+	for _, x := range objs.Deployments {
+		containers = append(containers, x.Spec.Template.Spec.Containers...)
+	}
+	for _, x := range objs.StatefulSets {
+		containers = append(containers, x.Spec.Template.Spec.Containers...)
+	}
+	if len(containers) != 3 {
+		t.Fatalf("%d containers", len(containers))
+	}
+	for _, c := range containers {
+		gpus := c.Resources.Requests[ResourceGPU]
+		req := cluster.Amounts{CPU: c.Resources.Requests.Cpu().MilliValue(), Memory: c.Resources.Requests.Memory().Value(),
+			EphemeralStorage: c.Resources.Requests.StorageEphemeral().Value(), GPUs: gpus.Value(), Pods: 1}
+		if !slices.ContainsFunc(d.Units, func(u cluster.Unit) bool { return u.Each == req }) {
+			t.Errorf("%s requests %s, which no unit of the demand reserves (%+v)", c.Name, req, d.Units)
+		}
+		if c.Resources.Limits.Cpu().MilliValue() <= req.CPU || c.Resources.Limits.Memory().Value() <= req.Memory {
+			t.Errorf("%s: limits %v are not above the requests", c.Name, c.Resources.Limits)
+		}
+	}
+}
