@@ -25,7 +25,8 @@ var (
 
 // Apply server-side applies a lease's objects in dependency order: namespace, service
 // account, network policies, secrets, workloads, services, hostnames, leased IPs. It
-// stops at the first object the API server refuses and says which.
+// stops at the first object the API server refuses and says which. Only the namespace
+// is required; the rest may be empty.
 func Apply(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects) error {
 	force := true
 	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: &force}
@@ -46,11 +47,13 @@ func Apply(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o
 	}); err != nil {
 		return err
 	}
-	if err := apply("service account", o.ServiceAccount.Name, o.ServiceAccount, func(b []byte) error {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Patch(ctx, o.ServiceAccount.Name, types.ApplyPatchType, b, opts)
-		return err
-	}); err != nil {
-		return err
+	if sa := o.ServiceAccount; sa != nil {
+		if err := apply("service account", sa.Name, sa, func(b []byte) error {
+			_, err := cs.CoreV1().ServiceAccounts(ns).Patch(ctx, sa.Name, types.ApplyPatchType, b, opts)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	for _, p := range o.NetworkPolicies {
 		if err := apply("network policy", p.Name, p, func(b []byte) error {

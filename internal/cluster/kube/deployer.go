@@ -36,35 +36,63 @@ func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log 
 	return &Deployer{cs: cs, dc: dc, settings: s, log: log}, nil
 }
 
-// Deploy applies a lease's manifest group: its objects, then its Manifest resource
-// (written last, so a Manifest means everything before it was applied once).
-// Applying the same group again changes nothing; a new version is applied in place.
+// Deploy applies a lease's manifest group. The lease's namespace and its Manifest
+// resource come first, so the record of what the lease must run survives a failure or
+// a restart part-way (the manager re-applies from it); then the objects; then the
+// Manifest's status says Applied, or Failed with the API server's reason. Applying the
+// same group again changes nothing; a new version is applied in place.
 func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	objs, err := BuildLease(id, group, d.settings)
 	if err != nil {
-		return fmt.Errorf("lease %s: %w", id, err)
-	}
-	if err := Apply(ctx, d.cs, d.dc, objs); err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
 	m, err := NewManifest(id, version, group)
 	if err != nil {
 		return err
 	}
+	if err := Apply(ctx, d.cs, d.dc, &LeaseObjects{Namespace: objs.Namespace}); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
 	if err != nil {
 		return fmt.Errorf("lease %s: manifest: %w", id, err)
 	}
+	delete(obj, "status")
 	b, err := json.Marshal(obj)
 	if err != nil {
 		return fmt.Errorf("lease %s: manifest: %w", id, err)
 	}
 	force := true
-	if _, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
+	applied, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	if err != nil {
 		return fmt.Errorf("lease %s: apply manifest resource: %w", id, err)
 	}
+	if err := Apply(ctx, d.cs, d.dc, objs); err != nil {
+		err = fmt.Errorf("lease %s: %w", id, err)
+		d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseFailed, Message: err.Error()})
+		return err
+	}
+	d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseApplied})
 	return nil
+}
+
+// Phases a Manifest's status reports.
+const (
+	PhaseApplied = "Applied" // every object of the current generation was applied
+	PhaseFailed  = "Failed"  // the API server refused an object: Message says which and why
+)
+
+// setStatus records the outcome on the Manifest's status (best effort: the manager
+// reports the same and retries).
+func (d *Deployer) setStatus(ctx context.Context, ns string, st berthv1.ManifestStatus) {
+	b, err := json.Marshal(map[string]any{"status": st})
+	if err == nil {
+		_, err = d.dc.Resource(ManifestResource).Namespace(ns).Patch(ctx, ManifestName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	}
+	if err != nil && ctx.Err() == nil {
+		d.log.WarnContext(ctx, "manifest status not recorded", slog.String("namespace", ns), slog.String("error", err.Error()))
+	}
 }
 
 // Teardown deletes a lease's namespace, and with it every object and its Manifest. It

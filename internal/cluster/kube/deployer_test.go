@@ -6,6 +6,8 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -100,7 +103,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	}
 	eventually(t, "the update rolled out", running("nginx:1.28", 2))
 
-	// The Manifest resource records the latest version.
+	// The Manifest resource records the latest version, applied.
 	ms, err := d.Manifests(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +113,8 @@ func TestDeployUpdateTeardown(t *testing.T) {
 		gotID, v, gg, err := ManifestLease(m)
 		if err == nil && gotID == id {
 			found = true
-			if v[0] != 2 || gg.Services[0].Image != "nginx:1.28" {
-				t.Fatalf("manifest %x %+v", v, gg.Services[0])
+			if v[0] != 2 || gg.Services[0].Image != "nginx:1.28" || m.Status.Phase != PhaseApplied || m.Status.ObservedGeneration != m.Generation {
+				t.Fatalf("manifest %x %+v, status %+v (generation %d)", v, gg.Services[0], m.Status, m.Generation)
 			}
 		}
 	}
@@ -180,4 +183,40 @@ func TestRemoveOrphans(t *testing.T) {
 			t.Fatalf("lease %s's namespace was removed: %v", id, err)
 		}
 	}
+}
+
+// TestDeployFailureIsRecorded: when the API server refuses an object part-way, the
+// Manifest (written first) records the failure and why, so the lease is known and
+// retried after a restart; teardown removes what was applied.
+func TestDeployFailureIsRecorded(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	d := newTestDeployer(t, kube)
+	d.settings = Settings{EgressDeny: []string{"not-a-cidr"}} // the network policy is refused
+	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := market.LeaseID{Owner: "akash1failing", DSeq: 9, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	err = d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0])
+	if err == nil || !strings.Contains(err.Error(), "network policy allow-internet") {
+		t.Fatalf("deploy: %v", err)
+	}
+	ms, err := d.Manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m *berthv1.Manifest) bool { return m.Spec.Lease.Owner == "akash1failing" })
+	if i < 0 || ms[i].Status.Phase != PhaseFailed || !strings.Contains(ms[i].Status.Message, "allow-internet") {
+		t.Fatalf("manifest status: %+v", ms)
+	}
+	if err := d.Teardown(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the namespace gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(id), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 }
