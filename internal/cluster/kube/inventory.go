@@ -92,6 +92,18 @@ func (inv *Inventory) Run(ctx context.Context) error {
 			return fmt.Errorf("inventory: %w", err)
 		}
 	}
+	return runInformers(ctx, f, "inventory", func() {
+		close(inv.synced)
+		t := inv.cap.Totals()
+		inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
+			slog.Int64("memory_bytes", t.Allocatable.Memory), slog.Int64("gpus", t.Allocatable.GPUs))
+	})
+}
+
+// runInformers starts a factory's informers, calls synced once their caches are full,
+// and returns when ctx ends, after the informers stopped. what names the caller in
+// errors.
+func runInformers(ctx context.Context, f informers.SharedInformerFactory, what string, synced func()) error {
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -99,13 +111,10 @@ func (inv *Inventory) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("inventory: %v informer did not sync", typ)
+			return fmt.Errorf("%s: %v informer did not sync", what, typ)
 		}
 	}
-	close(inv.synced)
-	t := inv.cap.Totals()
-	inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
-		slog.Int64("memory_bytes", t.Allocatable.Memory), slog.Int64("gpus", t.Allocatable.GPUs))
+	synced()
 	<-ctx.Done()
 	return nil
 }

@@ -112,19 +112,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 			return fmt.Errorf("monitor: %w", err)
 		}
 	}
-	f.Start(ctx.Done())
-	defer f.Shutdown()
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("monitor: %v informer did not sync", typ)
-		}
-	}
-	close(m.synced)
-	<-ctx.Done()
-	return nil
+	return runInformers(ctx, f, "monitor", func() { close(m.synced) })
 }
 
 // touch recomputes the status of the lease an object belongs to.

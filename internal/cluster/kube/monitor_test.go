@@ -10,10 +10,6 @@ import (
 	"testing"
 	"time"
 
-	nodev1 "k8s.io/api/node/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -37,10 +33,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		localenv.NodeSpec{Name: "mon-cpu", CPU: "16", Memory: "64Gi"},
 		localenv.NodeSpec{Name: "mon-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{cluster.LabelGPUModel: "a100"}},
 	)
-	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
-	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nvidiaRuntimeClass(t, cs)
 	updates := make(chan LeaseStatus, 1024)
 	mon, err := NewMonitor(cs, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
 		if s.Lease == monLease {

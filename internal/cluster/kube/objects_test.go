@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -229,11 +230,7 @@ func TestApplyLease(t *testing.T) {
 		localenv.NodeSpec{Name: "apply-cpu", CPU: "16", Memory: "64Gi"},
 		localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{cluster.LabelGPUModel: "a100"}},
 	)
-	// The GPU runtime class the settings name (the cluster's operator creates it).
-	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
-	if _, err := cs.NodeV1().RuntimeClasses().Create(ctx, rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	nvidiaRuntimeClass(t, cs)
 	dc, err := dynamic.NewForConfig(kube.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -331,5 +328,15 @@ func TestOvercommitMatchesDemand(t *testing.T) {
 		if c.Resources.Limits.Cpu().MilliValue() <= req.CPU || c.Resources.Limits.Memory().Value() <= req.Memory {
 			t.Errorf("%s: limits %v are not above the requests", c.Name, c.Resources.Limits)
 		}
+	}
+}
+
+// nvidiaRuntimeClass creates the GPU runtime class the test settings name (on a real
+// cluster, the GPU operator does).
+func nvidiaRuntimeClass(t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
+	if _, err := cs.NodeV1().RuntimeClasses().Create(t.Context(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }
