@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +52,10 @@ type ControlPlane struct {
 	// on this host, as the user running the control plane.
 	ExecDir string
 
-	cfg     *rest.Config
+	cfg       *rest.Config
+	tlsClient *http.Client
+
+	mu      sync.Mutex // guards procs (RestartAPIServer replaces one)
 	procs   []*process
 	removed bool
 	log     *slog.Logger
@@ -217,6 +221,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, cp.procs, httpOK(tlsClient, cp.APIServerURL+"/readyz")); err != nil {
 		return nil, err
 	}
+	cp.tlsClient = tlsClient
 
 	// controllers and kwok
 	opts.Logger.InfoContext(ctx, "starting kube-controller-manager, kube-scheduler and kwok")
@@ -310,10 +315,43 @@ func startKwok(logs, bin string, files controlPlaneFiles, port int) (*process, e
 // RESTConfig returns a copy of the admin client configuration.
 func (cp *ControlPlane) RESTConfig() *rest.Config { return rest.CopyConfig(cp.cfg) }
 
+// RestartAPIServer stops kube-apiserver, keeps it down for down (an outage, for tests
+// of what survives one), starts it again with the same flags and port, and returns once
+// it is ready. Clients reconnect on their own.
+func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	cp.mu.Lock()
+	i := slices.IndexFunc(cp.procs, func(p *process) bool { return p.name == "kube-apiserver" })
+	if i < 0 {
+		cp.mu.Unlock()
+		return errors.New("no kube-apiserver process")
+	}
+	old := cp.procs[i]
+	cp.mu.Unlock()
+	old.stop()
+	t := time.NewTimer(down)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	p, err := startProcess(old.name, old.logDir, old.bin, old.args...)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.procs[i] = p
+	procs := slices.Clone(cp.procs)
+	cp.mu.Unlock()
+	return waitFor(ctx, "kube-apiserver readiness after restart", 100*time.Millisecond, procs, httpOK(cp.tlsClient, cp.APIServerURL+"/readyz"))
+}
+
 // Stop ends every process (in reverse start order) and removes the directory when it
 // was a temporary one. It is idempotent.
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
+		cp.mu.Lock()
+		defer cp.mu.Unlock()
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			cp.procs[i].stop()
 		}
@@ -327,6 +365,8 @@ func (cp *ControlPlane) Stop() {
 
 // Healthy reports an error when one of the control-plane processes has exited.
 func (cp *ControlPlane) Healthy() error {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
 	var errs []error
 	for _, p := range cp.procs {
 		if dead, err := p.exited(); dead {

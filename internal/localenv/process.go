@@ -20,6 +20,9 @@ import (
 // the parent dies first (Pdeathsig), so a crashed test leaves nothing running.
 type process struct {
 	name    string
+	bin     string
+	args    []string
+	logDir  string
 	cmd     *exec.Cmd
 	logPath string
 	logFile *os.File
@@ -50,7 +53,7 @@ func startProcess(name, logDir, bin string, args ...string) (*process, error) {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("start %s (%s): %w", name, bin, err)
 	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{}), grace: stopGrace}
+	p := &process{name: name, bin: bin, args: args, logDir: logDir, cmd: cmd, logPath: logPath, logFile: logFile, done: make(chan struct{}), grace: stopGrace}
 	go func() {
 		err := cmd.Wait()
 		p.mu.Lock()

@@ -1,0 +1,110 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestAPIServerOutage stops kube-apiserver for 60 s under a running lease: nothing is
+// torn down, the manager keeps the lease deployed, and afterwards the informers
+// recover: an update applied after the outage is seen rolling out through them. (This
+// file sorts last so the outage does not disturb the package's other tests.)
+func TestAPIServerOutage(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	addNodes(t, kube, localenv.NodeSpec{Name: "outage-1", CPU: "8", Memory: "32Gi"})
+	d := newTestDeployer(t, kube)
+	id := market.LeaseID{Owner: "akash1outage", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+	updates := make(chan LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, log, func(s LeaseStatus) {
+		if s.Lease == id {
+			updates <- s
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := cluster.NewManager(cluster.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
+		func(context.Context, market.LeaseID) (bool, error) { return true, nil }, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = mon.Run(runCtx) })
+	wg.Go(func() { _ = m.Run(runCtx) })
+	defer wg.Wait()
+	defer stop()
+	<-mon.Synced()
+	<-m.Started()
+
+	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := res.Manifest[0]
+	await := func(what string, timeout time.Duration, cond func(LeaseStatus) bool) {
+		t.Helper()
+		deadline := time.After(timeout)
+		for {
+			select {
+			case s := <-updates:
+				if cond(s) {
+					return
+				}
+			case <-deadline:
+				s, _ := mon.Status(id)
+				t.Fatalf("timed out waiting for %s; last status %+v; manager %+v", what, s, m.States())
+			}
+		}
+	}
+	m.ManifestReceived(id, bytes.Repeat([]byte{1}, 32), group)
+	await("the lease ready", time.Minute, func(s LeaseStatus) bool { return s.Ready })
+
+	if err := kube.RestartAPIServer(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing was torn down, and the manager still holds the lease as deployed.
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(id), metav1.GetOptions{}); err != nil {
+		t.Fatalf("the lease's namespace after the outage: %v", err)
+	}
+	if s := m.States(); len(s) != 1 || s[0].Phase != cluster.PhaseDeployed {
+		t.Fatalf("manager states after the outage %+v", s)
+	}
+	// An update after the outage is applied and seen through the recovered informers.
+	// (The control plane's own controllers take about a minute to reconnect here.)
+	group.Services[0].Image = "nginx:1.28"
+	m.ManifestReceived(id, bytes.Repeat([]byte{2}, 32), group)
+	await("the update rolled out after the outage", 4*time.Minute, func(s LeaseStatus) bool {
+		if !s.Ready {
+			return false
+		}
+		pods, err := cs.CoreV1().Pods(LeaseNamespace(id)).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, p := range pods.Items {
+			if p.Spec.Containers[0].Image != "nginx:1.28" {
+				return false
+			}
+		}
+		return len(pods.Items) == 2
+	})
+}
