@@ -47,7 +47,12 @@ type Provider struct {
 	manager *cluster.Manager
 	monitor *kube.Monitor
 	orphans time.Duration
-	metrics net.Listener
+	// unhealthy tracks leases not ready, for the optional close policy checked every
+	// unhealthyTick.
+	unhealthy     *cluster.Unhealthy
+	unhealthyTick time.Duration
+	cs            kubernetes.Interface
+	metrics       net.Listener
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -140,7 +145,18 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.manager, err = cluster.NewManager(cluster.ManagerConfig{}, p.deploy, p.leaseActive, log); err != nil {
 		return nil, err
 	}
-	if p.monitor, err = kube.NewMonitor(cs, log, nil); err != nil {
+	window, err := cfg.unhealthyWindow()
+	if err != nil {
+		return nil, err
+	}
+	p.unhealthy, p.unhealthyTick, p.cs = cluster.NewUnhealthy(window), time.Minute, cs
+	if p.monitor, err = kube.NewMonitor(cs, log, func(s kube.LeaseStatus) {
+		if len(s.Services) == 0 {
+			p.unhealthy.Forget(s.Lease)
+		} else {
+			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
+		}
+	}); err != nil {
 		return nil, err
 	}
 	if p.orphans, err = cfg.orphanInterval(); err != nil {
@@ -231,6 +247,9 @@ func (p *Provider) Run(ctx context.Context) error {
 	g.Go(func() error { return p.monitor.Run(ctx) })
 	g.Go(func() error { return p.followClosed(ctx, closed) })
 	g.Go(func() error { return p.removeOrphans(ctx) })
+	if window, _ := p.cfg.unhealthyWindow(); window > 0 {
+		g.Go(func() error { return p.closeUnhealthy(ctx) })
+	}
 	g.Go(func() error { return p.client.Run(ctx) })
 	g.Go(func() error { return p.bcast.Run(ctx) })
 	g.Go(func() error { return p.inv.Run(ctx) })
@@ -318,6 +337,39 @@ func (p *Provider) removeOrphans(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+	}
+}
+
+// closeUnhealthy closes, with reason unstable, the leases not ready for the configured
+// window. Time the API server does not answer does not count, and a lease the ledger
+// does not show active is left to the orphan check.
+func (p *Provider) closeUnhealthy(ctx context.Context) error {
+	t := time.NewTicker(p.unhealthyTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if err := p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+			p.unhealthy.Pause(p.unhealthyTick)
+			continue
+		}
+		for _, id := range p.unhealthy.Due(time.Now()) {
+			active, err := p.leaseActive(ctx, id)
+			if err != nil || !active {
+				continue
+			}
+			p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.String("window", p.cfg.Cluster.UnhealthyCloseAfter))
+			if _, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable}); err != nil {
+				if ctx.Err() == nil {
+					p.log.WarnContext(ctx, "close unhealthy lease", slog.String("lease", id.String()), slog.String("error", err.Error()))
+				}
+				continue
+			}
+			p.unhealthy.Forget(id)
 		}
 	}
 }

@@ -62,6 +62,9 @@ type ClusterConfig struct {
 	// OrphanDryRun only reports what would be removed.
 	OrphanInterval string `yaml:"orphan_interval"`
 	OrphanDryRun   bool   `yaml:"orphan_dry_run"`
+	// UnhealthyCloseAfter, when set, closes leases (reason unstable) not ready for that
+	// long while the cluster is observable ("": never, the default).
+	UnhealthyCloseAfter string `yaml:"unhealthy_close_after"`
 	// Overcommit is in percent per resource: requests (and reservations) are
 	// 100/(100+P) of what tenants ask; limits stay what they ask.
 	Overcommit struct {
@@ -234,6 +237,9 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.orphanInterval(); err != nil {
 		return err
 	}
+	if _, err := c.unhealthyWindow(); err != nil {
+		return err
+	}
 	for name, v := range map[string]uint32{"cpu": c.Cluster.Overcommit.CPU, "memory": c.Cluster.Overcommit.Memory, "storage": c.Cluster.Overcommit.Storage} {
 		if v > cluster.MaxOvercommit {
 			return fmt.Errorf("cluster.overcommit.%s: %d%% is more than %d%%", name, v, cluster.MaxOvercommit)
@@ -265,6 +271,18 @@ func (c *ProviderConfig) orphanInterval() (time.Duration, error) {
 	d, err := time.ParseDuration(c.Cluster.OrphanInterval)
 	if err != nil || d < 10*time.Second {
 		return 0, fmt.Errorf("cluster.orphan_interval %q: want a duration of at least 10s (e.g. 10m)", c.Cluster.OrphanInterval)
+	}
+	return d, nil
+}
+
+// unhealthyWindow is the unhealthy-lease policy's window (0: off).
+func (c *ProviderConfig) unhealthyWindow() (time.Duration, error) {
+	if c.Cluster.UnhealthyCloseAfter == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.Cluster.UnhealthyCloseAfter)
+	if err != nil || d < time.Hour {
+		return 0, fmt.Errorf("cluster.unhealthy_close_after %q: want a duration of at least 1h (e.g. 6h), or nothing to never close unhealthy leases", c.Cluster.UnhealthyCloseAfter)
 	}
 	return d, nil
 }

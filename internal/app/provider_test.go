@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -80,6 +81,7 @@ inventory:
 		{"overcommit", "cluster:\n  overcommit: {cpu: 2000}\n", nil, "cluster.overcommit.cpu: 2000%"},
 		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
+		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })
@@ -147,7 +149,8 @@ func TestProviderRun(t *testing.T) {
 		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\n", home, l.RPC(), embeddedKubeconfig(t, k.KubeconfigPath))), func(string) string { return "" })
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\n",
+		home, l.RPC(), embeddedKubeconfig(t, k.KubeconfigPath))), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,6 +158,7 @@ func TestProviderRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.unhealthyTick = 100 * time.Millisecond
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -222,6 +226,38 @@ func TestProviderRun(t *testing.T) {
 		_, err := cs.CoreV1().Namespaces().Get(t.Context(), kube.LeaseNamespace(lease), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
+
+	// The unhealthy-lease policy (window shortened for the test): a lease whose pods
+	// cannot be scheduled is closed by the provider with reason unstable, then torn down.
+	p.unhealthy.SetWindow(2 * time.Second)
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: 8}, Groups: dep.Groups, Version: dep.Version,
+		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	order8 := market.OrderID{Owner: tenant, DSeq: 8, GSeq: 1, OSeq: 1}
+	waitFor(t, "a bid on the second order", func() bool {
+		var b ledger.Bid
+		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order8.Bid(me)}, &b) == nil
+	})
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order8.Bid(me)}); err != nil {
+		t.Fatal(err)
+	}
+	stuck := dep.Manifest[0]
+	stuck.Services = slices.Clone(stuck.Services)
+	stuck.Services[0].Resources.GPU = &market.GPU{Units: market.ResourceValue{Val: 1}, Attributes: market.Attributes{{Key: "vendor/nvidia/model/h100", Value: "true"}}}
+	lease8 := order8.Bid(me).Lease()
+	p.Manager().ManifestReceived(lease8, dep.Version, stuck)
+	waitFor(t, "the unhealthy lease closed as unstable", func() bool {
+		var l ledger.LeaseResponse
+		err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: lease8}, &l)
+		return err == nil && l.Lease.State == ledger.LeaseClosed && l.Lease.Reason == ledger.ReasonUnstable
+	})
+	waitFor(t, "the unhealthy lease torn down", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), kube.LeaseNamespace(lease8), metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
 	if err != nil {
 		t.Fatal(err)
@@ -232,8 +268,8 @@ func TestProviderRun(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 1`, `berth_bid_decisions_total{reason="leased",result="won"} 1`,
-		"berth_bid_latency_seconds_count 1", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 1`} {
+	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 2`, `berth_bid_decisions_total{reason="leased",result="won"} 2`,
+		"berth_bid_latency_seconds_count 2", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 2`} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
