@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,10 +46,24 @@ type ServiceStatus struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
+// Event is a Kubernetes event about one of a lease's objects.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"` // Normal or Warning
+	Reason  string    `json:"reason"`
+	Object  string    `json:"object"` // kind/name
+	Message string    `json:"message"`
+}
+
+// eventsKept is how many recent events a lease's status holds.
+const eventsKept = 10
+
 // LeaseStatus is a lease's state on the cluster, computed from the informers' caches.
 type LeaseStatus struct {
 	Lease    market.LeaseID  `json:"lease"`
 	Services []ServiceStatus `json:"services"`
+	// Events are the lease's most recent Kubernetes events, newest last.
+	Events []Event `json:"events,omitempty"`
 	// Ready: every service has all its replicas available.
 	Ready     bool      `json:"ready"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -69,6 +84,8 @@ type Monitor struct {
 
 	mu       sync.Mutex
 	statuses map[market.LeaseID]LeaseStatus
+	events   map[market.LeaseID][]Event
+	leaseOf  map[string]market.LeaseID // namespace → lease, for events (which carry no labels)
 	synced   chan struct{}
 }
 
@@ -78,7 +95,8 @@ func NewMonitor(cs kubernetes.Interface, log *slog.Logger, onChange func(LeaseSt
 	if cs == nil || log == nil {
 		return nil, errors.New("monitor: client and logger are required")
 	}
-	return &Monitor{cs: cs, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{}, synced: make(chan struct{})}, nil
+	return &Monitor{cs: cs, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{},
+		events: map[market.LeaseID][]Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
 }
 
 // Synced is closed once the caches are filled.
@@ -112,7 +130,61 @@ func (m *Monitor) Run(ctx context.Context) error {
 			return fmt.Errorf("monitor: %w", err)
 		}
 	}
-	return runInformers(ctx, f, "monitor", func() { close(m.synced) })
+	// Events carry no labels: watch them all and keep those in lease namespaces.
+	ef := informers.NewSharedInformerFactory(m.cs, 0)
+	if _, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { m.event(o) },
+		UpdateFunc: func(_, o any) { m.event(o) },
+	}); err != nil {
+		return fmt.Errorf("monitor: %w", err)
+	}
+	evCtx, stopEvents := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	evSynced := make(chan struct{})
+	go func() { errc <- runInformers(evCtx, ef, "monitor events", func() { close(evSynced) }) }()
+	err := runInformers(ctx, f, "monitor", func() {
+		select {
+		case <-evSynced:
+		case <-ctx.Done():
+		}
+		close(m.synced)
+	})
+	stopEvents()
+	if eerr := <-errc; err == nil {
+		err = eerr
+	}
+	return err
+}
+
+// event records a Kubernetes event in its lease's recent events.
+func (m *Monitor) event(o any) {
+	ev, ok := o.(*corev1.Event)
+	if !ok || !strings.HasPrefix(ev.Namespace, "lease-") {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id, ok := m.leaseOf[ev.Namespace]
+	if !ok {
+		return
+	}
+	at := ev.LastTimestamp.Time
+	if at.IsZero() {
+		at = ev.EventTime.Time
+	}
+	e := Event{Time: at, Type: ev.Type, Reason: ev.Reason, Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message}
+	m.events[id] = append(m.events[id], e)
+	if n := len(m.events[id]); n > eventsKept {
+		m.events[id] = slices.Clone(m.events[id][n-eventsKept:])
+	}
+	list := m.events[id]
+	if s, ok := m.statuses[id]; ok {
+		s.Events = slices.Clone(list)
+		m.statuses[id] = s
+		if m.onChange != nil {
+			m.onChange(s)
+		}
+	}
 }
 
 // touch recomputes the status of the lease an object belongs to.
@@ -136,7 +208,11 @@ func (m *Monitor) touch(o any) {
 	prev, had := m.statuses[id]
 	if len(s.Services) == 0 {
 		delete(m.statuses, id)
+		delete(m.events, id)
+		delete(m.leaseOf, obj.GetNamespace())
 	} else {
+		m.leaseOf[obj.GetNamespace()] = id
+		s.Events = slices.Clone(m.events[id])
 		m.statuses[id] = s
 	}
 	if m.onChange != nil && (!had || !sameStatus(prev, s)) {

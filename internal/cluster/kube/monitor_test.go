@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,11 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if w := svc(s, "worker"); w.Total != 1 || w.Available != 0 || !strings.Contains(w.Errors[0], "Unschedulable") {
 		t.Fatalf("worker %+v", w)
 	}
+	// The scheduler's event about the worker shows among the lease's recent events.
+	await("the scheduling event", func(s LeaseStatus) bool {
+		return slices.ContainsFunc(s.Events, func(e Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
+	})
+	s, _ = mon.Status(monLease)
 	if got, ok := mon.Status(monLease); !ok || !sameStatus(got, s) {
 		t.Fatalf("Status() %+v", got)
 	}
