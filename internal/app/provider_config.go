@@ -228,7 +228,9 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.bidTimeout(); err != nil {
 		return err
 	}
-	if _, err := c.policy(ledger.DefaultAddressPrefix); err != nil {
+	// The chain's address prefix is known only once connected: here each address is
+	// checked against its own prefix, and NewProvider checks the chain's.
+	if _, err := c.policy(""); err != nil {
 		return err
 	}
 	if _, err := c.inventoryPools(); err != nil {
@@ -298,7 +300,8 @@ func attributes(field string, in []AttributeConfig) (market.Attributes, error) {
 	return out, nil
 }
 
-// policy builds the bid engine's policy; addresses are checked against prefix.
+// policy builds the bid engine's policy; addresses are checked against prefix (""
+// accepts any prefix, for validation before the chain is known).
 func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
 	var p bidengine.Policy
 	var err error
@@ -311,7 +314,11 @@ func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
 		out  *[]string
 	}{{"bidding.tenants.allow", c.Bidding.Tenants.Allow, &p.Allow}, {"bidding.tenants.deny", c.Bidding.Tenants.Deny, &p.Deny}} {
 		for i, a := range l.in {
-			if err := ledger.CheckAddress(a, prefix); err != nil {
+			want := prefix
+			if j := strings.LastIndex(a, "1"); want == "" && j > 0 {
+				want = a[:j] // bech32: the prefix is what comes before the last "1"
+			}
+			if err := ledger.CheckAddress(a, want); err != nil {
 				return p, fmt.Errorf("%s[%d] %q: %w", l.name, i, a, err)
 			}
 			*l.out = append(*l.out, a)

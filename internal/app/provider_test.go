@@ -39,6 +39,9 @@ func writeConfig(t *testing.T, body string) string {
 	return p
 }
 
+// otherChainAddr is a valid address with the prefix "cosmos".
+const otherChainAddr = "cosmos1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqnrql8a"
+
 func TestProviderConfig(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "price.sh")
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 1\n"), 0o700); err != nil {
@@ -73,6 +76,8 @@ inventory:
 		{"script path", "bidding:\n  pricing:\n    strategy: script\n    script: {path: /nonexistent}\n", nil, "pricing.script.path"},
 		{"timeout", "bidding:\n  timeout: 1s\n", nil, `bidding.timeout "1s"`},
 		{"deny address", "bidding:\n  tenants: {deny: [bob]}\n", nil, `bidding.tenants.deny[0] "bob"`},
+		// Before the chain is known, an address of another chain's prefix is valid.
+		{"other prefix", "bidding:\n  tenants: {allow: [" + otherChainAddr + "]}\n", nil, ""},
 		{"limit", "bidding:\n  limits: {memory_per_replica: lots}\n", nil, "bidding.limits.memory_per_replica"},
 		{"storage", "inventory:\n  storage: {beta3: big}\n", nil, "inventory.storage.beta3"},
 		{"log level", "log_level: loud\n", nil, `log_level: "loud"`},
@@ -93,6 +98,11 @@ inventory:
 				t.Fatalf("unexpected error: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			}
+			if tc.name == "other prefix" {
+				if _, err := c.policy(ledger.DefaultAddressPrefix); err == nil || !strings.Contains(err.Error(), `prefix "cosmos"`) {
+					t.Fatalf("on an akash chain: %v", err)
+				}
 			}
 			if tc.name == "full" {
 				if c.Home != "/tmp/h" || c.Bidding.Pricing.Scale.Storage["ephemeral"] == "" || c.Bidding.Pricing.Scale.Storage["beta3"] != "0.01" {
