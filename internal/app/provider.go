@@ -50,6 +50,7 @@ type Provider struct {
 	// unhealthy tracks leases not ready, for the optional close policy checked every
 	// unhealthyTick.
 	unhealthy     *cluster.Unhealthy
+	unhealthyOn   bool
 	unhealthyTick time.Duration
 	cs            kubernetes.Interface
 	metrics       net.Listener
@@ -149,7 +150,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, err
 	}
-	p.unhealthy, p.unhealthyTick, p.cs = cluster.NewUnhealthy(window), time.Minute, cs
+	p.unhealthy, p.unhealthyOn, p.unhealthyTick, p.cs = cluster.NewUnhealthy(window), window > 0, time.Minute, cs
 	if p.monitor, err = kube.NewMonitor(cs, log, func(s kube.LeaseStatus) {
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
@@ -247,7 +248,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	g.Go(func() error { return p.monitor.Run(ctx) })
 	g.Go(func() error { return p.followClosed(ctx, closed) })
 	g.Go(func() error { return p.removeOrphans(ctx) })
-	if window, _ := p.cfg.unhealthyWindow(); window > 0 {
+	if p.unhealthyOn {
 		g.Go(func() error { return p.closeUnhealthy(ctx) })
 	}
 	g.Go(func() error { return p.client.Run(ctx) })

@@ -572,7 +572,7 @@ func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *GPUModel) ([]int, 
 			}
 		}
 		if best < 0 {
-			return slices.Clone(nodes), false
+			return nodes, false
 		}
 		if alt != nil && model == nil {
 			m := c.nodes[best].GPU
@@ -581,7 +581,7 @@ func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *GPUModel) ([]int, 
 		c.hot[best].free = c.hot[best].free.Sub(unit.Each)
 		nodes = append(nodes, best)
 	}
-	return slices.Clone(nodes), true
+	return nodes, true
 }
 
 func better(unit Unit, n, b *hotNode) bool {

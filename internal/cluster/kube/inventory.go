@@ -11,7 +11,6 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -277,17 +276,4 @@ func leaseOf(labels map[string]string) *market.LeaseID {
 		return &id
 	}
 	return nil
-}
-
-// ParseQuantity reads a Kubernetes quantity ("1Ti", "500Gi") as bytes, for
-// configuration.
-func ParseQuantity(field, s string) (int64, error) {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return 0, fmt.Errorf("%s %q: %w", field, s, err)
-	}
-	if q.Sign() < 0 {
-		return 0, fmt.Errorf("%s %q: negative", field, s)
-	}
-	return q.Value(), nil
 }
