@@ -291,17 +291,7 @@ func TestProviderRun(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
+	testenv.Eventually(t, 60*time.Second, what, cond)
 }
 
 // TestBiddingDocExamples keeps docs/bidding.md and docs/cluster.md true: every YAML

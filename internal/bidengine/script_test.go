@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
 )
 
 // These tests run real bash scripts. None of them is parallel: writing an executable
@@ -62,20 +63,10 @@ func wantNoBid(t *testing.T, err error, reason string) *NoBid {
 	return nb
 }
 
-// eventually polls cond until it holds, for at most 5 s.
+// eventually waits until cond holds, for at most 5 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	const within = 5 * time.Second
-	deadline := time.After(within)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("after %s: %s", within, what)
-		case <-tick.C:
-		}
-	}
+	testenv.Eventually(t, 5*time.Second, what, cond)
 }
 
 // processGone reports whether pid has exited. An exited process whose new parent has

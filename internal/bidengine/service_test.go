@@ -141,23 +141,10 @@ func bidOf(t *testing.T, c *chain.Client, order market.OrderID, provider string)
 	return b
 }
 
+// eventuallyNoErr waits up to 30 s until f succeeds, reporting its last error.
 func eventuallyNoErr(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testenv.EventuallyNoError(t, 30*time.Second, what, f)
 }
 
 // decisionFor waits for the engine's decision on an order.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
 )
 
 // fakeDeployer is an in-memory cluster: what is deployed at which version, with
@@ -88,17 +89,7 @@ func version(n byte) []byte { return bytes.Repeat([]byte{n}, 32) }
 
 func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 func startManager(t *testing.T, f *fakeDeployer, active LeaseActive) *Manager {
@@ -135,14 +126,17 @@ func state(m *Manager, id market.LeaseID) DeploymentState {
 
 func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	f := newFake()
-	f.failures[lease(1)] = 3
+	f.failures[lease(1)] = 1 << 30 // until the test lets it through
 	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
 	m.ManifestReceived(lease(1), version(1), market.ManifestGroup{})
 	// Failing attempts are reported while the manager retries.
-	eventuallyTrue(t, "the failure reported", func() bool { return state(m, lease(1)).Attempts > 0 })
+	eventuallyTrue(t, "the failure reported", func() bool { return state(m, lease(1)).Attempts > 2 })
 	if s := state(m, lease(1)); s.Error == "" || s.Phase != PhaseDeploying {
 		t.Fatalf("state %+v", s)
 	}
+	f.mu.Lock()
+	f.failures[lease(1)] = 0
+	f.mu.Unlock()
 	eventuallyTrue(t, "deployed", func() bool { return state(m, lease(1)).Phase == PhaseDeployed })
 	if v, _ := f.version(lease(1)); v[0] != 1 || state(m, lease(1)).Error != "" {
 		t.Fatalf("running %x, state %+v", v, state(m, lease(1)))

@@ -41,17 +41,7 @@ func addNodes(t *testing.T, kube *testenv.Kube, specs ...localenv.NodeSpec) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		select {
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	testenv.Eventually(t, 30*time.Second, what, cond)
 }
 
 // TestInventoryFollowsTheCluster runs the inventory against the real API server with
