@@ -70,6 +70,7 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 		newKeysCommand(),
 		newTenantCommand(),
 		newProviderCommand(),
+		newBenchCommand(log),
 		newVersionCommand(),
 	)
 	root.SetHelpCommandGroupID(groupTools)

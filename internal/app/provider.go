@@ -13,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -32,27 +30,22 @@ import (
 // Provider is the provider daemon: the ledger client and broadcaster, the cluster
 // inventory, and the bid engine, wired together.
 type Provider struct {
-	cfg     ProviderConfig
-	log     *slog.Logger
-	reg     *prometheus.Registry
-	client  *chain.Client
-	bcast   *chain.Broadcaster
-	inv     *kube.Inventory
-	engine  *bidengine.Engine
-	bids    *bidengine.Service
-	won     *bus.Bus[bidengine.LeaseWon]
-	closed  *bus.Bus[bidengine.LeaseClosed]
-	dc      dynamic.Interface
-	deploy  *kube.Deployer
-	manager *cluster.Manager
-	monitor *kube.Monitor
+	cfg    ProviderConfig
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	client *chain.Client
+	bcast  *chain.Broadcaster
+	engine *bidengine.Engine
+	bids   *bidengine.Service
+	won    *bus.Bus[bidengine.LeaseWon]
+	closed *bus.Bus[bidengine.LeaseClosed]
+	*clusterService
 	orphans time.Duration
 	// unhealthy tracks leases not ready, for the optional close policy checked every
 	// unhealthyTick.
 	unhealthy     *cluster.Unhealthy
 	unhealthyOn   bool
 	unhealthyTick time.Duration
-	cs            kubernetes.Interface
 	metrics       net.Listener
 }
 
@@ -101,20 +94,22 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		deposit = d
 	}
 
+	window, err := cfg.unhealthyWindow()
+	if err != nil {
+		return nil, err
+	}
+	p.unhealthy, p.unhealthyOn, p.unhealthyTick = cluster.NewUnhealthy(window), window > 0, time.Minute
 	rc, err := kubeConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	capacity := cluster.NewCapacity()
-	pools, err := cfg.inventoryPools()
-	if err != nil {
-		return nil, err
-	}
-	if p.inv, err = kube.NewInventory(cs, capacity, kube.InventoryConfig{Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts}, log); err != nil {
+	if p.clusterService, err = newClusterService(rc, cfg, p.leaseActive, func(s kube.LeaseStatus) {
+		if len(s.Services) == 0 {
+			p.unhealthy.Forget(s.Lease)
+		} else {
+			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
+		}
+	}, log); err != nil {
 		return nil, err
 	}
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)
@@ -125,7 +120,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: timeout,
 		BidsPerHour: cfg.Bidding.Budget.BidsPerHour, TenantBidsPerHour: cfg.Bidding.Budget.TenantBidsPerHour,
 		Overcommit: cfg.Cluster.overcommit(),
-	}, capacity, history)
+	}, p.capacity, history)
 	if err != nil {
 		return nil, err
 	}
@@ -133,31 +128,6 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	if p.closed, err = bus.New[bidengine.LeaseClosed]("lease_closed", p.reg); err != nil {
-		return nil, err
-	}
-	if p.dc, err = dynamic.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	settings := kube.Settings{StorageClasses: cfg.Cluster.StorageClasses, GPURuntimeClass: cfg.Cluster.GPURuntimeClass,
-		IngressNamespace: cfg.Cluster.IngressNamespace, EgressDeny: cfg.Cluster.EgressDeny, Overcommit: cfg.Cluster.overcommit()}
-	if p.deploy, err = kube.NewDeployer(cs, p.dc, settings, log); err != nil {
-		return nil, err
-	}
-	if p.manager, err = cluster.NewManager(cluster.ManagerConfig{}, p.deploy, p.leaseActive, log); err != nil {
-		return nil, err
-	}
-	window, err := cfg.unhealthyWindow()
-	if err != nil {
-		return nil, err
-	}
-	p.unhealthy, p.unhealthyOn, p.unhealthyTick, p.cs = cluster.NewUnhealthy(window), window > 0, time.Minute, cs
-	if p.monitor, err = kube.NewMonitor(cs, log, func(s kube.LeaseStatus) {
-		if len(s.Services) == 0 {
-			p.unhealthy.Forget(s.Lease)
-		} else {
-			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
-		}
-	}); err != nil {
 		return nil, err
 	}
 	if p.orphans, err = cfg.orphanInterval(); err != nil {
@@ -234,18 +204,15 @@ func (p *Provider) Monitor() *kube.Monitor { return p.monitor }
 
 // Run runs every component until ctx ends or one fails; it returns after all stopped.
 func (p *Provider) Run(ctx context.Context) error {
-	if p.cfg.Cluster.InstallCRDs {
-		if err := kube.InstallCRDs(ctx, p.dc); err != nil {
-			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
-		}
-	}
 	closed, err := p.closed.Subscribe(1024, nil)
 	if err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return p.manager.Run(ctx) })
-	g.Go(func() error { return p.monitor.Run(ctx) })
+	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
+		closed.Close()
+		return err
+	}
 	g.Go(func() error { return p.followClosed(ctx, closed) })
 	g.Go(func() error { return p.removeOrphans(ctx) })
 	if p.unhealthyOn {
@@ -253,7 +220,6 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return p.client.Run(ctx) })
 	g.Go(func() error { return p.bcast.Run(ctx) })
-	g.Go(func() error { return p.inv.Run(ctx) })
 	g.Go(func() error {
 		select {
 		case <-p.inv.Synced():

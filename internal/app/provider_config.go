@@ -65,6 +65,8 @@ type ClusterConfig struct {
 	// UnhealthyCloseAfter, when set, closes leases (reason unstable) not ready for that
 	// long while the cluster is observable ("": never, the default).
 	UnhealthyCloseAfter string `yaml:"unhealthy_close_after"`
+	// DeployConcurrency is how many leases are applied or torn down at once.
+	DeployConcurrency int `yaml:"deploy_concurrency"`
 	// Overcommit is in percent per resource: requests (and reservations) are
 	// 100/(100+P) of what tenants ask; limits stay what they ask.
 	Overcommit struct {
@@ -175,7 +177,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
-	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m"}
+	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
 
@@ -224,6 +226,8 @@ func (c *ProviderConfig) Validate() error {
 		return errors.New("inventory.leased_ips: negative")
 	case c.Inventory.NodePorts < 0:
 		return errors.New("inventory.node_ports: negative")
+	case c.Cluster.DeployConcurrency < 1 || c.Cluster.DeployConcurrency > 1024:
+		return fmt.Errorf("cluster.deploy_concurrency: %d is outside 1–1024", c.Cluster.DeployConcurrency)
 	}
 	if _, err := c.bidTimeout(); err != nil {
 		return err

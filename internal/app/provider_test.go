@@ -87,6 +87,7 @@ inventory:
 		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
 		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
+		{"deploy concurrency", "cluster:\n  deploy_concurrency: 0\n", nil, "cluster.deploy_concurrency: 0 is outside 1–1024"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })

@@ -35,7 +35,14 @@ type ManagerConfig struct {
 	// RetryMin and RetryMax bound the backoff between attempts to apply or tear down
 	// (defaults 1 s and 1 min).
 	RetryMin, RetryMax time.Duration
+	// Concurrency is how many leases are applied or torn down at once (default 16).
+	// A burst of leases queues here rather than in the API server, where hundreds of
+	// concurrent requests end in timeouts and retries.
+	Concurrency int
 }
+
+// DefaultDeployConcurrency is ManagerConfig.Concurrency's default.
+const DefaultDeployConcurrency = 16
 
 // Phases of a lease's deployment.
 const (
@@ -73,15 +80,19 @@ type Manager struct {
 	closed  map[market.LeaseID]time.Time
 	ctx     context.Context //nolint:containedctx // the Run context, handed to workers started by method calls
 	wg      sync.WaitGroup
+	slots   chan struct{} // one per lease being applied or torn down
 	started chan struct{}
 }
 
 type worker struct {
-	kick    chan struct{}
-	state   DeploymentState
-	group   market.ManifestGroup
-	close   bool
-	started bool
+	kick  chan struct{}
+	state DeploymentState
+	group market.ManifestGroup
+	close bool
+	// running: a goroutine is working on the lease. It exists only while there is
+	// work (applying, retrying, tearing down), so thousands of running leases cost no
+	// goroutines.
+	running bool
 }
 
 // NewManager returns a manager; it starts nothing.
@@ -95,7 +106,14 @@ func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.L
 	if cfg.RetryMax < cfg.RetryMin {
 		cfg.RetryMax = max(time.Minute, cfg.RetryMin)
 	}
-	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{}, started: make(chan struct{})}, nil
+	switch {
+	case cfg.Concurrency == 0:
+		cfg.Concurrency = DefaultDeployConcurrency
+	case cfg.Concurrency < 0:
+		return nil, fmt.Errorf("deployment manager: concurrency %d is negative", cfg.Concurrency)
+	}
+	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{},
+		started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
 }
 
 // Started is closed once the manager has rebuilt from the cluster and takes events.
@@ -137,9 +155,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	// Start the workers, including those for events that arrived before Run.
 	for id, w := range m.workers {
-		if !w.started {
-			m.startLocked(id, w)
-		}
+		m.startLocked(id, w)
 	}
 	m.mu.Unlock()
 	close(m.started)
@@ -179,6 +195,7 @@ func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group mar
 	w.state.Version = slices.Clone(version)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
 	poke(w.kick)
+	m.startLocked(id, w)
 }
 
 // LeaseClosed tears a lease down (whether or not it had a manifest). Before Run has
@@ -197,11 +214,11 @@ func (m *Manager) closeLocked(id market.LeaseID) {
 	w.close = true
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
 	poke(w.kick)
+	m.startLocked(id, w)
 }
 
-// workerLocked returns the lease's worker, creating it if needed: started at once
-// once Run has rebuilt, else when it has. It is nil for a lease already torn down, or
-// after Run ended.
+// workerLocked returns the lease's worker, creating it if needed. It is nil for a
+// lease already torn down, or after Run ended.
 func (m *Manager) workerLocked(id market.LeaseID) *worker {
 	if w, ok := m.workers[id]; ok {
 		return w
@@ -211,14 +228,16 @@ func (m *Manager) workerLocked(id market.LeaseID) *worker {
 	}
 	w := &worker{kick: make(chan struct{}, 1), state: DeploymentState{Lease: id}}
 	m.workers[id] = w
-	if m.ctx != nil {
-		m.startLocked(id, w)
-	}
 	return w
 }
 
+// startLocked starts the lease's goroutine unless it runs, or Run has not rebuilt yet
+// (Run starts the workers queued meanwhile).
 func (m *Manager) startLocked(id market.LeaseID, w *worker) {
-	w.started = true
+	if w.running || m.ctx == nil || m.ctx.Err() != nil {
+		return
+	}
+	w.running = true
 	m.wg.Add(1)
 	go m.work(m.ctx, id, w)
 }
@@ -230,7 +249,8 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// work applies the lease's desired state until it holds, and stops once torn down.
+// work applies the lease's desired state until it holds, then stops; the next event
+// starts it again. It stops too once the lease is torn down, or ctx ends.
 func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 	defer m.wg.Done()
 	backoff := m.cfg.RetryMin
@@ -241,7 +261,7 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 		var err error
 		switch {
 		case closing:
-			err = m.dep.Teardown(ctx, id)
+			err = m.limited(ctx, func() error { return m.dep.Teardown(ctx, id) })
 			if err == nil {
 				m.mu.Lock()
 				delete(m.workers, id)
@@ -257,7 +277,7 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 				return
 			}
 		case phase == PhaseDeploying:
-			err = m.dep.Deploy(ctx, id, version, group)
+			err = m.limited(ctx, func() error { return m.dep.Deploy(ctx, id, version, group) })
 			if err == nil {
 				m.mu.Lock()
 				// Unless a newer manifest or the close arrived meanwhile.
@@ -287,12 +307,29 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 			backoff = min(2*backoff, m.cfg.RetryMax)
 			continue
 		}
+		// Applied: stop unless something arrived meanwhile. Events set the state and
+		// poke under the lock, so a kick is either seen here or starts a new goroutine.
+		m.mu.Lock()
 		select {
-		case <-ctx.Done():
-			return
 		case <-w.kick:
+			m.mu.Unlock()
+		default:
+			w.running = false
+			m.mu.Unlock()
+			return
 		}
 	}
+}
+
+// limited runs fn once one of the Concurrency slots is free.
+func (m *Manager) limited(ctx context.Context, fn func() error) error {
+	select {
+	case m.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-m.slots }()
+	return fn()
 }
 
 // States reports every lease the manager handles.

@@ -141,9 +141,11 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	if v, _ := f.version(lease(1)); v[0] != 1 || state(m, lease(1)).Error != "" {
 		t.Fatalf("running %x, state %+v", v, state(m, lease(1)))
 	}
-	// An update is applied in place.
+	// A deployed lease holds no goroutine; an update starts one and is applied in place.
+	eventuallyTrue(t, "the worker stopped once deployed", func() bool { return !workerRunning(m, lease(1)) })
 	m.ManifestReceived(lease(1), version(2), market.ManifestGroup{})
 	eventuallyTrue(t, "the update applied", func() bool { v, _ := f.version(lease(1)); return v[0] == 2 })
+	eventuallyTrue(t, "the worker stopped again", func() bool { return !workerRunning(m, lease(1)) })
 	// Closing tears it down, retrying too; a manifest after that does not bring it back.
 	f.mu.Lock()
 	f.failures[lease(1)] = 2
@@ -154,6 +156,13 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	if _, ok := f.version(lease(1)); ok || len(m.States()) != 0 {
 		t.Fatal("a closed lease was deployed again")
 	}
+}
+
+func workerRunning(m *Manager, id market.LeaseID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[id]
+	return ok && w.running
 }
 
 func TestManagerRebuildsAfterRestart(t *testing.T) {
@@ -208,4 +217,71 @@ func TestManagerQueuesEventsBeforeRun(t *testing.T) {
 		_, ok2 := f.version(lease(2))
 		return ok1 && ok2 && v1[0] == 2 && state(m, lease(1)).Phase == PhaseDeployed
 	})
+}
+
+// gatedDeployer holds every Deploy until the gate opens, counting how many wait at once.
+type gatedDeployer struct {
+	*fakeDeployer
+	gate     chan struct{}
+	gmu      sync.Mutex
+	in, most int
+}
+
+func (g *gatedDeployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+	g.gmu.Lock()
+	g.in++
+	g.most = max(g.most, g.in)
+	g.gmu.Unlock()
+	defer func() {
+		g.gmu.Lock()
+		g.in--
+		g.gmu.Unlock()
+	}()
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.fakeDeployer.Deploy(ctx, id, version, group)
+}
+
+// TestManagerBoundsConcurrency: a burst of leases is applied Concurrency at a time.
+func TestManagerBoundsConcurrency(t *testing.T) {
+	g := &gatedDeployer{fakeDeployer: newFake(), gate: make(chan struct{})}
+	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond, Concurrency: 3}, g,
+		func(context.Context, market.LeaseID) (bool, error) { return true, nil }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := m.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer func() { cancel(); wg.Wait() }()
+	<-m.Started()
+	for i := range 10 {
+		m.ManifestReceived(lease(uint64(i+1)), version(1), market.ManifestGroup{})
+	}
+	eventuallyTrue(t, "three leases applying", func() bool { g.gmu.Lock(); defer g.gmu.Unlock(); return g.in == 3 })
+	close(g.gate)
+	eventuallyTrue(t, "all ten deployed", func() bool {
+		n := 0
+		for _, s := range m.States() {
+			if s.Phase == PhaseDeployed {
+				n++
+			}
+		}
+		return n == 10
+	})
+	g.gmu.Lock()
+	defer g.gmu.Unlock()
+	if g.most != 3 {
+		t.Fatalf("%d leases applied at once; the limit is 3", g.most)
+	}
+	if _, err := NewManager(ManagerConfig{Concurrency: -1}, g, func(context.Context, market.LeaseID) (bool, error) { return true, nil }, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a negative concurrency was accepted")
+	}
 }

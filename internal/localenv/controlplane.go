@@ -1,6 +1,7 @@
 package localenv
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,6 +37,11 @@ type ControlPlaneOptions struct {
 	Logger *slog.Logger
 	// StartTimeout bounds the whole start-up (default 2 minutes).
 	StartTimeout time.Duration
+	// Throughput lifts the control plane's own limits so that a benchmark measures its
+	// client rather than the simulator: the controller manager's and the scheduler's
+	// client rate limits (5,000 QPS, burst 10,000, as kwokctl's disableQPSLimits), the
+	// API server's in-flight request limits, and kwok's parallelism (16 workers each).
+	Throughput bool
 }
 
 // ControlPlane is a running private Kubernetes control plane with kwok.
@@ -142,7 +149,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	cp.APIServerURL = "https://" + hostPort(apiPort)
 
-	files, err := writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL)
+	files, err := writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL, opts.Throughput)
 	if err != nil {
 		return nil, err
 	}
@@ -180,24 +187,29 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 
 	// kube-apiserver
 	opts.Logger.InfoContext(ctx, "starting kube-apiserver", slog.Int("port", apiPort))
-	apiserver, err := startProcess("kube-apiserver", logs, bin("kube-apiserver"),
-		"--etcd-servers="+etcdURL,
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
-		"--tls-cert-file="+files.apiserver.CertFile, "--tls-private-key-file="+files.apiserver.KeyFile,
-		"--client-ca-file="+files.pki.CAFile,
+		"--tls-cert-file=" + files.apiserver.CertFile, "--tls-private-key-file=" + files.apiserver.KeyFile,
+		"--client-ca-file=" + files.pki.CAFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+files.saPub, "--service-account-signing-key-file="+files.saKey,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-key-file=" + files.saPub, "--service-account-signing-key-file=" + files.saKey,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--authorization-mode=RBAC",
-		"--kubelet-client-certificate="+files.apiserverKubelet.CertFile,
-		"--kubelet-client-key="+files.apiserverKubelet.KeyFile,
-		"--kubelet-certificate-authority="+files.pki.CAFile,
+		"--kubelet-client-certificate=" + files.apiserverKubelet.CertFile,
+		"--kubelet-client-key=" + files.apiserverKubelet.KeyFile,
+		"--kubelet-certificate-authority=" + files.pki.CAFile,
 		"--kubelet-preferred-address-types=InternalIP",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		"--v=0",
-	)
+	}
+	if opts.Throughput {
+		// With priority and fairness off, 0 means no limit on requests in flight.
+		apiArgs = append(apiArgs, "--max-requests-inflight=0", "--max-mutating-requests-inflight=0")
+	}
+	apiserver, err := startProcess("kube-apiserver", logs, bin("kube-apiserver"), apiArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +236,16 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	cp.tlsClient = tlsClient
 
 	// controllers and kwok
+	qps, burst := "100", "200" // the controllers' client rate limit
+	// kwok renews each node's lease every quarter of its duration; the node lifecycle
+	// controller marks a node unreachable after the grace period without a renewal.
+	leaseSeconds, grace := 40, "50s"
+	if opts.Throughput {
+		qps, burst = "5000", "10000"
+		// A thousand simulated nodes renewing every 10 s are 100 writes a second,
+		// simulator load; every 60 s is 17.
+		leaseSeconds, grace = 240, "5m"
+	}
 	opts.Logger.InfoContext(ctx, "starting kube-controller-manager, kube-scheduler and kwok")
 	kcm, err := startProcess("kube-controller-manager", logs, bin("kube-controller-manager"),
 		"--kubeconfig="+files.kcmKubeconfig,
@@ -236,7 +258,8 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		// kubeadm runs it; the controller manager's own identity may do little else.
 		"--use-service-account-credentials=true",
 		"--controllers=*",
-		"--kube-api-qps=100", "--kube-api-burst=200",
+		"--kube-api-qps="+qps, "--kube-api-burst="+burst,
+		"--node-monitor-grace-period="+grace,
 		"--profiling=false",
 	)
 	if err != nil {
@@ -248,13 +271,14 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		"--authentication-kubeconfig="+files.schedKubeconfig, "--authorization-kubeconfig="+files.schedKubeconfig,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
 		"--leader-elect=false",
+		"--kube-api-qps="+qps, "--kube-api-burst="+burst,
 		"--profiling=false",
 	)
 	if err != nil {
 		return nil, err
 	}
 	cp.procs = append(cp.procs, sched)
-	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort)
+	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort, leaseSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +317,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	return cp, nil
 }
 
-func startKwok(logs, bin string, files controlPlaneFiles, port int) (*process, error) {
+func startKwok(logs, bin string, files controlPlaneFiles, port, leaseSeconds int) (*process, error) {
 	// kwok reads ~/.kwok/kwok.yaml in addition to --config; a private HOME keeps it hermetic.
 	p, err := startProcess("kwok", logs, "/usr/bin/env", "HOME="+files.kwokHome, bin,
 		"--config="+files.kwokConfig,
@@ -304,7 +328,7 @@ func startKwok(logs, bin string, files controlPlaneFiles, port int) (*process, e
 		"--server-address="+hostPort(port),
 		"--tls-cert-file="+files.kwokServing.CertFile, "--tls-private-key-file="+files.kwokServing.KeyFile,
 		"--cidr="+PodCIDR,
-		"--node-lease-duration-seconds=40",
+		fmt.Sprintf("--node-lease-duration-seconds=%d", leaseSeconds),
 	)
 	if err != nil {
 		return nil, err
@@ -419,7 +443,7 @@ type controlPlaneFiles struct {
 	kwokHome, kwokConfig, containerLog, execDir                     string
 }
 
-func writeControlPlaneFiles(dir, binDir, serverURL string) (controlPlaneFiles, error) {
+func writeControlPlaneFiles(dir, binDir, serverURL string, throughput bool) (controlPlaneFiles, error) {
 	var f controlPlaneFiles
 	pkiDir := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
@@ -486,7 +510,7 @@ func writeControlPlaneFiles(dir, binDir, serverURL string) (controlPlaneFiles, e
 		return f, fmt.Errorf("create container log: %w", err)
 	}
 	f.kwokConfig = filepath.Join(f.kwokHome, "config.yaml")
-	return f, writeKwokConfig(f.kwokConfig, filepath.Join(binDir, "kwok-stages"), f.containerLog, f.execDir)
+	return f, writeKwokConfig(f.kwokConfig, filepath.Join(binDir, "kwok-stages"), f.containerLog, f.execDir, throughput)
 }
 
 func writeKubeconfig(path, server, caFile string, c certPair) error {
@@ -517,4 +541,44 @@ func inlineCerts(cfg *rest.Config) error {
 		*f.data, *f.path = b, ""
 	}
 	return nil
+}
+
+// CPUTimes returns the CPU time (user and system) each running control-plane process
+// has used so far, by name ("etcd", "kube-apiserver", ...). A process whose /proc
+// entry cannot be read is left out.
+func (cp *ControlPlane) CPUTimes() map[string]time.Duration {
+	cp.mu.Lock()
+	procs := slices.Clone(cp.procs)
+	cp.mu.Unlock()
+	out := make(map[string]time.Duration, len(procs))
+	for _, p := range procs {
+		if t, ok := procCPUTime(p.cmd.Process.Pid); ok {
+			out[p.name] = t
+		}
+	}
+	return out
+}
+
+// procCPUTime reads utime and stime from /proc/<pid>/stat, in USER_HZ ticks (100 a
+// second on Linux).
+func procCPUTime(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces: count fields after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * (time.Second / 100), true
 }

@@ -25,8 +25,9 @@ var kwokStages = []string{
 
 // writeKwokConfig writes kwok's --config: the stages plus a ClusterLogs serving logFile
 // as every container's log and a ClusterExec running `exec` commands in execDir on the
-// host.
-func writeKwokConfig(path, stagesDir, logFile, execDir string) error {
+// host. throughput raises kwok's parallelism from its defaults (4 stage and lease
+// workers, 1 pod sync worker). kwok's client has no rate limit of its own.
+func writeKwokConfig(path, stagesDir, logFile, execDir string, throughput bool) error {
 	var b bytes.Buffer
 	for _, s := range kwokStages {
 		data, err := os.ReadFile(filepath.Join(stagesDir, s))
@@ -58,6 +59,17 @@ spec:
   - local:
       workDir: %q
 `, logFile, execDir)
+	if throughput {
+		b.WriteString(`---
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 16
+  nodePlayStageParallelism: 16
+  nodeLeaseParallelism: 16
+  podsOnNodeSyncParallelism: 4
+`)
+	}
 	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
 		return fmt.Errorf("write kwok config: %w", err)
 	}

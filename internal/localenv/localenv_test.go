@@ -146,7 +146,7 @@ func TestKwokConfig(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "kwok.yaml")
-	if err := writeKwokConfig(out, stages, "/var/log/c.log", "/tmp/exec"); err != nil {
+	if err := writeKwokConfig(out, stages, "/var/log/c.log", "/tmp/exec", false); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -154,6 +154,9 @@ func TestKwokConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(b)
+	if strings.Contains(text, "KwokConfiguration") {
+		t.Error("kwok's parallelism raised without Throughput")
+	}
 	if got := strings.Count(text, "kind: Stage\n"); got != len(kwokStages) {
 		t.Errorf("config has %d stages, want %d", got, len(kwokStages))
 	}
@@ -163,11 +166,37 @@ func TestKwokConfig(t *testing.T) {
 		}
 	}
 
+	if err := writeKwokConfig(out, stages, "/var/log/c.log", "/tmp/exec", true); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = os.ReadFile(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"kind: KwokConfiguration", "podPlayStageParallelism: 16", "nodeLeaseParallelism: 16"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("throughput config lacks %q", want)
+		}
+	}
+
 	if err := os.Remove(filepath.Join(stages, kwokStages[0])); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeKwokConfig(out, stages, "l", "e"); err == nil || !strings.Contains(err.Error(), kwokStages[0]) {
+	if err := writeKwokConfig(out, stages, "l", "e", false); err == nil || !strings.Contains(err.Error(), kwokStages[0]) {
 		t.Errorf("missing stage file: err = %v, want it named", err)
+	}
+}
+
+func TestProcCPUTime(t *testing.T) {
+	// Burn a little CPU so that at least one 10 ms tick is counted.
+	deadline := time.Now().Add(50 * time.Millisecond)
+	for n := 0; time.Now().Before(deadline); n++ {
+		_ = strconv.Itoa(n)
+	}
+	if d, ok := procCPUTime(os.Getpid()); !ok || d <= 0 {
+		t.Fatalf("own CPU time %s, %v", d, ok)
+	}
+	if _, ok := procCPUTime(1 << 30); ok {
+		t.Fatal("a process that does not exist has a CPU time")
 	}
 }
 

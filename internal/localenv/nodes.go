@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,39 +114,69 @@ func (s NodeSpec) node() (*corev1.Node, error) {
 	}, nil
 }
 
-// AddNodes creates simulated nodes and waits until each is Ready and schedulable
-// (kwok reports Ready and the node lifecycle controller has lifted the not-ready taint).
+// AddNodes creates simulated nodes (16 at a time) and waits until each is Ready and
+// schedulable (kwok reports Ready and the node lifecycle controller has lifted the
+// not-ready taint).
 func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 	nodes := make([]*corev1.Node, 0, len(specs))
+	want := make(map[string]bool, len(specs))
 	for _, s := range specs {
 		n, err := s.node()
 		if err != nil {
 			return err
 		}
+		if want[n.Name] {
+			return fmt.Errorf("node %s: named twice", n.Name)
+		}
 		nodes = append(nodes, n)
+		want[n.Name] = true
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
 	for _, n := range nodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("create node %s: %w", n.Name, err)
-		}
-	}
-	for _, n := range nodes {
-		name := n.Name
-		if err := waitFor(ctx, "node "+name+" ready", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
-			got, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, err
+		g.Go(func() error {
+			if _, err := cs.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create node %s: %w", n.Name, err)
 			}
-			return nodeSchedulable(got), nil
-		}); err != nil {
-			return err
-		}
+			return nil
+		})
 	}
-	return nil
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	procs := slices.Clone(cp.procs)
+	cp.mu.Unlock()
+	var missing string
+	interval := 100 * time.Millisecond
+	if len(nodes) > 100 {
+		interval = time.Second // a list of many nodes is megabytes
+	}
+	err = waitFor(ctx, fmt.Sprintf("%d nodes ready", len(nodes)), interval, procs, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if want[list.Items[i].Name] && nodeSchedulable(&list.Items[i]) {
+				ready++
+			}
+		}
+		if ready == len(want) {
+			return true, nil
+		}
+		missing = fmt.Sprintf("%d of %d not ready", len(want)-ready, len(want))
+		return false, nil
+	})
+	if err != nil && missing != "" {
+		return fmt.Errorf("%w (%s)", err, missing)
+	}
+	return err
 }
 
 func nodeSchedulable(n *corev1.Node) bool {

@@ -71,7 +71,7 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 
 // Run watches the cluster until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactory(inv.client, 0)
+	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(trim))
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		set      func(any)
@@ -82,16 +82,19 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		{f.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC},
 		{f.Core().V1().Services().Informer(), inv.setService, inv.deleteService},
 	}
+	regs := make([]cache.ResourceEventHandlerRegistration, 0, len(handlers))
 	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { h.set(o) },
 			UpdateFunc: func(_, o any) { h.set(o) },
 			DeleteFunc: func(o any) { h.del(o) },
-		}); err != nil {
+		})
+		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
+		regs = append(regs, reg)
 	}
-	return runInformers(ctx, f, "inventory", func() {
+	return runInformers(ctx, f, "inventory", regs, func() {
 		close(inv.synced)
 		t := inv.cap.Totals()
 		inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
@@ -99,10 +102,11 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	})
 }
 
-// runInformers starts a factory's informers, calls synced once their caches are full,
-// and returns when ctx ends, after the informers stopped. what names the caller in
-// errors.
-func runInformers(ctx context.Context, f informers.SharedInformerFactory, what string, synced func()) error {
+// runInformers starts a factory's informers, calls synced once their caches are full
+// and regs' handlers have been handed every object of the initial lists (a cache fills
+// before its handlers run), and returns when ctx ends, after the informers stopped.
+// what names the caller in errors.
+func runInformers(ctx context.Context, f informers.SharedInformerFactory, what string, regs []cache.ResourceEventHandlerRegistration, synced func()) error {
 	f.Start(ctx.Done())
 	defer f.Shutdown()
 	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -112,6 +116,16 @@ func runInformers(ctx context.Context, f informers.SharedInformerFactory, what s
 			}
 			return fmt.Errorf("%s: %v informer did not sync", what, typ)
 		}
+	}
+	handled := make([]cache.InformerSynced, len(regs))
+	for i, r := range regs {
+		handled[i] = r.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), handled...) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("%s: handlers did not receive the initial lists", what)
 	}
 	synced()
 	<-ctx.Done()

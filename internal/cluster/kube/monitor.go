@@ -112,7 +112,7 @@ func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
 
 // Run watches until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(trim), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = cluster.LabelManaged + "=true"
 	}))
 	dep := f.Apps().V1().Deployments()
@@ -125,24 +125,30 @@ func (m *Monitor) Run(ctx context.Context) error {
 		UpdateFunc: func(_, o any) { m.touch(o) },
 		DeleteFunc: func(o any) { m.touch(tombstone(o)) },
 	}
+	var regs []cache.ResourceEventHandlerRegistration
 	for _, inf := range []cache.SharedIndexInformer{dep.Informer(), sts.Informer(), pod.Informer(), svc.Informer()} {
-		if _, err := inf.AddEventHandler(handler); err != nil {
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
 			return fmt.Errorf("monitor: %w", err)
 		}
+		regs = append(regs, reg)
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
-	ef := informers.NewSharedInformerFactory(m.cs, 0)
-	if _, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(trim))
+	evReg, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.event(o) },
 		UpdateFunc: func(_, o any) { m.event(o) },
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("monitor: %w", err)
 	}
 	evCtx, stopEvents := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	evSynced := make(chan struct{})
-	go func() { errc <- runInformers(evCtx, ef, "monitor events", func() { close(evSynced) }) }()
-	err := runInformers(ctx, f, "monitor", func() {
+	go func() {
+		errc <- runInformers(evCtx, ef, "monitor events", []cache.ResourceEventHandlerRegistration{evReg}, func() { close(evSynced) })
+	}()
+	err = runInformers(ctx, f, "monitor", regs, func() {
 		select {
 		case <-evSynced:
 		case <-ctx.Done():
@@ -159,7 +165,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 // event records a Kubernetes event in its lease's recent events.
 func (m *Monitor) event(o any) {
 	ev, ok := o.(*corev1.Event)
-	if !ok || !strings.HasPrefix(ev.Namespace, "lease-") {
+	if !ok || !strings.HasPrefix(ev.Namespace, leaseNamespacePrefix) {
 		return
 	}
 	m.mu.Lock()

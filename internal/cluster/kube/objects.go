@@ -79,11 +79,14 @@ type LeaseObjects struct {
 	LeasedIPs []*berthv1.ProviderLeasedIP
 }
 
+// leaseNamespacePrefix starts every lease namespace's name.
+const leaseNamespacePrefix = "lease-"
+
 // LeaseNamespace is the namespace of a lease: "lease-" and 32 characters of the base32
 // SHA-256 of its ID, stable and a valid DNS label.
 func LeaseNamespace(id market.LeaseID) string {
 	sum := sha256.Sum256([]byte(id.String()))
-	return "lease-" + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:32]
+	return leaseNamespacePrefix + strings.ToLower(base32.HexEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))[:32]
 }
 
 // BuildLease turns a lease's manifest group into its objects.
