@@ -58,7 +58,7 @@ type LeaseReadyBench struct {
 
 // DefaultLeaseReadyBench is `berth bench lease-ready` without flags.
 func DefaultLeaseReadyBench() LeaseReadyBench {
-	return LeaseReadyBench{Nodes: 1000, Leases: 1000, Burst: 500, Rate: 5, KubeQPS: 2000, KubeBurst: 4000, DeployConcurrency: cluster.DefaultDeployConcurrency,
+	return LeaseReadyBench{Nodes: 1000, Leases: 1000, Burst: 500, Rate: 2, KubeQPS: 2000, KubeBurst: 4000, DeployConcurrency: cluster.DefaultDeployConcurrency,
 		Teardown: true, Timeout: 5 * time.Minute}
 }
 

@@ -95,13 +95,26 @@ func (d *Deployer) setStatus(ctx context.Context, ns string, st berthv1.Manifest
 	}
 }
 
-// Teardown deletes a lease's namespace, and with it every object and its Manifest. It
-// returns once the deletion is accepted (the namespace controller finishes it); a
-// lease with nothing on the cluster is not an error.
+// Teardown stops a lease's workloads and deletes its namespace, and with it every
+// object and its Manifest. It returns once the deletions are accepted; a lease with
+// nothing on the cluster is not an error.
+//
+// The workloads go first, with their pods after them through the garbage collector:
+// the namespace controller empties namespaces a few at a time, and when many leases
+// close at once it reaches some only minutes later. Until then the tenant's pods would
+// keep running, and holding capacity, on a lease that has ended.
 func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 	ns := LeaseNamespace(id)
 	policy := metav1.DeletePropagationBackground
-	err := d.cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{PropagationPolicy: &policy})
+	del := metav1.DeleteOptions{PropagationPolicy: &policy}
+	ours := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"}
+	if err := d.cs.AppsV1().Deployments(ns).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s: delete deployments in %s: %w", id, ns, err)
+	}
+	if err := d.cs.AppsV1().StatefulSets(ns).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s: delete statefulsets in %s: %w", id, ns, err)
+	}
+	err := d.cs.CoreV1().Namespaces().Delete(ctx, ns, del)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("lease %s: delete namespace %s: %w", id, ns, err)
 	}

@@ -125,6 +125,10 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	if err := d.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}
+	// The workloads go at once, without waiting for the namespace controller.
+	if deps, err := cs.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err != nil || len(deps.Items) != 0 {
+		t.Fatalf("deployments left after teardown: %v (%v)", deps, err)
+	}
 	if err := d.Teardown(ctx, id); err != nil { // nothing left: not an error
 		t.Fatal(err)
 	}

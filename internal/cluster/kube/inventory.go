@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/market"
 )
 
 // ResourceGPU is the extended resource NVIDIA's device plugin advertises.
@@ -71,7 +70,7 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 
 // Run watches the cluster until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(trim))
+	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(toView))
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		set      func(any)
@@ -141,20 +140,14 @@ func tombstone(o any) any {
 }
 
 func (inv *Inventory) setNode(o any) {
-	n, ok := o.(*corev1.Node)
-	if !ok {
-		return
+	if v, ok := o.(*nodeView); ok {
+		inv.cap.SetNode(v.node)
 	}
-	node := cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}
-	if node.Allocatable.GPUs > 0 {
-		node.GPU, _ = cluster.GPUFromLabels(n.Labels)
-	}
-	inv.cap.SetNode(node)
 }
 
 func (inv *Inventory) deleteNode(o any) {
-	if n, ok := tombstone(o).(*corev1.Node); ok {
-		inv.cap.DeleteNode(n.Name)
+	if v, ok := tombstone(o).(*nodeView); ok {
+		inv.cap.DeleteNode(v.Name)
 	}
 }
 
@@ -194,28 +187,21 @@ func amounts(l corev1.ResourceList) cluster.Amounts {
 	}
 }
 
-func podKey(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
-
 func (inv *Inventory) setPod(o any) {
-	p, ok := o.(*corev1.Pod)
+	v, ok := o.(*podView)
 	if !ok {
 		return
 	}
-	// Finished pods hold nothing.
-	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		inv.cap.DeletePod(podKey(p))
+	if v.finished { // finished pods hold nothing
+		inv.cap.DeletePod(v.key())
 		return
 	}
-	pod := cluster.Pod{Key: podKey(p), Node: p.Spec.NodeName, Requests: podRequests(p)}
-	if id, ok := cluster.LeaseFromLabels(p.Labels); ok {
-		pod.Lease = &id
-	}
-	inv.cap.SetPod(pod)
+	inv.cap.SetPod(cluster.Pod{Key: v.key(), Node: v.node, Requests: v.requests, Lease: v.lease})
 }
 
 func (inv *Inventory) deletePod(o any) {
-	if p, ok := tombstone(o).(*corev1.Pod); ok {
-		inv.cap.DeletePod(podKey(p))
+	if v, ok := tombstone(o).(*podView); ok {
+		inv.cap.DeletePod(v.key())
 	}
 }
 
@@ -239,55 +225,39 @@ func podRequests(p *corev1.Pod) cluster.Amounts {
 }
 
 func (inv *Inventory) setPVC(o any) {
-	c, ok := o.(*corev1.PersistentVolumeClaim)
-	if !ok || c.Spec.StorageClassName == nil {
-		return
+	if v, ok := o.(*pvcView); ok && v.class != "" {
+		inv.cap.SetPoolItem(cluster.StoragePool(v.class), cluster.PoolItem{Key: v.key(), Amount: v.size, Lease: v.lease})
 	}
-	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
-	if c.Status.Capacity != nil {
-		if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok && got.Cmp(size) > 0 {
-			size = got
-		}
-	}
-	inv.cap.SetPoolItem(cluster.StoragePool(*c.Spec.StorageClassName), cluster.PoolItem{Key: c.Namespace + "/" + c.Name, Amount: size.Value(), Lease: leaseOf(c.Labels)})
 }
 
 func (inv *Inventory) deletePVC(o any) {
-	if c, ok := tombstone(o).(*corev1.PersistentVolumeClaim); ok && c.Spec.StorageClassName != nil {
-		inv.cap.DeletePoolItem(cluster.StoragePool(*c.Spec.StorageClassName), c.Namespace+"/"+c.Name)
+	if v, ok := tombstone(o).(*pvcView); ok && v.class != "" {
+		inv.cap.DeletePoolItem(cluster.StoragePool(v.class), v.key())
 	}
 }
 
 func (inv *Inventory) setService(o any) {
-	s, ok := o.(*corev1.Service)
+	v, ok := o.(*serviceView)
 	if !ok {
 		return
 	}
 	var ports int64
-	if s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer {
-		for _, p := range s.Spec.Ports {
-			if p.NodePort != 0 {
+	if v.nodePorts {
+		for _, p := range v.ports {
+			if p.nodePort != 0 {
 				ports++
 			}
 		}
 	}
-	key := s.Namespace + "/" + s.Name
 	if ports == 0 {
-		inv.cap.DeletePoolItem(cluster.PoolNodePorts, key)
+		inv.cap.DeletePoolItem(cluster.PoolNodePorts, v.key())
 		return
 	}
-	inv.cap.SetPoolItem(cluster.PoolNodePorts, cluster.PoolItem{Key: key, Amount: ports, Lease: leaseOf(s.Labels)})
+	inv.cap.SetPoolItem(cluster.PoolNodePorts, cluster.PoolItem{Key: v.key(), Amount: ports, Lease: v.lease})
 }
 
 func (inv *Inventory) deleteService(o any) {
-	if s, ok := tombstone(o).(*corev1.Service); ok {
-		inv.cap.DeletePoolItem(cluster.PoolNodePorts, s.Namespace+"/"+s.Name)
+	if v, ok := tombstone(o).(*serviceView); ok {
+		inv.cap.DeletePoolItem(cluster.PoolNodePorts, v.key())
 	}
-}
-
-func leaseOf(labels map[string]string) *market.LeaseID {
-	if id, ok := cluster.LeaseFromLabels(labels); ok {
-		return &id
-	}
-	return nil
 }

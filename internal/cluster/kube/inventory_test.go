@@ -93,7 +93,18 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	if _, err := capacity.Reserve(order, d); err != nil {
 		t.Fatal(err)
 	}
-	ns := kube.Namespace(t)
+	// A lease's objects are its own in its namespace only.
+	ns := LeaseNamespace(lease)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := cs.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{}); err != nil {
+			t.Errorf("delete namespace %s: %v", ns, err)
+		}
+	})
 	labels := cluster.LeaseLabels(lease)
 	class := "beta3"
 	pod := &corev1.Pod{

@@ -6,18 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"berth.dev/berth/internal/cluster"
@@ -77,10 +73,8 @@ type Monitor struct {
 	log      *slog.Logger
 	onChange func(LeaseStatus)
 
-	deployments  appslisters.DeploymentLister
-	statefulSets appslisters.StatefulSetLister
-	pods         corelisters.PodLister
-	services     corelisters.ServiceLister
+	// The informers' stores, indexed by namespace; they hold views (views.go).
+	deployments, statefulSets, pods, services cache.Indexer
 
 	mu       sync.Mutex
 	statuses map[market.LeaseID]LeaseStatus
@@ -112,14 +106,15 @@ func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
 
 // Run watches until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(trim), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(toView), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.LabelSelector = cluster.LabelManaged + "=true"
 	}))
 	dep := f.Apps().V1().Deployments()
 	sts := f.Apps().V1().StatefulSets()
 	pod := f.Core().V1().Pods()
 	svc := f.Core().V1().Services()
-	m.deployments, m.statefulSets, m.pods, m.services = dep.Lister(), sts.Lister(), pod.Lister(), svc.Lister()
+	m.deployments, m.statefulSets = dep.Informer().GetIndexer(), sts.Informer().GetIndexer()
+	m.pods, m.services = pod.Informer().GetIndexer(), svc.Informer().GetIndexer()
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.touch(o) },
 		UpdateFunc: func(_, o any) { m.touch(o) },
@@ -134,7 +129,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 		regs = append(regs, reg)
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
-	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(trim))
+	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(toView))
 	evReg, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.event(o) },
 		UpdateFunc: func(_, o any) { m.event(o) },
@@ -164,22 +159,17 @@ func (m *Monitor) Run(ctx context.Context) error {
 
 // event records a Kubernetes event in its lease's recent events.
 func (m *Monitor) event(o any) {
-	ev, ok := o.(*corev1.Event)
-	if !ok || !strings.HasPrefix(ev.Namespace, leaseNamespacePrefix) {
+	v, ok := o.(*eventView)
+	if !ok || v.event == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	id, ok := m.leaseOf[ev.Namespace]
+	id, ok := m.leaseOf[v.Namespace]
 	if !ok {
 		return
 	}
-	at := ev.LastTimestamp.Time
-	if at.IsZero() {
-		at = ev.EventTime.Time
-	}
-	e := Event{Time: at, Type: ev.Type, Reason: ev.Reason, Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message}
-	m.events[id] = append(m.events[id], e)
+	m.events[id] = append(m.events[id], *v.event)
 	if n := len(m.events[id]); n > eventsKept {
 		m.events[id] = slices.Clone(m.events[id][n-eventsKept:])
 	}
@@ -195,15 +185,12 @@ func (m *Monitor) event(o any) {
 
 // touch recomputes the status of the lease an object belongs to.
 func (m *Monitor) touch(o any) {
-	obj, ok := o.(interface {
-		GetLabels() map[string]string
-		GetNamespace() string
-	})
+	obj, ok := o.(interface{ leaseOf() (market.LeaseID, bool) })
 	if !ok {
 		return
 	}
-	id, ok := cluster.LeaseFromLabels(obj.GetLabels())
-	if !ok || obj.GetNamespace() != LeaseNamespace(id) {
+	id, ok := obj.leaseOf()
+	if !ok {
 		return
 	}
 	// One lease at a time: informers call from several goroutines, and an older
@@ -215,9 +202,9 @@ func (m *Monitor) touch(o any) {
 	if len(s.Services) == 0 {
 		delete(m.statuses, id)
 		delete(m.events, id)
-		delete(m.leaseOf, obj.GetNamespace())
+		delete(m.leaseOf, LeaseNamespace(id))
 	} else {
-		m.leaseOf[obj.GetNamespace()] = id
+		m.leaseOf[LeaseNamespace(id)] = id
 		s.Events = slices.Clone(m.events[id])
 		m.statuses[id] = s
 	}
@@ -245,45 +232,43 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 		}
 		return s
 	}
-	everything := labels.Everything()
-	if deps, err := m.deployments.Deployments(ns).List(everything); err == nil {
-		for _, d := range deps {
-			s := get(d.Labels[LabelService])
-			s.Total, s.Available, s.Ready = replicas(d.Spec.Replicas), d.Status.AvailableReplicas, d.Status.ReadyReplicas
-			s.Errors = append(s.Errors, deploymentErrors(d)...)
+	for _, store := range []cache.Indexer{m.deployments, m.statefulSets} {
+		for _, o := range byNamespace(store, ns) {
+			if w, ok := o.(*workloadView); ok && w.lease != nil {
+				s := get(w.service)
+				s.Total, s.Available, s.Ready = w.total, w.available, w.ready
+				s.Errors = append(s.Errors, w.errors...)
+			}
 		}
 	}
-	if sets, err := m.statefulSets.StatefulSets(ns).List(everything); err == nil {
-		for _, st := range sets {
-			s := get(st.Labels[LabelService])
-			s.Total, s.Available, s.Ready = replicas(st.Spec.Replicas), st.Status.AvailableReplicas, st.Status.ReadyReplicas
+	var pods []*podView
+	for _, o := range byNamespace(m.pods, ns) {
+		if p, ok := o.(*podView); ok && p.lease != nil {
+			pods = append(pods, p)
 		}
 	}
-	if pods, err := m.pods.Pods(ns).List(everything); err == nil {
-		slices.SortFunc(pods, func(a, b *corev1.Pod) int { return b.CreationTimestamp.Compare(a.CreationTimestamp.Time) })
-		for _, p := range pods {
-			if s, ok := byName[p.Labels[LabelService]]; ok {
-				for _, e := range podErrors(p) {
-					if !slices.Contains(s.Errors, e) {
-						s.Errors = append(s.Errors, e)
-					}
+	slices.SortFunc(pods, func(a, b *podView) int { return b.created.Compare(a.created) })
+	for _, p := range pods {
+		if s, ok := byName[p.service]; ok {
+			for _, e := range p.errors {
+				if !slices.Contains(s.Errors, e) {
+					s.Errors = append(s.Errors, e)
 				}
 			}
 		}
 	}
-	if svcs, err := m.services.Services(ns).List(everything); err == nil {
-		for _, sv := range svcs {
-			if sv.Spec.Type != corev1.ServiceTypeNodePort {
-				continue
-			}
-			s, ok := byName[sv.Labels[LabelService]]
-			if !ok {
-				continue
-			}
-			for _, p := range sv.Spec.Ports {
-				if p.NodePort != 0 {
-					s.Forwarded = append(s.Forwarded, ForwardedPort{Port: p.Port, ExternalPort: p.NodePort, Proto: string(p.Protocol), Name: s.Name})
-				}
+	for _, o := range byNamespace(m.services, ns) {
+		sv, ok := o.(*serviceView)
+		if !ok || sv.lease == nil || !sv.nodePorts {
+			continue
+		}
+		s, ok := byName[sv.service]
+		if !ok {
+			continue
+		}
+		for _, p := range sv.ports {
+			if p.nodePort != 0 {
+				s.Forwarded = append(s.Forwarded, ForwardedPort{Port: p.port, ExternalPort: p.nodePort, Proto: string(p.proto), Name: s.Name})
 			}
 		}
 	}
@@ -305,6 +290,22 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 		return 0
 	})
 	return out
+}
+
+// byNamespace lists a store's objects in one namespace.
+func byNamespace(store cache.Indexer, ns string) []any {
+	out, err := store.ByIndex(cache.NamespaceIndex, ns)
+	if err != nil {
+		return nil // the store has a namespace index: informers are built with one
+	}
+	return out
+}
+
+func (v *view) leaseOf() (market.LeaseID, bool) {
+	if v.lease == nil {
+		return market.LeaseID{}, false
+	}
+	return *v.lease, true
 }
 
 func replicas(r *int32) int32 {

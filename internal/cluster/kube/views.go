@@ -1,0 +1,195 @@
+package kube
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// Informer caches hold every watched object for as long as it exists, and berth
+// watches every node and pod of the cluster. toView is the transform of every informer
+// here: it turns each object into a view holding what berth computes from it, worked
+// out once, and the names the caches index by. A pod's view is a few hundred bytes
+// where the pod is kilobytes (managed fields, annotations, volumes, environment).
+// Handlers and indexers therefore see views, never Kubernetes objects.
+func toView(o any) (any, error) {
+	switch v := o.(type) {
+	case *corev1.Node:
+		return newNodeView(v), nil
+	case *corev1.Pod:
+		return newPodView(v), nil
+	case *corev1.Service:
+		return newServiceView(v), nil
+	case *corev1.PersistentVolumeClaim:
+		return newPVCView(v), nil
+	case *appsv1.Deployment:
+		w := newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
+		w.errors = deploymentErrors(v)
+		return w, nil
+	case *appsv1.StatefulSet:
+		return newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas), nil
+	case *corev1.Event:
+		return newEventView(v), nil
+	}
+	return o, nil // already a view (a transform may see its own output again)
+}
+
+// view is what every view shares: the identity the informer's store keys and indexes
+// by, and the lease and manifest service of a berth object (from its labels).
+type view struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	lease   *market.LeaseID // nil: not one of our leases' objects
+	service string
+}
+
+func newView(m *metav1.ObjectMeta) view {
+	v := view{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}
+	if id, ok := cluster.LeaseFromLabels(m.Labels); ok && m.Namespace == LeaseNamespace(id) {
+		v.lease, v.service = &id, m.Labels[LabelService]
+	}
+	return v
+}
+
+func (v *view) key() string { return v.Namespace + "/" + v.Name }
+
+type nodeView struct {
+	view
+	node cluster.Node
+}
+
+func newNodeView(n *corev1.Node) *nodeView {
+	v := &nodeView{view: view{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}},
+		node: cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}}
+	if v.node.Allocatable.GPUs > 0 {
+		v.node.GPU, _ = cluster.GPUFromLabels(n.Labels)
+	}
+	return v
+}
+
+func (v *nodeView) DeepCopyObject() runtime.Object { c := *v; return &c }
+
+type podView struct {
+	view
+	node     string
+	requests cluster.Amounts
+	// finished: Succeeded or Failed, holding nothing.
+	finished bool
+	created  time.Time
+	// errors are why the pod is not running (podErrors).
+	errors []string
+}
+
+func newPodView(p *corev1.Pod) *podView {
+	return &podView{view: newView(&p.ObjectMeta), node: p.Spec.NodeName, requests: podRequests(p),
+		finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		created:  p.CreationTimestamp.Time, errors: podErrors(p)}
+}
+
+func (v *podView) DeepCopyObject() runtime.Object {
+	c := *v
+	c.errors = slices.Clone(v.errors)
+	return &c
+}
+
+type servicePort struct {
+	port, nodePort int32
+	proto          corev1.Protocol
+}
+
+type serviceView struct {
+	view
+	// nodePorts: a NodePort or LoadBalancer service, whose ports with a node port
+	// take from the node port pool.
+	nodePorts bool
+	ports     []servicePort
+}
+
+func newServiceView(s *corev1.Service) *serviceView {
+	v := &serviceView{view: newView(&s.ObjectMeta), nodePorts: s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer}
+	for _, p := range s.Spec.Ports {
+		v.ports = append(v.ports, servicePort{port: p.Port, nodePort: p.NodePort, proto: p.Protocol})
+	}
+	return v
+}
+
+func (v *serviceView) DeepCopyObject() runtime.Object {
+	c := *v
+	c.ports = slices.Clone(v.ports)
+	return &c
+}
+
+type pvcView struct {
+	view
+	class string // "": no storage class, not counted
+	size  int64  // the larger of the request and the provisioned capacity
+}
+
+func newPVCView(c *corev1.PersistentVolumeClaim) *pvcView {
+	v := &pvcView{view: newView(&c.ObjectMeta)}
+	if c.Spec.StorageClassName == nil {
+		return v
+	}
+	size := c.Spec.Resources.Requests[corev1.ResourceStorage]
+	if got, ok := c.Status.Capacity[corev1.ResourceStorage]; ok && got.Cmp(size) > 0 {
+		size = got
+	}
+	v.class, v.size = *c.Spec.StorageClassName, size.Value()
+	return v
+}
+
+func (v *pvcView) DeepCopyObject() runtime.Object { c := *v; return &c }
+
+// workloadView is a Deployment or a StatefulSet.
+type workloadView struct {
+	view
+	total, available, ready int32
+	errors                  []string
+}
+
+func newWorkloadView(m *metav1.ObjectMeta, wanted *int32, available, ready int32) *workloadView {
+	return &workloadView{view: newView(m), total: replicas(wanted), available: available, ready: ready}
+}
+
+func (v *workloadView) DeepCopyObject() runtime.Object {
+	c := *v
+	c.errors = slices.Clone(v.errors)
+	return &c
+}
+
+// eventView holds an event in a lease namespace; events elsewhere (the monitor
+// ignores them) keep only their names.
+type eventView struct {
+	view
+	event *Event
+}
+
+func newEventView(e *corev1.Event) *eventView {
+	v := &eventView{view: view{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion}}}
+	if !strings.HasPrefix(e.Namespace, leaseNamespacePrefix) {
+		return v
+	}
+	at := e.LastTimestamp.Time
+	if at.IsZero() {
+		at = e.EventTime.Time
+	}
+	v.event = &Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Message: e.Message}
+	return v
+}
+
+func (v *eventView) DeepCopyObject() runtime.Object {
+	c := *v
+	if v.event != nil {
+		e := *v.event
+		c.event = &e
+	}
+	return &c
+}
