@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -134,9 +135,52 @@ func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 			d.log.WarnContext(ctx, "unreadable manifest resource", slog.String("namespace", m.Namespace), slog.String("error", err.Error()))
 			continue
 		}
+		if err := d.restorePasswords(ctx, id, &group); err != nil {
+			return nil, err
+		}
 		out = append(out, cluster.Deployed{Lease: id, Version: version, Group: group})
 	}
 	return out, nil
+}
+
+// restorePasswords puts back the registry passwords the Manifest resource leaves out,
+// from the lease's pull Secrets, so that the lease can be applied again after a
+// restart. A Secret that is gone or unreadable leaves the password empty: applying then
+// fails with a reported reason rather than running without credentials.
+func (d *Deployer) restorePasswords(ctx context.Context, id market.LeaseID, g *market.ManifestGroup) error {
+	ns := LeaseNamespace(id)
+	for i := range g.Services {
+		c := g.Services[i].Credentials
+		if c == nil || c.Password != "" {
+			continue
+		}
+		name := g.Services[i].Name + "-pull"
+		s, err := d.cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			d.log.WarnContext(ctx, "pull secret gone; the lease cannot be applied again until a manifest arrives",
+				slog.String("lease", id.String()), slog.String("secret", ns+"/"+name))
+			continue
+		case err != nil:
+			return fmt.Errorf("lease %s: read pull secret %s: %w", id, name, err)
+		}
+		var cfg struct {
+			Auths map[string]struct {
+				Username string `json:"username"`
+				Password string `json:"password"`
+			} `json:"auths"`
+		}
+		if err := json.Unmarshal(s.Data[corev1.DockerConfigJsonKey], &cfg); err != nil {
+			d.log.WarnContext(ctx, "unreadable pull secret", slog.String("lease", id.String()), slog.String("secret", ns+"/"+name), slog.String("error", err.Error()))
+			continue
+		}
+		if a, ok := cfg.Auths[c.Host]; ok && a.Username == c.Username {
+			restored := *c
+			restored.Password = a.Password
+			g.Services[i].Credentials = &restored
+		}
+	}
+	return nil
 }
 
 // Manifests lists every lease's Manifest resource: what the cluster runs, to rebuild

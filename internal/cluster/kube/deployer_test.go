@@ -224,3 +224,55 @@ func TestDeployFailureIsRecorded(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 }
+
+// TestRebuildRestoresRegistryPasswords: the Manifest resource keeps no registry
+// password, so a lease rebuilt after a restart takes it back from its pull Secret and
+// applies again; with the Secret gone it is refused with the reason, not run without.
+func TestRebuildRestoresRegistryPasswords(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	d := newTestDeployer(t, kube)
+	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := res.Manifest[0]
+	group.Services[0].Credentials = &market.ServiceCredentials{Host: "registry.example.com", Username: "u", Password: "s3cret"}
+	id := market.LeaseID{Owner: "akash1pull", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), group); err != nil {
+		t.Fatal(err)
+	}
+	rebuilt := func() market.ManifestGroup {
+		t.Helper()
+		ds, err := d.Deployed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ds {
+			if x.Lease == id {
+				return x.Group
+			}
+		}
+		t.Fatal("the lease is not among those deployed")
+		return market.ManifestGroup{}
+	}
+	g := rebuilt()
+	if c := g.Services[0].Credentials; c == nil || c.Password != "s3cret" || c.Username != "u" {
+		t.Fatalf("rebuilt credentials %+v", c)
+	}
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g); err != nil {
+		t.Fatalf("the rebuilt lease was not applied again: %v", err)
+	}
+	if err := cs.CoreV1().Secrets(LeaseNamespace(id)).Delete(ctx, "web-pull", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g = rebuilt()
+	if c := g.Services[0].Credentials; c == nil || c.Password != "" {
+		t.Fatalf("credentials without their secret %+v", c)
+	}
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g); err == nil || !strings.Contains(err.Error(), "credentials") {
+		t.Fatalf("applied without a password: %v", err)
+	}
+}
