@@ -275,6 +275,20 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	for i := range specs {
 		specs[i] = localenv.NodeSpec{Name: fmt.Sprintf("%s%04d", b.NodePrefix, i), CPU: "8", Memory: "32Gi"}
 	}
+	if b.ControlPlane != nil {
+		// A cluster we were lent: leave it as we found it (a private one is stopped).
+		defer func() {
+			names := make([]string, len(specs))
+			for i := range specs {
+				names[i] = specs[i].Name
+			}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := cp.DeleteNodes(dctx, names...); err != nil && retErr == nil {
+				retErr = err
+			}
+		}()
+	}
 	if err := cp.AddNodes(ctx, specs...); err != nil {
 		return nil, err
 	}
@@ -285,8 +299,14 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	track := newReadiness()
 	active := func(context.Context, market.LeaseID) (bool, error) { return true, nil }
 	// The components report each lease at info; the benchmark's own progress is enough.
-	svc, err := newClusterService(rc, cfg, active, track.observe, slog.New(minLevel{log.Handler(), slog.LevelWarn}))
+	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
+	svc, err := newClusterService(rc, cfg, active, track.observe, quiet)
 	if err != nil {
+		return nil, err
+	}
+	// On a lent cluster other leases may exist: the benchmark's manager rebuilds and
+	// touches only its own.
+	if svc.manager, err = cluster.NewManager(cluster.ManagerConfig{Concurrency: b.DeployConcurrency}, ownLeases{svc.deploy, b.Owner}, active, quiet); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -417,11 +437,48 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 		if err := track.wait(gctx, "leases torn down", b.Timeout, func() int { return len(ids) - len(track.gone) }); err != nil {
 			return nil, err
 		}
+		// The workloads are gone; the manager's last step, the namespace's deletion,
+		// must have been accepted too. It reports nothing on the way: ask it.
+		if err := waitTornDown(gctx, svc.manager, b.Timeout); err != nil {
+			return nil, err
+		}
 		if err := emit(fmt.Sprintf("teardown_%d", b.Leases), time.Since(start).Seconds(), "s"); err != nil {
 			return nil, err
 		}
 	}
 	return results, nil
+}
+
+// ownLeases is a deployer that rebuilds only one tenant's leases.
+type ownLeases struct {
+	*kube.Deployer
+	owner string
+}
+
+func (o ownLeases) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
+	all, err := o.Deployer.Deployed(ctx)
+	return slices.DeleteFunc(all, func(d cluster.Deployed) bool { return d.Lease.Owner != o.owner }), err
+}
+
+// waitTornDown waits until the manager holds no lease, checking every 20 ms.
+func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := len(m.States())
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("leases torn down: the manager still holds %d after %s", n, timeout)
+		case <-tick.C:
+		}
+	}
 }
 
 // quantile of sorted durations (nearest rank).

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -25,7 +26,9 @@ func TestLeaseReadyBench(t *testing.T) {
 	k := testenv.Cluster(t)
 	b := DefaultLeaseReadyBench()
 	b.ControlPlane, b.Nodes, b.Leases, b.Burst, b.Rate, b.Timeout = k.ControlPlane, 3, 4, 2, 50, 2*time.Minute
-	b.NodePrefix, b.Owner = "bench-test-", "akash1benchtest"
+	// Lease IDs of their own: a rerun must not land in the last run's namespaces,
+	// which the namespace controller may still be deleting.
+	b.NodePrefix, b.Owner = "bench-test-", fmt.Sprintf("akash1benchtest%d", time.Now().UnixNano())
 	var out bytes.Buffer
 	res, err := RunLeaseReadyBench(t.Context(), b, &out, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {

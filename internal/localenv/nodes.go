@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -195,4 +196,19 @@ func nodeSchedulable(n *corev1.Node) bool {
 		}
 	}
 	return true
+}
+
+// DeleteNodes deletes simulated nodes by name; nodes already gone are not an error.
+func (cp *ControlPlane) DeleteNodes(ctx context.Context, names ...string) error {
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	var errs []error
+	for _, n := range names {
+		if err := cs.CoreV1().Nodes().Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete node %s: %w", n, err))
+		}
+	}
+	return errors.Join(errs...)
 }
