@@ -94,8 +94,13 @@ func eventuallyTrue(t *testing.T, what string, cond func() bool) {
 
 func startManager(t *testing.T, f *fakeDeployer, active LeaseActive) *Manager {
 	t.Helper()
-	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}, f, active,
-		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	return startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}, f, active)
+}
+
+// startManagerWith runs a manager until the test ends and returns once it has started.
+func startManagerWith(t *testing.T, cfg ManagerConfig, d Deployer, active LeaseActive) *Manager {
+	t.Helper()
+	m, err := NewManager(cfg, d, active, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,20 +253,8 @@ func (g *gatedDeployer) Deploy(ctx context.Context, id market.LeaseID, version [
 // TestManagerBoundsConcurrency: a burst of leases is applied Concurrency at a time.
 func TestManagerBoundsConcurrency(t *testing.T) {
 	g := &gatedDeployer{fakeDeployer: newFake(), gate: make(chan struct{})}
-	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond, Concurrency: 3}, g,
-		func(context.Context, market.LeaseID) (bool, error) { return true, nil }, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := m.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer func() { cancel(); wg.Wait() }()
-	<-m.Started()
+	m := startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, Concurrency: 3}, g,
+		func(context.Context, market.LeaseID) (bool, error) { return true, nil })
 	for i := range 10 {
 		m.ManifestReceived(lease(uint64(i+1)), version(1), market.ManifestGroup{})
 	}
