@@ -252,20 +252,7 @@ func (e exposeList) Swap(i, j int) {
 	e.src[i], e.src[j] = e.src[j], e.src[i]
 }
 
-func (e exposeList) Less(i, j int) bool {
-	a, b := &e.ports[i], &e.ports[j]
-	switch {
-	case a.Service != b.Service:
-		return a.Service < b.Service
-	case a.Port != b.Port:
-		return a.Port < b.Port
-	case a.Proto != b.Proto:
-		return a.Proto < b.Proto
-	case a.Global != b.Global:
-		return a.Global
-	}
-	return false
-}
+func (e exposeList) Less(i, j int) bool { return market.CompareExpose(&e.ports[i], &e.ports[j]) < 0 }
 
 // manifestExposes turns a service's expose entries into manifest ports: one per "to"
 // destination, or one unexposed port when there is none. It checks each port, and that

@@ -29,66 +29,6 @@ const (
 	maxUnitPrice   = 10_000_000
 )
 
-// Name rules, as Akash's regular expressions state them.
-
-func lower(c byte) bool { return c >= 'a' && c <= 'z' }
-func digit(c byte) bool { return c >= '0' && c <= '9' }
-
-// validEndpointName: ^[a-z]+[a-z0-9_-]+$ (so at least two characters).
-func validEndpointName(s string) bool {
-	if len(s) < 2 || !lower(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !lower(c) && !digit(c) && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// validLabel: ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ (an RFC 1123 label, any length).
-func validLabel(s string) bool {
-	if s == "" || s[0] == '-' || s[len(s)-1] == '-' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !lower(c) && !digit(c) && c != '-' {
-			return false
-		}
-	}
-	return true
-}
-
-// validServiceName: ^[a-z]([-a-z0-9]*[a-z0-9])?$.
-func validServiceName(s string) bool { return s != "" && lower(s[0]) && validLabel(s) }
-
-// validEnvVarName: ^[-._a-zA-Z][-._a-zA-Z0-9]*$, and not ".", "..", or "..…" (Kubernetes).
-func validEnvVarName(s string) bool {
-	if s == "" || digit(s[0]) || s == "." || strings.HasPrefix(s, "..") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !lower(c|0x20) && !digit(c) && c != '-' && c != '.' && c != '_' {
-			return false
-		}
-	}
-	return true
-}
-
-// validHostname: an RFC 1123 subdomain of lowercase labels, at most 253 characters.
-func validHostname(s string) bool {
-	if len(s) > 253 {
-		return false
-	}
-	for label := range strings.SplitSeq(s, ".") {
-		if !validLabel(label) {
-			return false
-		}
-	}
-	return true
-}
-
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
@@ -121,7 +61,7 @@ func (d *decoder) validateDocument(doc *document) error {
 	for _, name := range doc.endpointNames {
 		e := doc.endpoints[name]
 		switch {
-		case !validEndpointName(name):
+		case !market.ValidEndpointName(name):
 			return d.errorf(e.keyNode, "endpoint name %q must be lowercase letters, then letters, digits, '-' or '_' (at least 2 characters)", name)
 		case e.kind == "":
 			return d.errorf(e.kindNode, "endpoint %q has no kind (kind: ip)", name)
@@ -379,14 +319,14 @@ func (d *decoder) validateManifest(doc *document, m market.Manifest) error {
 			s := &g.Services[i]
 			svc := doc.services[s.Name]
 			switch {
-			case !validServiceName(s.Name):
+			case !market.ValidServiceName(s.Name):
 				return d.errorf(svc.keyNode, "service name %q must be lowercase letters, digits and '-', starting with a letter and not ending with '-'", s.Name)
 			case s.Image == "":
 				return d.errorf(svc.imageNode, "service %q has no image", s.Name)
 			}
 			for _, env := range s.Env {
 				name, _, _ := strings.Cut(env, "=")
-				if !validEnvVarName(name) {
+				if !market.ValidEnvVarName(name) {
 					return d.errorf(svc.envNode, "environment variable name %q is invalid: letters, digits, '_', '-' and '.', not starting with a digit", name)
 				}
 			}
@@ -409,7 +349,7 @@ func (d *decoder) validatePort(e *market.ServiceExpose, src *expose) error {
 	}
 	for _, h := range e.Hosts {
 		switch {
-		case !validHostname(h):
+		case !market.ValidHostname(h):
 			return d.errorf(src.acceptN, "hostname %q is not a valid lowercase DNS name", h)
 		case d.hosts[h]:
 			return d.errorf(src.acceptN, "hostname %q appears more than once; a hostname may be accepted once per deployment (an expose entry with several to destinations counts once per destination)", h)
