@@ -163,11 +163,14 @@ func (r *readiness) observe(s kube.LeaseStatus) {
 	}
 }
 
-func (r *readiness) deliver(m *cluster.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) {
+func (r *readiness) deliver(m *cluster.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	r.mu.Lock()
 	r.sent[id] = time.Now()
 	r.mu.Unlock()
-	m.ManifestReceived(id, version, group)
+	if err := m.ManifestReceived(id, version, group); err != nil {
+		return fmt.Errorf("deliver the manifest: %w", err)
+	}
+	return nil
 }
 
 // wait blocks until done(ids) reports none missing, ctx ends or timeout passes.
@@ -356,7 +359,10 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if len(steady) > 0 {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / b.Rate))
 		for _, id := range steady {
-			track.deliver(svc.manager, id, res.Version, group)
+			if err := track.deliver(svc.manager, id, res.Version, group); err != nil {
+				tick.Stop()
+				return nil, err
+			}
 			select {
 			case <-gctx.Done():
 				tick.Stop()
@@ -383,7 +389,9 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if len(burst) > 0 {
 		start := time.Now()
 		for _, id := range burst {
-			track.deliver(svc.manager, id, res.Version, group)
+			if err := track.deliver(svc.manager, id, res.Version, group); err != nil {
+				return nil, err
+			}
 		}
 		if err := track.wait(gctx, "burst leases ready", b.Timeout, notReady(burst)); err != nil {
 			return nil, err

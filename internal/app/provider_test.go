@@ -223,7 +223,9 @@ func TestProviderRun(t *testing.T) {
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order.Bid(me)}); err != nil {
 		t.Fatal(err)
 	}
-	p.Manager().ManifestReceived(lease, dep.Version, dep.Manifest[0])
+	if err := p.Manager().ManifestReceived(lease, dep.Version, dep.Manifest[0]); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the lease ready", func() bool {
 		s, ok := p.Monitor().Status(lease)
 		return ok && s.Ready
@@ -259,7 +261,9 @@ func TestProviderRun(t *testing.T) {
 	stuck.Services = slices.Clone(stuck.Services)
 	stuck.Services[0].Resources.GPU = &market.GPU{Units: market.ResourceValue{Val: 1}, Attributes: market.Attributes{{Key: "vendor/nvidia/model/h100", Value: "true"}}}
 	lease8 := order8.Bid(me).Lease()
-	p.Manager().ManifestReceived(lease8, dep.Version, stuck)
+	if err := p.Manager().ManifestReceived(lease8, dep.Version, stuck); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the unhealthy lease closed as unstable", func() bool {
 		var l ledger.LeaseResponse
 		err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: lease8}, &l)

@@ -78,6 +78,7 @@ type Manager struct {
 	// closed remembers torn-down leases for an hour, so a late manifest cannot bring
 	// one back.
 	closed  map[market.LeaseID]time.Time
+	hosts   *hostIndex
 	ctx     context.Context //nolint:containedctx // the Run context, handed to workers started by method calls
 	wg      sync.WaitGroup
 	slots   chan struct{} // one per lease being applied or torn down
@@ -113,7 +114,7 @@ func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.L
 		return nil, fmt.Errorf("deployment manager: concurrency %d is negative", cfg.Concurrency)
 	}
 	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{},
-		started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
+		hosts: newHostIndex(), started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
 }
 
 // Started is closed once the manager has rebuilt from the cluster and takes events.
@@ -179,11 +180,43 @@ func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
 }
 
 // ManifestReceived sets the manifest a lease must run (a new one, or an update).
-// Before Run has started, it is queued.
-func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) {
+// Before Run has started, it is queued. It fails, changing nothing, when the lease is
+// closed (ErrLeaseClosed) or one of the group's hostnames belongs to another
+// deployment (a *HostnameError).
+func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
+		return fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
+	}
+	if err := m.hosts.check(id, groupHosts(&group)); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
 	m.setManifestLocked(id, version, group)
+	return nil
+}
+
+func (m *Manager) isClosedLocked(id market.LeaseID) bool {
+	_, closed := m.closed[id]
+	return closed || (m.ctx != nil && m.ctx.Err() != nil)
+}
+
+// Manifest is the manifest the lease runs (or is being brought to), if any.
+func (m *Manager) Manifest(id market.LeaseID) (version []byte, group market.ManifestGroup, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[id]
+	if !ok || w.close || w.state.Version == nil {
+		return nil, market.ManifestGroup{}, false
+	}
+	return slices.Clone(w.state.Version), w.group, true
+}
+
+// HostnameHolder is the lease a hostname belongs to.
+func (m *Manager) HostnameHolder(hostname string) (market.LeaseID, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.hosts.holder(hostname)
 }
 
 func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group market.ManifestGroup) {
@@ -194,6 +227,7 @@ func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group mar
 	w.group = group
 	w.state.Version = slices.Clone(version)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
+	m.hosts.set(id, groupHosts(&group))
 	poke(w.kick)
 	m.startLocked(id, w)
 }
@@ -212,6 +246,7 @@ func (m *Manager) closeLocked(id market.LeaseID) {
 		return
 	}
 	w.close = true
+	m.hosts.release(id)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
 	poke(w.kick)
 	m.startLocked(id, w)
@@ -223,7 +258,7 @@ func (m *Manager) workerLocked(id market.LeaseID) *worker {
 	if w, ok := m.workers[id]; ok {
 		return w
 	}
-	if _, ok := m.closed[id]; ok || (m.ctx != nil && m.ctx.Err() != nil) {
+	if m.isClosedLocked(id) {
 		return nil
 	}
 	w := &worker{kick: make(chan struct{}, 1), state: DeploymentState{Lease: id}}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,7 +134,9 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	f := newFake()
 	f.failures[lease(1)] = 1 << 30 // until the test lets it through
 	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
-	m.ManifestReceived(lease(1), version(1), market.ManifestGroup{})
+	if err := m.ManifestReceived(lease(1), version(1), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
 	// Failing attempts are reported while the manager retries.
 	eventuallyTrue(t, "the failure reported", func() bool { return state(m, lease(1)).Attempts > 2 })
 	if s := state(m, lease(1)); s.Error == "" || s.Phase != PhaseDeploying {
@@ -148,7 +151,9 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	}
 	// A deployed lease holds no goroutine; an update starts one and is applied in place.
 	eventuallyTrue(t, "the worker stopped once deployed", func() bool { return !workerRunning(m, lease(1)) })
-	m.ManifestReceived(lease(1), version(2), market.ManifestGroup{})
+	if err := m.ManifestReceived(lease(1), version(2), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
 	eventuallyTrue(t, "the update applied", func() bool { v, _ := f.version(lease(1)); return v[0] == 2 })
 	eventuallyTrue(t, "the worker stopped again", func() bool { return !workerRunning(m, lease(1)) })
 	// Closing tears it down, retrying too; a manifest after that does not bring it back.
@@ -157,7 +162,9 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	f.mu.Unlock()
 	m.LeaseClosed(lease(1))
 	eventuallyTrue(t, "torn down", func() bool { _, ok := f.version(lease(1)); return !ok && len(m.States()) == 0 })
-	m.ManifestReceived(lease(1), version(3), market.ManifestGroup{})
+	if err := m.ManifestReceived(lease(1), version(3), market.ManifestGroup{}); !errors.Is(err, ErrLeaseClosed) {
+		t.Fatalf("a manifest for a closed lease: %v, want ErrLeaseClosed", err)
+	}
 	if _, ok := f.version(lease(1)); ok || len(m.States()) != 0 {
 		t.Fatal("a closed lease was deployed again")
 	}
@@ -211,8 +218,12 @@ func TestManagerQueuesEventsBeforeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.ManifestReceived(lease(1), version(2), market.ManifestGroup{})
-	m.ManifestReceived(lease(2), version(1), market.ManifestGroup{})
+	if err := m.ManifestReceived(lease(1), version(2), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ManifestReceived(lease(2), version(1), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = m.Run(ctx) })
@@ -256,7 +267,9 @@ func TestManagerBoundsConcurrency(t *testing.T) {
 	m := startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, Concurrency: 3}, g,
 		func(context.Context, market.LeaseID) (bool, error) { return true, nil })
 	for i := range 10 {
-		m.ManifestReceived(lease(uint64(i+1)), version(1), market.ManifestGroup{})
+		if err := m.ManifestReceived(lease(uint64(i+1)), version(1), market.ManifestGroup{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	eventuallyTrue(t, "three leases applying", func() bool { g.gmu.Lock(); defer g.gmu.Unlock(); return g.in == 3 })
 	close(g.gate)
@@ -276,5 +289,58 @@ func TestManagerBoundsConcurrency(t *testing.T) {
 	}
 	if _, err := NewManager(ManagerConfig{Concurrency: -1}, g, func(context.Context, market.LeaseID) (bool, error) { return true, nil }, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("a negative concurrency was accepted")
+	}
+}
+
+// hosting is a group with one web service accepting hosts.
+func hosting(hosts ...string) market.ManifestGroup {
+	return market.ManifestGroup{Name: "web", Services: []market.Service{{Name: "web", Image: "nginx", Count: 1,
+		Expose: []market.ServiceExpose{{Port: 80, Proto: market.ProtoTCP, Global: true, Hosts: hosts}}}}}
+}
+
+func TestManagerHostnames(t *testing.T) {
+	m := startManager(t, newFake(), func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	a1 := lease(1)
+	a1g2 := a1
+	a1g2.GSeq = 2
+	other := lease(2)
+	other.Owner = "akash1other"
+	if err := m.ManifestReceived(a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	// Another tenant cannot take it, and is not told who holds it.
+	err := m.ManifestReceived(other, version(1), hosting("b.example.com"))
+	var he *HostnameError
+	if !errors.As(err, &he) || !errors.Is(err, ErrHostnameInUse) || he.SameOwner || strings.Contains(err.Error(), a1.Owner) {
+		t.Fatalf("another tenant's hostname: %v", err)
+	}
+	if _, _, ok := m.Manifest(other); ok {
+		t.Fatal("a refused manifest was recorded")
+	}
+	// The same tenant's other deployment is told to migrate it.
+	a3 := lease(3)
+	if err := m.ManifestReceived(a3, version(1), hosting("a.example.com")); !errors.As(err, &he) || !he.SameOwner || he.Holder != a1 {
+		t.Fatalf("own other deployment's hostname: %v", err)
+	}
+	// Another group of the same deployment may take it over (an update moving it).
+	if err := m.ManifestReceived(a1g2, version(2), hosting("b.example.com")); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := m.HostnameHolder("b.example.com"); h != a1g2 {
+		t.Fatalf("b.example.com held by %v, want %v", h, a1g2)
+	}
+	// An update dropping a hostname releases it; closing releases the rest.
+	if err := m.ManifestReceived(a1, version(2), hosting()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.HostnameHolder("a.example.com"); ok {
+		t.Fatal("a.example.com still held after the update dropped it")
+	}
+	m.LeaseClosed(a1g2)
+	if err := m.ManifestReceived(other, version(1), hosting("b.example.com")); err != nil {
+		t.Fatalf("after the holder closed: %v", err)
+	}
+	if v, g, ok := m.Manifest(other); !ok || v[0] != 1 || g.Services[0].Expose[0].Hosts[0] != "b.example.com" {
+		t.Fatalf("Manifest(other) = %x %+v %v", v, g, ok)
 	}
 }

@@ -64,8 +64,12 @@ func TestManagerOnTheCluster(t *testing.T) {
 		t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	}
 	m, stop := start()
-	m.ManifestReceived(keep, bytes.Repeat([]byte{1}, 32), group)
-	m.ManifestReceived(gone, bytes.Repeat([]byte{1}, 32), group)
+	if err := m.ManifestReceived(keep, bytes.Repeat([]byte{1}, 32), group); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ManifestReceived(gone, bytes.Repeat([]byte{1}, 32), group); err != nil {
+		t.Fatal(err)
+	}
 	// Stop as soon as the Manifests are written: pods are still starting.
 	eventually(t, "both manifests recorded", func() bool {
 		ds, err := d.Deployed(ctx)

@@ -76,7 +76,9 @@ func TestAPIServerOutage(t *testing.T) {
 			}
 		}
 	}
-	m.ManifestReceived(id, bytes.Repeat([]byte{1}, 32), group)
+	if err := m.ManifestReceived(id, bytes.Repeat([]byte{1}, 32), group); err != nil {
+		t.Fatal(err)
+	}
 	await("the lease ready", time.Minute, func(s LeaseStatus) bool { return s.Ready })
 
 	if err := kube.RestartAPIServer(ctx, 60*time.Second); err != nil {
@@ -95,7 +97,9 @@ func TestAPIServerOutage(t *testing.T) {
 	// An update after the outage is applied and seen through the recovered informers.
 	// (The control plane's own controllers take about a minute to reconnect here.)
 	group.Services[0].Image = "nginx:1.28"
-	m.ManifestReceived(id, bytes.Repeat([]byte{2}, 32), group)
+	if err := m.ManifestReceived(id, bytes.Repeat([]byte{2}, 32), group); err != nil {
+		t.Fatal(err)
+	}
 	await("the update rolled out after the outage", 4*time.Minute, func(s LeaseStatus) bool {
 		if !s.Ready {
 			return false
