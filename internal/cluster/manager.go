@@ -179,20 +179,37 @@ func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
 	}
 }
 
+// LeaseManifest is the group one lease must run.
+type LeaseManifest struct {
+	Lease market.LeaseID
+	Group market.ManifestGroup
+}
+
 // ManifestReceived sets the manifest a lease must run (a new one, or an update).
 // Before Run has started, it is queued. It fails, changing nothing, when the lease is
 // closed (ErrLeaseClosed) or one of the group's hostnames belongs to another
 // deployment (a *HostnameError).
 func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) error {
+	return m.ManifestsReceived(version, []LeaseManifest{{Lease: id, Group: group}})
+}
+
+// ManifestsReceived sets the manifests of several leases (a deployment's groups) at
+// once: all of them, or, when one would fail as ManifestReceived does, none.
+func (m *Manager) ManifestsReceived(version []byte, leases []LeaseManifest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
-		return fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
+	for i := range leases {
+		id := leases[i].Lease
+		if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
+			return fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
+		}
+		if err := m.hosts.check(id, groupHosts(&leases[i].Group)); err != nil {
+			return fmt.Errorf("lease %s: %w", id, err)
+		}
 	}
-	if err := m.hosts.check(id, groupHosts(&group)); err != nil {
-		return fmt.Errorf("lease %s: %w", id, err)
+	for i := range leases {
+		m.setManifestLocked(leases[i].Lease, version, leases[i].Group)
 	}
-	m.setManifestLocked(id, version, group)
 	return nil
 }
 

@@ -22,10 +22,15 @@ const MaxBytes = 1 << 20
 // run as sent (a tenant error, never retried).
 var ErrInvalid = errors.New("invalid manifest")
 
+// ErrMalformed marks Decode's errors: the request body is not a manifest at all.
+var ErrMalformed = errors.New("malformed manifest")
+
 // Error is a manifest problem and where it is ("[0].services[1].expose[0].hosts[0]").
 type Error struct {
 	Path string
 	Msg  string
+	// Malformed: the JSON could not be read as a manifest.
+	Malformed bool
 }
 
 func (e *Error) Error() string {
@@ -35,7 +40,16 @@ func (e *Error) Error() string {
 	return e.Path + ": " + e.Msg
 }
 
-func (e *Error) Unwrap() error { return ErrInvalid }
+func (e *Error) Unwrap() []error {
+	if e.Malformed {
+		return []error{ErrInvalid, ErrMalformed}
+	}
+	return []error{ErrInvalid}
+}
+
+func malformed(format string, args ...any) *Error {
+	return &Error{Msg: fmt.Sprintf(format, args...), Malformed: true}
+}
 
 func errorf(p, format string, args ...any) *Error {
 	return &Error{Path: p, Msg: fmt.Sprintf(format, args...)}
@@ -45,19 +59,19 @@ func errorf(p, format string, args ...any) *Error {
 // are refused, so a misspelt field is an error rather than silently dropped.
 func Decode(data []byte) (market.Manifest, error) {
 	if len(data) > MaxBytes {
-		return nil, errorf("", "manifest is %d bytes, more than %d", len(data), MaxBytes)
+		return nil, malformed("manifest is %d bytes, more than %d", len(data), MaxBytes)
 	}
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.DisallowUnknownFields()
 	var m market.Manifest
 	if err := d.Decode(&m); err != nil {
-		return nil, errorf("", "manifest is not a JSON array of groups: %s", jsonProblem(err))
+		return nil, malformed("manifest is not a JSON array of groups: %s", jsonProblem(err))
 	}
 	if d.More() {
-		return nil, errorf("", "data after the manifest's JSON array")
+		return nil, malformed("data after the manifest's JSON array")
 	}
 	if m == nil {
-		return nil, errorf("", "manifest is null; want a JSON array of groups")
+		return nil, malformed("manifest is null; want a JSON array of groups")
 	}
 	return m, nil
 }

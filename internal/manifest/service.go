@@ -1,0 +1,338 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+// Errors Submit returns besides *Error (ErrInvalid) and the deployment manager's
+// cluster.ErrHostnameInUse and cluster.ErrLeaseClosed.
+var (
+	// ErrNotFound: the tenant has no active deployment with that sequence, or none
+	// of its leases is with this provider.
+	ErrNotFound = errors.New("not found")
+	// ErrHostnameBlocked: the provider does not serve this hostname.
+	ErrHostnameBlocked = errors.New("hostname blocked")
+	// ErrUnavailable: the ledger could not be asked; try again.
+	ErrUnavailable = errors.New("ledger unavailable")
+)
+
+// DefaultTimeout is how long a won lease waits for its manifest before the watchdog
+// closes the bid (Akash's default too).
+const DefaultTimeout = 5 * time.Minute
+
+// Config tunes the manifest service.
+type Config struct {
+	// Provider is this provider's address: only its leases are considered.
+	Provider string
+	// Timeout is the watchdog's wait for a won lease's manifest (DefaultTimeout when
+	// 0; negative disables the watchdog).
+	Timeout time.Duration
+	// BlockedHostnames are hostnames tenants may not use: "example.com" blocks that
+	// name, ".example.com" every name under it (not example.com itself).
+	BlockedHostnames []string
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	if c.Provider == "" {
+		return errors.New("manifest service: provider address is required")
+	}
+	for i, h := range c.BlockedHostnames {
+		if !market.ValidHostname(strings.TrimPrefix(h, ".")) {
+			return fmt.Errorf("manifest service: blocked hostname [%d] %q is not a lowercase DNS name (or .domain)", i, h)
+		}
+	}
+	return nil
+}
+
+// Ledger is what the service asks the ledger.
+type Ledger interface {
+	// Deployment is a deployment with its groups (ledger.ErrNotFound when absent).
+	Deployment(ctx context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error)
+	// ActiveLeases are the provider's active leases of a deployment.
+	ActiveLeases(ctx context.Context, id market.DeploymentID, provider string) ([]market.LeaseID, error)
+}
+
+// Deployments takes accepted manifests (cluster.Manager).
+type Deployments interface {
+	ManifestsReceived(version []byte, leases []cluster.LeaseManifest) error
+	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
+}
+
+// BidCloser closes one of our bids on the ledger (which closes its lease).
+type BidCloser func(ctx context.Context, id market.BidID, reason string) error
+
+// Service accepts manifests and runs the watchdog.
+type Service struct {
+	cfg     Config
+	ledger  Ledger
+	deploy  Deployments
+	closeFn BidCloser
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+
+	mu sync.Mutex
+	// waiting: won leases without a manifest yet, and when the watchdog fires.
+	waiting map[market.LeaseID]time.Time
+	wake    chan struct{}
+}
+
+// New returns a manifest service; it starts nothing (Run runs the watchdog).
+func New(cfg Config, l Ledger, d Deployments, closeBid BidCloser, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if l == nil || d == nil || closeBid == nil || log == nil {
+		return nil, errors.New("manifest service: ledger, deployments, bid closer and logger are required")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, ledger: l, deploy: d, closeFn: closeBid, log: log, now: time.Now, metrics: m,
+		waiting: map[market.LeaseID]time.Time{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// Submit accepts a tenant's manifest for its deployment dseq and hands each of our
+// active leases of the deployment its group. owner is the authenticated tenant, so a
+// tenant can only ever reach its own deployments. Nothing is handed over unless every
+// check passes for every lease.
+func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m market.Manifest) (err error) {
+	defer func() { s.metrics.received.WithLabelValues(outcome(err)).Inc() }()
+	if err := Validate(m); err != nil {
+		return err
+	}
+	if err := s.checkBlocked(m); err != nil {
+		return err
+	}
+	did := market.DeploymentID{Owner: owner, DSeq: dseq}
+	dep, err := s.ledger.Deployment(ctx, did)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return fmt.Errorf("deployment %d: %w", dseq, ErrNotFound)
+	case err != nil:
+		return fmt.Errorf("deployment %s: %w: %w", did, ErrUnavailable, err)
+	case dep.Deployment.State != ledger.DeploymentActive:
+		return fmt.Errorf("deployment %d is %s: %w", dseq, dep.Deployment.State, ErrNotFound)
+	}
+	if err := CheckVersion(m, dep.Deployment.Version); err != nil {
+		return err
+	}
+	specs := make([]market.GroupSpec, len(dep.Groups))
+	gseqs := make(map[string]uint32, len(dep.Groups))
+	for i, g := range dep.Groups {
+		specs[i] = g.Spec
+		gseqs[g.Spec.Name] = g.ID.GSeq
+	}
+	if err := CheckDeployment(m, specs); err != nil {
+		return err
+	}
+	leases, err := s.ledger.ActiveLeases(ctx, did, s.cfg.Provider)
+	if err != nil {
+		return fmt.Errorf("leases of %s: %w: %w", did, ErrUnavailable, err)
+	}
+	var batch []cluster.LeaseManifest
+	for _, id := range leases {
+		for i := range m {
+			if gseqs[m[i].Name] == id.GSeq {
+				batch = append(batch, cluster.LeaseManifest{Lease: id, Group: m[i]})
+			}
+		}
+	}
+	if len(batch) == 0 {
+		return fmt.Errorf("deployment %d has no active lease with this provider: %w", dseq, ErrNotFound)
+	}
+	if err := s.deploy.ManifestsReceived(dep.Deployment.Version, batch); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	for _, b := range batch {
+		delete(s.waiting, b.Lease)
+	}
+	s.metrics.waiting.Set(float64(len(s.waiting)))
+	s.mu.Unlock()
+	for _, b := range batch {
+		s.log.InfoContext(ctx, "manifest received", slog.String("lease", b.Lease.String()), slog.String("version", fmt.Sprintf("%x", dep.Deployment.Version)))
+	}
+	return nil
+}
+
+// Blocked reports whether the provider refuses hostname h.
+func (s *Service) Blocked(h string) bool {
+	for _, b := range s.cfg.BlockedHostnames {
+		if h == b || (strings.HasPrefix(b, ".") && strings.HasSuffix(h, b)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Service) checkBlocked(m market.Manifest) error {
+	for gi := range m {
+		for si := range m[gi].Services {
+			for ei, e := range m[gi].Services[si].Expose {
+				for hi, h := range e.Hosts {
+					if s.Blocked(h) {
+						return fmt.Errorf("[%d].services[%d].expose[%d].hosts[%d]: hostname %q is not served by this provider: %w", gi, si, ei, hi, h, ErrHostnameBlocked)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// LeaseWon starts the watchdog for a lease we won (unless it already has a manifest,
+// as a lease rebuilt at start may).
+func (s *Service) LeaseWon(id market.LeaseID) {
+	if s.cfg.Timeout < 0 {
+		return
+	}
+	if _, _, ok := s.deploy.Manifest(id); ok {
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.waiting[id]; !ok {
+		s.waiting[id] = s.now().Add(s.cfg.Timeout)
+	}
+	s.metrics.waiting.Set(float64(len(s.waiting)))
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// LeaseClosed stops the watchdog for a lease.
+func (s *Service) LeaseClosed(id market.LeaseID) {
+	s.mu.Lock()
+	delete(s.waiting, id)
+	s.metrics.waiting.Set(float64(len(s.waiting)))
+	s.mu.Unlock()
+}
+
+// Waiting lists the leases the watchdog waits on, for status.
+func (s *Service) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waiting)
+}
+
+// Run runs the watchdog until ctx ends: when a won lease's time is up without a
+// manifest, its bid is closed with reason manifest_timeout. A failed close is retried
+// a minute later.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		due, next := s.due()
+		for _, id := range due {
+			if _, _, ok := s.deploy.Manifest(id); ok {
+				continue
+			}
+			s.log.WarnContext(ctx, "no manifest in time; closing the bid", slog.String("lease", id.String()), slog.Duration("timeout", s.cfg.Timeout))
+			if err := s.closeFn(ctx, id.Bid(), ledger.ReasonManifestTimeout); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.log.WarnContext(ctx, "close the bid of a lease without manifest; retrying", slog.String("lease", id.String()), slog.String("error", err.Error()))
+				s.retry(id, time.Minute)
+				continue
+			}
+			s.metrics.timeouts.Inc()
+		}
+		t.Reset(next)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// due removes and returns the leases whose time is up, and how long until the next.
+func (s *Service) due() ([]market.LeaseID, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	next := time.Hour
+	var out []market.LeaseID
+	for id, at := range s.waiting {
+		if !at.After(now) {
+			out = append(out, id)
+			delete(s.waiting, id)
+			continue
+		}
+		next = min(next, at.Sub(now))
+	}
+	s.metrics.waiting.Set(float64(len(s.waiting)))
+	return out, next
+}
+
+func (s *Service) retry(id market.LeaseID, after time.Duration) {
+	s.mu.Lock()
+	s.waiting[id] = s.now().Add(after)
+	s.mu.Unlock()
+}
+
+// outcome is the metric label for a submission's result.
+func outcome(err error) string {
+	switch {
+	case err == nil:
+		return "accepted"
+	case errors.Is(err, ErrInvalid):
+		return "invalid"
+	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
+		return "no_lease"
+	case errors.Is(err, ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
+		return "hostname"
+	case errors.Is(err, ErrUnavailable):
+		return "unavailable"
+	}
+	return "error"
+}
+
+type metrics struct {
+	received *prometheus.CounterVec
+	waiting  prometheus.Gauge
+	timeouts prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "provider_manifest_manager", Help: "Manifests tenants sent, by outcome (accepted, invalid, no_lease, hostname, unavailable, error).",
+		}, []string{"outcome"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "berth_manifest_waiting_leases", Help: "Won leases waiting for their manifest (the watchdog closes them when the time is up).",
+		}),
+		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "berth_manifest_timeouts_total", Help: "Bids closed because no manifest arrived in time (reason manifest_timeout).",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.received, m.waiting, m.timeouts} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("manifest metrics: %w", err)
+			}
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,239 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	tenant   = "akash1tenant"
+	provider = "akash1provider"
+)
+
+// fakeLedger holds deployments and leases; fail makes every query fail.
+type fakeLedger struct {
+	deployments map[market.DeploymentID]ledger.DeploymentResponse
+	leases      []market.LeaseID
+	fail        error
+}
+
+func (f *fakeLedger) Deployment(_ context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error) {
+	if f.fail != nil {
+		return ledger.DeploymentResponse{}, f.fail
+	}
+	d, ok := f.deployments[id]
+	if !ok {
+		return d, ledger.ErrNotFound
+	}
+	return d, nil
+}
+
+func (f *fakeLedger) ActiveLeases(_ context.Context, id market.DeploymentID, prov string) ([]market.LeaseID, error) {
+	var out []market.LeaseID
+	for _, l := range f.leases {
+		if l.Deployment() == id && l.Provider == prov {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// fakeDeployments records what it is handed.
+type fakeDeployments struct {
+	mu  sync.Mutex
+	got map[market.LeaseID]market.ManifestGroup
+	err error
+}
+
+func (f *fakeDeployments) ManifestsReceived(_ []byte, leases []cluster.LeaseManifest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	for _, l := range leases {
+		f.got[l.Lease] = l.Group
+	}
+	return nil
+}
+
+func (f *fakeDeployments) Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.got[id]
+	return []byte{1}, g, ok
+}
+
+// closer records closed bids.
+type closer struct {
+	mu     sync.Mutex
+	closed map[market.BidID]string
+}
+
+func (c *closer) close(_ context.Context, id market.BidID, reason string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed[id] = reason
+	return nil
+}
+
+func (c *closer) reason(id market.BidID) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.closed[id]
+	return r, ok
+}
+
+type fixture struct {
+	svc    *Service
+	ledger *fakeLedger
+	deploy *fakeDeployments
+	closer *closer
+	m      market.Manifest
+	lease  market.LeaseID
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	m, groups := corpusManifest(t, "aa-CodiMD_deploy")
+	did := market.DeploymentID{Owner: tenant, DSeq: 7}
+	dep := ledger.DeploymentResponse{Deployment: ledger.Deployment{ID: did, State: ledger.DeploymentActive, Version: m.Version()}}
+	for i, g := range groups {
+		dep.Groups = append(dep.Groups, ledger.Group{ID: did.Group(uint32(i + 1)), State: ledger.GroupOpen, Spec: g})
+	}
+	f := &fixture{
+		ledger: &fakeLedger{deployments: map[market.DeploymentID]ledger.DeploymentResponse{did: dep}},
+		deploy: &fakeDeployments{got: map[market.LeaseID]market.ManifestGroup{}},
+		closer: &closer{closed: map[market.BidID]string{}},
+		m:      m,
+		lease:  market.LeaseID{Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1, Provider: provider},
+	}
+	f.ledger.leases = []market.LeaseID{f.lease, {Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1, Provider: "akash1else"}}
+	cfg.Provider = provider
+	svc, err := New(cfg, f.ledger, f.deploy, f.closer.close, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc = svc
+	return f
+}
+
+func TestSubmit(t *testing.T) {
+	f := newFixture(t, Config{BlockedHostnames: []string{"blocked.example.com", ".internal.example.com"}})
+	ctx := t.Context()
+	if err := f.svc.Submit(ctx, tenant, 7, f.m); err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := f.deploy.got[f.lease]; !ok || g.Name != f.m[0].Name || len(f.deploy.got) != 1 {
+		t.Fatalf("handed %v", f.deploy.got)
+	}
+
+	// Another tenant naming the same dseq reaches only its own (absent) deployment.
+	if err := f.svc.Submit(ctx, "akash1other", 7, f.m); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("another tenant: %v", err)
+	}
+	if err := f.svc.Submit(ctx, tenant, 8, f.m); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown dseq: %v", err)
+	}
+	// A changed manifest is not the deployment's version.
+	changed := mustDecode(t, f.m)
+	changed[0].Services[0].Image += "-2"
+	if err := f.svc.Submit(ctx, tenant, 7, changed); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("changed manifest: %v", err)
+	}
+	// Blocked hostnames, exact and by domain.
+	for _, h := range []string{"blocked.example.com", "a.internal.example.com"} {
+		hosted := mustDecode(t, f.m)
+		hosted[0].Services[0].Expose[0].Hosts = []string{h}
+		if err := f.svc.Submit(ctx, tenant, 7, hosted); !errors.Is(err, ErrHostnameBlocked) {
+			t.Fatalf("hostname %s: %v", h, err)
+		}
+	}
+	if f.svc.Blocked("internal.example.com") || f.svc.Blocked("notblocked.example.com") {
+		t.Fatal("blocked too much")
+	}
+	// No lease with us.
+	f.ledger.leases = f.ledger.leases[1:]
+	if err := f.svc.Submit(ctx, tenant, 7, f.m); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("no lease with us: %v", err)
+	}
+	// The ledger cannot answer.
+	f.ledger.fail = errors.New("connection refused")
+	if err := f.svc.Submit(ctx, tenant, 7, f.m); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ledger down: %v", err)
+	}
+	// A closed deployment.
+	f.ledger.fail = nil
+	d := f.ledger.deployments[f.lease.Deployment()]
+	d.Deployment.State = ledger.DeploymentClosed
+	f.ledger.deployments[f.lease.Deployment()] = d
+	if err := f.svc.Submit(ctx, tenant, 7, f.m); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("closed deployment: %v", err)
+	}
+}
+
+func mustDecode(t *testing.T, m market.Manifest) market.Manifest {
+	t.Helper()
+	b := m.AppendCanonicalJSON(nil)
+	out, err := Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestWatchdog(t *testing.T) {
+	f := newFixture(t, Config{Timeout: 50 * time.Millisecond})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	late := market.LeaseID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1, Provider: provider}
+	closedByTenant := market.LeaseID{Owner: tenant, DSeq: 10, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(f.lease)
+	f.svc.LeaseWon(late)
+	f.svc.LeaseWon(closedByTenant)
+	f.svc.LeaseClosed(closedByTenant)
+	if err := f.svc.Submit(t.Context(), tenant, 7, f.m); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "the late lease's bid closed", func() bool {
+		r, ok := f.closer.reason(late.Bid())
+		return ok && r == ledger.ReasonManifestTimeout
+	})
+	if _, ok := f.closer.reason(f.lease.Bid()); ok {
+		t.Fatal("a lease with its manifest was closed")
+	}
+	if _, ok := f.closer.reason(closedByTenant.Bid()); ok {
+		t.Fatal("a closed lease's bid was closed again")
+	}
+	if n := f.svc.Waiting(); n != 0 {
+		t.Fatalf("%d leases still waiting", n)
+	}
+	// A lease that already runs a manifest (rebuilt at start) is not watched.
+	f.svc.LeaseWon(f.lease)
+	if n := f.svc.Waiting(); n != 0 {
+		t.Fatalf("a lease with a manifest is watched")
+	}
+}
