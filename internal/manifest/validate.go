@@ -95,7 +95,8 @@ func jsonProblem(err error) string {
 	return err.Error()
 }
 
-// Validate checks a manifest's structure: groups named and unique; in each group at
+// Validate checks a manifest's structure: at least one port exposed globally; groups
+// named and unique; in each group at
 // least one service, services sorted by name and unique; valid service names, an
 // image, environment variable names, resources, storage mounts, credentials; ports in
 // range with known protocols, sorted as Akash sorts them; hostnames valid and accepted
@@ -106,6 +107,7 @@ func Validate(m market.Manifest) error {
 	}
 	groups := map[string]bool{}
 	hosts := map[string]string{}
+	global := false
 	for gi := range m {
 		g := &m[gi]
 		gp := fmt.Sprintf("[%d]", gi)
@@ -132,7 +134,13 @@ func Validate(m market.Manifest) error {
 			if err := validateService(sp, s, hosts); err != nil {
 				return err
 			}
+			for i := range s.Expose {
+				global = global || s.Expose[i].Global
+			}
 		}
+	}
+	if !global {
+		return errorf("", "no service is reachable from outside: expose at least one port globally")
 	}
 	return nil
 }
@@ -179,6 +187,8 @@ func validateService(sp string, s *market.Service, hosts map[string]string) erro
 func validateResources(rp string, s *market.Service) error {
 	r := &s.Resources
 	switch {
+	case r.ID == 0:
+		return errorf(rp+".id", "service %q has resource unit id 0; ids start at 1", s.Name)
 	case r.CPU == nil || r.CPU.Units.Val == 0:
 		return errorf(rp+".cpu", "service %q requests no CPU", s.Name)
 	case r.Memory == nil || r.Memory.Size.Val == 0:

@@ -140,6 +140,14 @@ func TestRejections(t *testing.T) {
 			e.Port++
 			m[0].Services[0].Expose = append(m[0].Services[0].Expose, e)
 		}, "[0].services[0].expose[1]", "endpoint"},
+		{"nothing global", func(m market.Manifest, _ []market.GroupSpec) {
+			for i := range m[0].Services {
+				for j := range m[0].Services[i].Expose {
+					m[0].Services[i].Expose[j].Global = false
+				}
+			}
+		}, "", "reachable from outside"},
+		{"unit id 0", func(m market.Manifest, _ []market.GroupSpec) { m[0].Services[0].Resources.ID = 0 }, "[0].services[0].resources.id", "id 0"},
 		{"group renamed", func(m market.Manifest, _ []market.GroupSpec) { m[0].Name = "other" }, "[0].name", "no group"},
 	}
 	for _, tc := range cases {

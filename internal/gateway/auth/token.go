@@ -1,0 +1,279 @@
+package auth
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/ledger"
+)
+
+// Token access kinds.
+const (
+	AccessFull     = "full"
+	AccessScoped   = "scoped"
+	AccessGranular = "granular"
+)
+
+// TokenVersion is the claims version tokens carry.
+const TokenVersion = "v1"
+
+// MaxTokenBytes bounds a bearer token.
+const MaxTokenBytes = 16 << 10
+
+// clockSkew is how far a token's times may be off the provider's clock.
+const clockSkew = 30 * time.Second
+
+// Claims are a bearer token's claims, as Akash's tenant tools write them.
+type Claims struct {
+	Issuer    string   `json:"iss"`
+	IssuedAt  int64    `json:"iat"`
+	NotBefore int64    `json:"nbf,omitempty"`
+	ExpiresAt int64    `json:"exp"`
+	Audience  audience `json:"aud,omitempty"`
+	Version   string   `json:"version"`
+	Leases    Leases   `json:"leases"`
+}
+
+// Leases says what the token grants.
+type Leases struct {
+	Access      string       `json:"access"`
+	Scope       []Scope      `json:"scope,omitempty"`
+	Permissions []Permission `json:"permissions,omitempty"`
+}
+
+// Permission grants scopes with one provider, on every lease (Access full or scoped)
+// or on listed deployments and leases (granular).
+type Permission struct {
+	Provider string  `json:"provider"`
+	Access   string  `json:"access"`
+	Scope    []Scope `json:"scope,omitempty"`
+	// Deployments: DSeq alone covers every lease of the deployment.
+	Deployments []LeaseRef `json:"deployments,omitempty"`
+}
+
+// LeaseRef names a deployment (DSeq) or one lease of it.
+type LeaseRef struct {
+	DSeq uint64 `json:"dseq,string"`
+	GSeq uint32 `json:"gseq,omitempty"`
+	OSeq uint32 `json:"oseq,omitempty"`
+	// Scope narrows the permission's scopes for this entry, when set.
+	Scope []Scope `json:"scope,omitempty"`
+}
+
+// audience accepts a string or a list of strings.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	var one string
+	if err := json.Unmarshal(b, &one); err == nil {
+		*a = audience{one}
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("aud: want a string or a list of strings")
+	}
+	*a = many
+	return nil
+}
+
+type tokenHeader struct {
+	Alg string `json:"alg"`
+	Typ string `json:"typ,omitempty"`
+}
+
+// ParseToken splits and decodes a token without checking its signature: the header
+// (alg must be ES256K), the claims, the signed part and the signature.
+func ParseToken(token string) (Claims, []byte, []byte, error) {
+	if len(token) > MaxTokenBytes {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token longer than %d bytes", ErrInvalid, MaxTokenBytes)
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token is not header.claims.signature", ErrInvalid)
+	}
+	var h tokenHeader
+	if err := decodeSegment(parts[0], &h); err != nil {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token header: %w", ErrInvalid, err)
+	}
+	if h.Alg != "ES256K" {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token algorithm %q: want ES256K", ErrInvalid, h.Alg)
+	}
+	var c Claims
+	if err := decodeSegment(parts[1], &c); err != nil {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token claims: %w", ErrInvalid, err)
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(sig) != 64 {
+		return Claims{}, nil, nil, fmt.Errorf("%w: token signature: want 64 bytes R‖S, base64url", ErrInvalid)
+	}
+	return c, []byte(parts[0] + "." + parts[1]), sig, nil
+}
+
+func decodeSegment(s string, v any) error {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return errors.New("not base64url")
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("not the expected JSON: %s", jsonMessage(err))
+	}
+	return nil
+}
+
+// jsonMessage keeps Go type names out of messages tenants see.
+func jsonMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("%s: got a JSON %s", te.Field, te.Value)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("syntax error at offset %d", se.Offset)
+	}
+	return "malformed"
+}
+
+// Token checks a bearer token: ES256K signed by the issuer's account key on the
+// ledger, version v1, within its times (iat, nbf, exp; exp required), for this
+// provider when it names an audience; and turns its grants into an Identity.
+func (a *Authenticator) Token(ctx context.Context, token string) (Identity, error) {
+	c, signed, sig, err := ParseToken(token)
+	if err != nil {
+		return Identity{}, err
+	}
+	if err := ledger.CheckAddress(c.Issuer, a.prefix); err != nil {
+		return Identity{}, fmt.Errorf("%w: token issuer is not an account address", ErrInvalid)
+	}
+	if c.Version != TokenVersion {
+		return Identity{}, fmt.Errorf("%w: token version %q: want %q", ErrInvalid, c.Version, TokenVersion)
+	}
+	now := a.now()
+	switch {
+	case c.ExpiresAt == 0:
+		return Identity{}, fmt.Errorf("%w: token has no expiry (exp)", ErrInvalid)
+	case now.After(time.Unix(c.ExpiresAt, 0).Add(clockSkew)):
+		return Identity{}, fmt.Errorf("%w: token expired", ErrInvalid)
+	case c.NotBefore != 0 && now.Add(clockSkew).Before(time.Unix(c.NotBefore, 0)):
+		return Identity{}, fmt.Errorf("%w: token not valid yet (nbf)", ErrInvalid)
+	case c.IssuedAt != 0 && now.Add(clockSkew).Before(time.Unix(c.IssuedAt, 0)):
+		return Identity{}, fmt.Errorf("%w: token issued in the future (iat)", ErrInvalid)
+	case len(c.Audience) > 0 && !contains(c.Audience, a.provider):
+		return Identity{}, fmt.Errorf("%w: token is for another provider (aud)", ErrInvalid)
+	}
+	acct, err := a.account(ctx, c.Issuer)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return Identity{}, fmt.Errorf("%w: token issuer has no account on the ledger", ErrInvalid)
+	case err != nil:
+		return Identity{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case acct.PubKey == nil:
+		return Identity{}, fmt.Errorf("%w: token issuer's public key is not on the ledger yet (send a transaction first)", ErrInvalid)
+	case acct.PubKey.Type != ledger.KeySecp256k1:
+		return Identity{}, fmt.Errorf("%w: token issuer's key is %s; ES256K needs secp256k1", ErrInvalid, acct.PubKey.Type)
+	case !acct.PubKey.Verify(signed, sig):
+		return Identity{}, fmt.Errorf("%w: token signature does not verify with the issuer's key", ErrInvalid)
+	}
+	return a.grants(c)
+}
+
+func contains[T comparable](xs []T, x T) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// grants turns the token's leases claim into an Identity.
+func (a *Authenticator) grants(c Claims) (Identity, error) {
+	id := Identity{Owner: c.Issuer, Method: "jwt", scopes: map[Scope]bool{}}
+	scopes := func(list []Scope) (map[Scope]bool, error) {
+		m := make(map[Scope]bool, len(list))
+		for _, s := range list {
+			if !knownScopes[s] {
+				return nil, fmt.Errorf("%w: token scope %q is unknown", ErrInvalid, s)
+			}
+			m[s] = true
+		}
+		return m, nil
+	}
+	switch c.Leases.Access {
+	case AccessFull:
+		id.full = true
+	case AccessScoped:
+		m, err := scopes(c.Leases.Scope)
+		if err != nil {
+			return Identity{}, err
+		}
+		if len(m) == 0 {
+			return Identity{}, fmt.Errorf("%w: scoped token lists no scope", ErrInvalid)
+		}
+		id.scopes = m
+	case AccessGranular:
+		for _, p := range c.Leases.Permissions {
+			if p.Provider != a.provider {
+				continue
+			}
+			ps, err := scopes(p.Scope)
+			if err != nil {
+				return Identity{}, err
+			}
+			switch p.Access {
+			case AccessFull:
+				id.full = true
+			case AccessScoped:
+				if len(p.Deployments) == 0 {
+					for s := range ps {
+						id.scopes[s] = true
+					}
+				}
+				for _, d := range p.Deployments {
+					ds, err := scopes(d.Scope)
+					if err != nil {
+						return Identity{}, err
+					}
+					if len(ds) == 0 {
+						ds = ps
+					}
+					id.grants = append(id.grants, grant{dseq: d.DSeq, gseq: d.GSeq, oseq: d.OSeq, wholeDeployment: d.GSeq == 0 && d.OSeq == 0, scopes: ds})
+				}
+			default:
+				return Identity{}, fmt.Errorf("%w: token permission access %q: want full or scoped", ErrInvalid, p.Access)
+			}
+		}
+	default:
+		return Identity{}, fmt.Errorf("%w: token access %q: want full, scoped or granular", ErrInvalid, c.Leases.Access)
+	}
+	return id, nil
+}
+
+// SignToken makes a token for the signer's account (secp256k1 ledger key): ES256K
+// over header.claims.
+func SignToken(c Claims, s ledger.Signer) (string, error) {
+	if s.PubKey().Type != ledger.KeySecp256k1 {
+		return "", fmt.Errorf("sign token: key type %s; ES256K needs secp256k1", s.PubKey().Type)
+	}
+	h, err := json.Marshal(tokenHeader{Alg: "ES256K", Typ: "JWT"})
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	signed := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(b)
+	sig, err := s.Sign([]byte(signed))
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
