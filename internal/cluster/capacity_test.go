@@ -392,3 +392,29 @@ func snapshot(c *Capacity) string {
 	}
 	return out
 }
+
+func TestSnapshot(t *testing.T) {
+	c := NewCapacity()
+	c.SetNode(Node{Name: "n1", Allocatable: Amounts{CPU: 4000, Memory: 8 << 30, EphemeralStorage: 100 << 30, Pods: 110}, Schedulable: true})
+	c.SetNode(Node{Name: "n2", Allocatable: Amounts{CPU: 2000, Memory: 4 << 30, EphemeralStorage: 50 << 30, Pods: 110}, Schedulable: false})
+	c.SetPod(Pod{Key: "x/p", Node: "n1", Requests: Amounts{CPU: 500, Memory: 1 << 30, Pods: 1}})
+	s := c.Snapshot()
+	if len(s.Nodes) != 2 || s.Nodes[0].Name != "n1" || s.Nodes[1].Schedulable {
+		t.Fatalf("nodes %+v", s.Nodes)
+	}
+	if got := s.Nodes[0].Available; got.CPU != 3500 || got.Memory != 7<<30 || got.Pods != 109 {
+		t.Fatalf("n1 available %+v", got)
+	}
+	if s.Active != 0 || s.Pending != 0 {
+		t.Fatalf("reservations %d active %d pending", s.Active, s.Pending)
+	}
+	// A reservation is pending until one of its pods exists, and counts against the
+	// node it is planned on.
+	if _, err := c.Reserve(order(1), Demand{Units: []Unit{unit(1, 2, 1000, 1<<30)}}); err != nil {
+		t.Fatal(err)
+	}
+	s = c.Snapshot()
+	if s.Pending != 1 || s.Active != 0 || s.PendingTotal.CPU != 2000 || s.Nodes[0].Available.CPU != 1500 {
+		t.Fatalf("after reserving: %+v", s)
+	}
+}

@@ -33,10 +33,15 @@ type ServiceStatus struct {
 	Name string `json:"name"`
 	// Total is the replicas wanted; Available those ready long enough to serve; Ready
 	// those passing readiness now.
-	Total     int32           `json:"total"`
-	Available int32           `json:"available"`
-	Ready     int32           `json:"ready"`
-	Forwarded []ForwardedPort `json:"forwarded_ports,omitempty"`
+	Total     int32 `json:"total"`
+	Available int32 `json:"available"`
+	Ready     int32 `json:"ready"`
+	// Replicas are the pods that exist, Updated those running the current manifest;
+	// ObservedGeneration is the last workload spec the controller acted on.
+	Replicas           int32           `json:"replicas"`
+	Updated            int32           `json:"updated"`
+	ObservedGeneration int64           `json:"observed_generation"`
+	Forwarded          []ForwardedPort `json:"forwarded_ports,omitempty"`
 	// Errors are why replicas are missing (unschedulable, image pull, crash loop,
 	// refused by admission), newest state first.
 	Errors []string `json:"errors,omitempty"`
@@ -237,6 +242,7 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 			if w, ok := o.(*workloadView); ok && w.lease != nil {
 				s := get(w.service)
 				s.Total, s.Available, s.Ready = w.total, w.available, w.ready
+				s.Replicas, s.Updated, s.ObservedGeneration = w.replicas, w.updated, w.observedGeneration
 				s.Errors = append(s.Errors, w.errors...)
 			}
 		}

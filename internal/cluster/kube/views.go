@@ -32,10 +32,13 @@ func toView(o any) (any, error) {
 		return newPVCView(v), nil
 	case *appsv1.Deployment:
 		w := newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
+		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
 		w.errors = deploymentErrors(v)
 		return w, nil
 	case *appsv1.StatefulSet:
-		return newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas), nil
+		w := newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
+		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
+		return w, nil
 	case *corev1.Event:
 		return newEventView(v), nil
 	}
@@ -152,7 +155,11 @@ func (v *pvcView) DeepCopyObject() runtime.Object { c := *v; return &c }
 type workloadView struct {
 	view
 	total, available, ready int32
-	errors                  []string
+	// replicas and updated are the workload's status counts: pods that exist, and
+	// those of the current template.
+	replicas, updated  int32
+	observedGeneration int64
+	errors             []string
 }
 
 func newWorkloadView(m *metav1.ObjectMeta, wanted *int32, available, ready int32) *workloadView {

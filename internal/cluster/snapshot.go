@@ -1,0 +1,68 @@
+package cluster
+
+import "slices"
+
+// NodeSnapshot is one node's capacity: what it offers and what is left after running
+// pods and reservations not yet running.
+type NodeSnapshot struct {
+	Name        string
+	Allocatable Amounts
+	Available   Amounts
+	GPU         GPUModel
+	Schedulable bool
+}
+
+// PoolSnapshot is a cluster-wide pool (a storage class, leased IPs): its capacity
+// and what is in use or reserved.
+type PoolSnapshot struct {
+	Name     string
+	Capacity int64
+	Used     int64
+}
+
+// Snapshot is the inventory and reservations at one moment, for status reports.
+type Snapshot struct {
+	Nodes []NodeSnapshot
+	Pools []PoolSnapshot
+	// Active are reservations with pods on the cluster, Pending those without yet;
+	// their totals are what all their replicas request.
+	Active, Pending           int
+	ActiveTotal, PendingTotal Amounts
+}
+
+// Snapshot copies the capacity's state (O(nodes + reservations)).
+func (c *Capacity) Snapshot() Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := Snapshot{Nodes: make([]NodeSnapshot, len(c.nodes))}
+	for i, n := range c.nodes {
+		free := c.hot[i].free
+		s.Nodes[i] = NodeSnapshot{Name: n.Name, Allocatable: n.Allocatable, Available: free.Max0(), GPU: n.GPU, Schedulable: n.Schedulable}
+	}
+	for name, p := range c.pools {
+		s.Pools = append(s.Pools, PoolSnapshot{Name: name, Capacity: p.capacity, Used: p.used + p.reserved})
+	}
+	slices.SortFunc(s.Pools, func(a, b PoolSnapshot) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	for id, r := range c.res {
+		var total Amounts
+		for _, u := range r.demand.Units {
+			total = total.Add(u.Each.Mul(int64(u.Count)))
+		}
+		if len(c.podsOf[id]) > 0 {
+			s.Active++
+			s.ActiveTotal = s.ActiveTotal.Add(total)
+		} else {
+			s.Pending++
+			s.PendingTotal = s.PendingTotal.Add(total)
+		}
+	}
+	return s
+}
