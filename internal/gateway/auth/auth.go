@@ -21,7 +21,10 @@ import (
 var (
 	ErrNoCredentials = errors.New("no credentials: present a client certificate registered on the ledger, or a bearer token")
 	ErrInvalid       = errors.New("invalid credentials")
-	ErrUnavailable   = errors.New("the ledger cannot be asked")
+	// ErrAmbiguous: a request with both a client certificate and a bearer token (as
+	// Akash, berth refuses to choose).
+	ErrAmbiguous   = errors.New("ambiguous credentials: use a client certificate or a bearer token, not both")
+	ErrUnavailable = errors.New("the ledger cannot be asked")
 )
 
 // Scope is one kind of access to a lease.
@@ -68,7 +71,8 @@ type grant struct {
 }
 
 // Allows reports whether the identity may use scope on the owner's lease, or, with
-// only DSeq set, on the whole deployment (which a grant on one lease does not give). Only the owner's own leases ever match: the
+// GSeq and OSeq 0, on the whole deployment (which a grant on one lease or group does
+// not give). Only the owner's own leases ever match: the
 // caller builds id with Owner = Identity.Owner.
 func (i Identity) Allows(scope Scope, id market.LeaseID) bool {
 	if id.Owner != i.Owner {
@@ -81,7 +85,7 @@ func (i Identity) Allows(scope Scope, id market.LeaseID) bool {
 		if g.dseq != id.DSeq || !g.scopes[scope] {
 			continue
 		}
-		if g.wholeDeployment || (id.GSeq != 0 && g.gseq == id.GSeq && g.oseq == id.OSeq) {
+		if (g.gseq == 0 || g.gseq == id.GSeq) && (g.oseq == 0 || g.oseq == id.OSeq) {
 			return true
 		}
 	}
@@ -132,14 +136,21 @@ func NewAuthenticator(l Ledger, prefix, provider string) (*Authenticator, error)
 // Authenticate identifies the tenant behind a request: a bearer token when the
 // request has an Authorization header, otherwise the TLS client certificate.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
+	hasCert := r.TLS != nil && len(r.TLS.PeerCertificates) > 0
 	if h := r.Header.Get("Authorization"); h != "" {
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
+		f := strings.Fields(h)
+		if len(f) != 2 || !strings.EqualFold(f[0], "Bearer") {
 			return Identity{}, fmt.Errorf("%w: Authorization header: want Bearer <token>", ErrInvalid)
 		}
-		return a.Token(r.Context(), strings.TrimSpace(token))
+		if hasCert {
+			return Identity{}, ErrAmbiguous
+		}
+		return a.Token(r.Context(), f[1])
 	}
-	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+	if hasCert {
+		if len(r.TLS.PeerCertificates) != 1 {
+			return Identity{}, fmt.Errorf("%w: present one client certificate, not a chain", ErrInvalid)
+		}
 		return a.ClientCertificate(r.Context(), r.TLS.PeerCertificates[0])
 	}
 	return Identity{}, ErrNoCredentials

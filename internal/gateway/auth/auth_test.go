@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -200,9 +201,9 @@ func TestToken(t *testing.T) {
 	// Granular: this provider's permissions only, per deployment or lease.
 	g := Leases{Access: AccessGranular, Permissions: []Permission{
 		{Provider: "akash1else", Access: AccessFull},
-		{Provider: "akash1provider", Access: AccessScoped, Scope: []Scope{ScopeStatus}, Deployments: []LeaseRef{
+		{Provider: "akash1provider", Access: AccessGranular, Deployments: []LeaseRef{
 			{DSeq: 5, GSeq: 1, OSeq: 1, Scope: []Scope{ScopeShell}},
-			{DSeq: 6},
+			{DSeq: 6, Scope: []Scope{ScopeStatus}},
 		}},
 	}}
 	id, err = a.Token(ctx, sign(t, claims(tk.addr, *now, g), tk.key))
@@ -215,7 +216,7 @@ func TestToken(t *testing.T) {
 		want  bool
 	}{
 		{ScopeShell, mine, true},
-		{ScopeStatus, mine, false}, // the lease entry narrows to shell
+		{ScopeStatus, mine, false}, // the lease entry grants shell only
 		{ScopeShell, market.LeaseID{Owner: tk.addr, DSeq: 5, GSeq: 2, OSeq: 1}, false},
 		{ScopeShell, market.LeaseID{Owner: tk.addr, DSeq: 5}, false}, // a lease grant is not the deployment
 		{ScopeStatus, market.LeaseID{Owner: tk.addr, DSeq: 6, GSeq: 3, OSeq: 1}, true},
@@ -247,7 +248,7 @@ func TestToken(t *testing.T) {
 	}{
 		{"expired", sign(t, expired, tk.key), "expired"},
 		{"not yet valid", sign(t, future, tk.key), "not valid yet"},
-		{"no expiry", sign(t, noExp, tk.key), "no expiry"},
+		{"no expiry", sign(t, noExp, tk.key), "iat, nbf and exp"},
 		{"version", sign(t, v2, tk.key), "version"},
 		{"audience", sign(t, aud, tk.key), "another provider"},
 		{"unknown scope", sign(t, badScope, tk.key), "unknown"},
@@ -289,5 +290,18 @@ func TestAuthenticateRequest(t *testing.T) {
 	r.Header.Set("Authorization", "Bearer "+sign(t, claims(tk.addr, *now, Leases{Access: AccessFull}), tk.key))
 	if id, err := a.Authenticate(r); err != nil || id.Owner != tk.addr {
 		t.Fatalf("bearer: %+v %v", id, err)
+	}
+	cert := tk.register(t, f)
+	r.TLS = &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}
+	if _, err := a.Authenticate(r); !errors.Is(err, ErrAmbiguous) {
+		t.Fatalf("certificate and bearer: %v", err)
+	}
+	r.Header.Del("Authorization")
+	if id, err := a.Authenticate(r); err != nil || id.Method != "mtls" {
+		t.Fatalf("certificate: %+v %v", id, err)
+	}
+	r.TLS.PeerCertificates = append(r.TLS.PeerCertificates, cert)
+	if _, err := a.Authenticate(r); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a chain of certificates: %v", err)
 	}
 }

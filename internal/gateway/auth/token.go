@@ -33,7 +33,7 @@ const clockSkew = 30 * time.Second
 type Claims struct {
 	Issuer    string   `json:"iss"`
 	IssuedAt  int64    `json:"iat"`
-	NotBefore int64    `json:"nbf,omitempty"`
+	NotBefore int64    `json:"nbf"`
 	ExpiresAt int64    `json:"exp"`
 	Audience  audience `json:"aud,omitempty"`
 	Version   string   `json:"version"`
@@ -47,23 +47,23 @@ type Leases struct {
 	Permissions []Permission `json:"permissions,omitempty"`
 }
 
-// Permission grants scopes with one provider, on every lease (Access full or scoped)
-// or on listed deployments and leases (granular).
+// Permission grants access with one provider: full, scoped (Scope on every lease), or
+// granular (per deployment or lease, Deployments).
 type Permission struct {
-	Provider string  `json:"provider"`
-	Access   string  `json:"access"`
-	Scope    []Scope `json:"scope,omitempty"`
-	// Deployments: DSeq alone covers every lease of the deployment.
+	Provider    string     `json:"provider"`
+	Access      string     `json:"access"`
+	Scope       []Scope    `json:"scope,omitempty"`
 	Deployments []LeaseRef `json:"deployments,omitempty"`
 }
 
-// LeaseRef names a deployment (DSeq) or one lease of it.
+// LeaseRef grants Scope on a deployment (DSeq), or on one lease of it (GSeq, OSeq;
+// 0 for any). Services is recorded but, as on Akash, not enforced.
 type LeaseRef struct {
-	DSeq uint64 `json:"dseq,string"`
-	GSeq uint32 `json:"gseq,omitempty"`
-	OSeq uint32 `json:"oseq,omitempty"`
-	// Scope narrows the permission's scopes for this entry, when set.
-	Scope []Scope `json:"scope,omitempty"`
+	Scope    []Scope  `json:"scope"`
+	DSeq     uint64   `json:"dseq"`
+	GSeq     uint32   `json:"gseq,omitempty"`
+	OSeq     uint32   `json:"oseq,omitempty"`
+	Services []string `json:"services,omitempty"`
 }
 
 // audience accepts a string or a list of strings.
@@ -157,13 +157,13 @@ func (a *Authenticator) Token(ctx context.Context, token string) (Identity, erro
 	}
 	now := a.now()
 	switch {
-	case c.ExpiresAt == 0:
-		return Identity{}, fmt.Errorf("%w: token has no expiry (exp)", ErrInvalid)
+	case c.ExpiresAt == 0 || c.IssuedAt == 0 || c.NotBefore == 0:
+		return Identity{}, fmt.Errorf("%w: token must carry iat, nbf and exp", ErrInvalid)
 	case now.After(time.Unix(c.ExpiresAt, 0).Add(clockSkew)):
 		return Identity{}, fmt.Errorf("%w: token expired", ErrInvalid)
-	case c.NotBefore != 0 && now.Add(clockSkew).Before(time.Unix(c.NotBefore, 0)):
+	case now.Add(clockSkew).Before(time.Unix(c.NotBefore, 0)):
 		return Identity{}, fmt.Errorf("%w: token not valid yet (nbf)", ErrInvalid)
-	case c.IssuedAt != 0 && now.Add(clockSkew).Before(time.Unix(c.IssuedAt, 0)):
+	case now.Add(clockSkew).Before(time.Unix(c.IssuedAt, 0)):
 		return Identity{}, fmt.Errorf("%w: token issued in the future (iat)", ErrInvalid)
 	case len(c.Audience) > 0 && !contains(c.Audience, a.provider):
 		return Identity{}, fmt.Errorf("%w: token is for another provider (aud)", ErrInvalid)
@@ -219,35 +219,37 @@ func (a *Authenticator) grants(c Claims) (Identity, error) {
 		}
 		id.scopes = m
 	case AccessGranular:
+		if len(c.Leases.Permissions) == 0 {
+			return Identity{}, fmt.Errorf("%w: granular token lists no permissions", ErrInvalid)
+		}
 		for _, p := range c.Leases.Permissions {
 			if p.Provider != a.provider {
 				continue
-			}
-			ps, err := scopes(p.Scope)
-			if err != nil {
-				return Identity{}, err
 			}
 			switch p.Access {
 			case AccessFull:
 				id.full = true
 			case AccessScoped:
-				if len(p.Deployments) == 0 {
-					for s := range ps {
-						id.scopes[s] = true
-					}
+				ps, err := scopes(p.Scope)
+				if err != nil {
+					return Identity{}, err
 				}
+				for s := range ps {
+					id.scopes[s] = true
+				}
+			case AccessGranular:
 				for _, d := range p.Deployments {
 					ds, err := scopes(d.Scope)
 					if err != nil {
 						return Identity{}, err
 					}
-					if len(ds) == 0 {
-						ds = ps
+					if d.DSeq == 0 || (d.OSeq != 0 && d.GSeq == 0) {
+						return Identity{}, fmt.Errorf("%w: token permission names no deployment (dseq), or an order without its group", ErrInvalid)
 					}
-					id.grants = append(id.grants, grant{dseq: d.DSeq, gseq: d.GSeq, oseq: d.OSeq, wholeDeployment: d.GSeq == 0 && d.OSeq == 0, scopes: ds})
+					id.grants = append(id.grants, grant{dseq: d.DSeq, gseq: d.GSeq, oseq: d.OSeq, scopes: ds})
 				}
 			default:
-				return Identity{}, fmt.Errorf("%w: token permission access %q: want full or scoped", ErrInvalid, p.Access)
+				return Identity{}, fmt.Errorf("%w: token permission access %q: want full, scoped or granular", ErrInvalid, p.Access)
 			}
 		}
 	default:

@@ -1,0 +1,144 @@
+// Package status holds the provider's status as the gateway serves it: a snapshot
+// built from the components' in-memory state and published on a Board, so that
+// reading it (GET /status, gRPC GetStatus and StreamStatus) never calls Kubernetes or
+// the ledger. A Board is safe for concurrent use.
+package status
+
+import (
+	"encoding/json"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// Status is the provider's status in the shape of Akash's REST /status, plus berth's
+// own section.
+type Status struct {
+	Cluster               Cluster   `json:"cluster"`
+	BidEngine             BidEngine `json:"bidengine"`
+	Manifest              Manifest  `json:"manifest"`
+	ClusterPublicHostname string    `json:"cluster_public_hostname,omitempty"`
+	Address               string    `json:"address"`
+	Berth                 Berth     `json:"berth"`
+	// Timestamp is when the snapshot was taken (not compared for changes).
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Cluster is the leases and inventory.
+type Cluster struct {
+	Leases    uint32    `json:"leases"`
+	Inventory Inventory `json:"inventory"`
+}
+
+// Inventory is what is reserved and what is left. Active and Pending list the
+// requests of reservations with and without pods (berth lists their total as one
+// entry, so a sum over the list is right).
+type Inventory struct {
+	Active    []Metrics `json:"active,omitempty"`
+	Pending   []Metrics `json:"pending,omitempty"`
+	Available Available `json:"available"`
+}
+
+// Metrics are amounts of resources: CPU in millicores, the rest in bytes or units.
+type Metrics struct {
+	CPU              int64            `json:"cpu"`
+	GPU              int64            `json:"gpu"`
+	Memory           int64            `json:"memory"`
+	StorageEphemeral int64            `json:"storage_ephemeral"`
+	Storage          map[string]int64 `json:"storage,omitempty"`
+}
+
+// Available is what each node and storage class has left.
+type Available struct {
+	Nodes   []Node    `json:"nodes,omitempty"`
+	Storage []Storage `json:"storage,omitempty"`
+}
+
+// Node is one node's allocatable and available resources.
+type Node struct {
+	Name        string  `json:"name"`
+	Allocatable Metrics `json:"allocatable"`
+	Available   Metrics `json:"available"`
+}
+
+// Storage is a storage class's free bytes.
+type Storage struct {
+	Class string `json:"class"`
+	Size  int64  `json:"size"`
+}
+
+// BidEngine counts the orders the bid engine holds a bid or lease on.
+type BidEngine struct {
+	Orders uint32 `json:"orders"`
+}
+
+// Manifest counts the leases running a manifest.
+type Manifest struct {
+	Deployments uint32 `json:"deployments"`
+}
+
+// Berth is what berth reports beyond Akash's fields.
+type Berth struct {
+	Version string `json:"version"`
+	// Orders by the bid engine's state (pricing, sending, open, won).
+	Orders map[string]int `json:"orders,omitempty"`
+	// Deployments by the deployment manager's phase (deploying, deployed, closing).
+	Deployments map[string]int `json:"deployments,omitempty"`
+	// ManifestsWaiting: won leases without a manifest yet.
+	ManifestsWaiting int `json:"manifests_waiting"`
+	// ReservationsActive and ReservationsPending count reservations.
+	ReservationsActive  int `json:"reservations_active"`
+	ReservationsPending int `json:"reservations_pending"`
+	// LeasesReady and LeasesNotReady count leases by readiness.
+	LeasesReady    int `json:"leases_ready"`
+	LeasesNotReady int `json:"leases_not_ready"`
+}
+
+// Board holds the latest status and tells watchers when it changes.
+type Board struct {
+	mu      sync.Mutex
+	cur     Status
+	json    []byte
+	seq     uint64
+	changed chan struct{}
+}
+
+// NewBoard returns a board holding s.
+func NewBoard(s Status) *Board {
+	b := &Board{changed: make(chan struct{})}
+	b.store(s)
+	return b
+}
+
+func (b *Board) store(s Status) {
+	data, err := json.Marshal(s)
+	if err != nil {
+		data = []byte(`{}`) // every field of Status encodes; unreachable
+	}
+	b.cur, b.json = s, data
+	b.seq++
+}
+
+// Publish stores s if it differs from the current status (the timestamp aside) and
+// wakes the watchers. It reports whether it changed.
+func (b *Board) Publish(s Status) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	prev, next := b.cur, s
+	prev.Timestamp, next.Timestamp = time.Time{}, time.Time{}
+	if reflect.DeepEqual(prev, next) {
+		return false
+	}
+	b.store(s)
+	close(b.changed)
+	b.changed = make(chan struct{})
+	return true
+}
+
+// Get returns the current status, its JSON encoding (shared: do not modify it), and
+// a channel closed at the next change.
+func (b *Board) Get() (Status, []byte, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cur, b.json, b.changed
+}
