@@ -384,6 +384,17 @@ func (m *Manager) limited(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
+// State reports one lease's deployment state.
+func (m *Manager) State(id market.LeaseID) (DeploymentState, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	w, ok := m.workers[id]
+	if !ok {
+		return DeploymentState{}, false
+	}
+	return w.state, true
+}
+
 // States reports every lease the manager handles.
 func (m *Manager) States() []DeploymentState {
 	m.mu.Lock()

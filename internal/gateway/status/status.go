@@ -142,3 +142,10 @@ func (b *Board) Get() (Status, []byte, <-chan struct{}) {
 	defer b.mu.Unlock()
 	return b.cur, b.json, b.changed
 }
+
+// StatusJSON is the current status's JSON encoding (shared: do not modify it).
+func (b *Board) StatusJSON() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.json
+}

@@ -1,0 +1,87 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/manifest"
+)
+
+// Errors the handlers raise themselves.
+var (
+	errBadRequest = errors.New("bad request")
+	errNotFound   = errors.New("not found")
+	errForbidden  = errors.New("forbidden")
+)
+
+// apiError is a tenant-facing error: its message is safe to show.
+type apiError struct {
+	kind error
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+func (e *apiError) Unwrap() error { return e.kind }
+
+func badRequest(msg string) error { return &apiError{kind: errBadRequest, msg: msg} }
+func notFound(msg string) error   { return &apiError{kind: errNotFound, msg: msg} }
+func forbidden(msg string) error  { return &apiError{kind: errForbidden, msg: msg} }
+
+// statusOf maps an error to its HTTP status and the message the tenant sees. Only
+// errors made for tenants (4xx) show their text; the others say what kind of failure
+// it was, and the details go to the log.
+func statusOf(err error) (int, string) {
+	switch {
+	case errors.Is(err, auth.ErrAmbiguous):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, auth.ErrNoCredentials), errors.Is(err, auth.ErrInvalid):
+		return http.StatusUnauthorized, err.Error()
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden, err.Error()
+	case errors.Is(err, errBadRequest), errors.Is(err, manifest.ErrMalformed):
+		return http.StatusBadRequest, err.Error()
+	case errors.Is(err, manifest.ErrInvalid), errors.Is(err, manifest.ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
+		return http.StatusUnprocessableEntity, err.Error()
+	case errors.Is(err, errNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "the provider cannot answer right now; try again"
+	}
+	return http.StatusInternalServerError, "internal error"
+}
+
+// errorBody is every error response: {"message": "..."}.
+type errorBody struct {
+	Message string `json:"message"`
+}
+
+// writeError answers with err's status and message, logging what the tenant does not
+// see.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code, msg := statusOf(err)
+	if code >= 500 {
+		s.log.WarnContext(r.Context(), "gateway request failed", slog.String("route", r.Pattern), slog.Int("status", code), slog.String("error", err.Error()))
+	}
+	writeJSON(w, code, errorBody{Message: msg})
+}
+
+// writeJSON answers with v encoded as compact JSON, as Akash's provider does.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
+	}
+	writeRaw(w, code, b)
+}
+
+func writeRaw(w http.ResponseWriter, code int, b []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}

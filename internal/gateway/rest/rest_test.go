@@ -1,0 +1,398 @@
+package rest
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/goleak"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/gateway/auth/authtest"
+	"berth.dev/berth/internal/manifest"
+	"berth.dev/berth/internal/market"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const providerAddr = "akash1provider"
+
+// fakeManifests records submissions; err is returned instead when set.
+type fakeManifests struct {
+	mu    sync.Mutex
+	owner string // the only tenant with a deployment (dseq 7)
+	got   map[string]market.Manifest
+	err   error
+}
+
+func (f *fakeManifests) Submit(_ context.Context, owner string, dseq uint64, m market.Manifest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return f.err
+	}
+	if owner != f.owner || dseq != 7 {
+		return fmt.Errorf("deployment %d: %w", dseq, manifest.ErrNotFound)
+	}
+	f.got[fmt.Sprintf("%s/%d", owner, dseq)] = m
+	return nil
+}
+
+// fakeDeployments holds leases' groups.
+type fakeDeployments struct {
+	groups map[market.LeaseID]market.ManifestGroup
+}
+
+func (f *fakeDeployments) Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool) {
+	g, ok := f.groups[id]
+	return []byte{1}, g, ok
+}
+
+func (f *fakeDeployments) State(id market.LeaseID) (cluster.DeploymentState, bool) {
+	if _, ok := f.groups[id]; !ok {
+		return cluster.DeploymentState{}, false
+	}
+	return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeployed}, true
+}
+
+type fakeStatuses map[market.LeaseID]kube.LeaseStatus
+
+func (f fakeStatuses) Status(id market.LeaseID) (kube.LeaseStatus, bool) {
+	s, ok := f[id]
+	return s, ok
+}
+
+type staticStatus []byte
+
+func (s staticStatus) StatusJSON() []byte { return s }
+
+// webGroup is a group with a web service on port 80 (a hostname) and a random port.
+func webGroup() market.ManifestGroup {
+	return market.ManifestGroup{Name: "dcloud", Services: []market.Service{{
+		Name: "web", Image: "nginx", Count: 2,
+		Credentials: &market.ServiceCredentials{Host: "registry.example.com", Username: "u", Password: "secret-password"},
+		Expose: []market.ServiceExpose{
+			{Port: 80, Proto: market.ProtoTCP, Global: true, Hosts: []string{"web.example.com"}},
+			{Port: 9000, Proto: market.ProtoUDP, Global: true},
+		},
+	}}}
+}
+
+type env struct {
+	srv      *Server
+	url      string
+	ledger   *authtest.Ledger
+	owner    authtest.Tenant
+	other    authtest.Tenant
+	lease    market.LeaseID
+	manifest *fakeManifests
+	ca       *tls.Certificate
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	l := authtest.NewLedger()
+	e := &env{ledger: l, owner: authtest.NewTenant(t, l), other: authtest.NewTenant(t, l), manifest: &fakeManifests{got: map[string]market.Manifest{}}}
+	e.lease = market.LeaseID{Owner: e.owner.Address, DSeq: 7, GSeq: 1, OSeq: 1, Provider: providerAddr}
+	e.manifest.owner = e.owner.Address
+	a, err := auth.NewAuthenticator(l, authtest.Prefix, providerAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := auth.NewCertificate(providerAddr, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := authtest.TLS(t, pc)
+	e.ca = &tc
+	reg := prometheus.NewRegistry()
+	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []kube.ServiceStatus{{
+		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
+		Forwarded: []kube.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
+	}}}}
+	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
+		Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }},
+		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: webGroup()}},
+			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
+	ln, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.url = "https://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return e
+}
+
+// client connects with an optional client certificate, trusting any server
+// certificate (the tests check the server's separately).
+func (e *env) client(cert *tls.Certificate) *http.Client {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true} //nolint:gosec // test client
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+type answer struct {
+	code int
+	body []byte
+}
+
+func (e *env) do(t *testing.T, c *http.Client, method, path, token string, body []byte) answer {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, e.url+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CloseIdleConnections()
+	return answer{resp.StatusCode, b}
+}
+
+func TestPublicRoutes(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	if a := e.do(t, c, "GET", "/address", "", nil); a.code != 200 || string(a.body) != `{"address":"akash1provider"}` {
+		t.Fatalf("address: %d %s", a.code, a.body)
+	}
+	if a := e.do(t, c, "GET", "/status", "", nil); a.code != 200 || !strings.Contains(string(a.body), "akash1provider") {
+		t.Fatalf("status: %d %s", a.code, a.body)
+	}
+	var v Version
+	if a := e.do(t, c, "GET", "/version", "", nil); a.code != 200 || json.Unmarshal(a.body, &v) != nil || v.Berth.Version != "v0.test" {
+		t.Fatalf("version: %d %s", a.code, a.body)
+	}
+	// A bad token is refused even on a public route.
+	if a := e.do(t, c, "GET", "/status", "garbage", nil); a.code != 401 {
+		t.Fatalf("status with a bad token: %d %s", a.code, a.body)
+	}
+	if a := e.do(t, c, "GET", "/nope", "", nil); a.code != 404 || !strings.Contains(string(a.body), `"message"`) {
+		t.Fatalf("unknown route: %d %s", a.code, a.body)
+	}
+	if a := e.do(t, c, "POST", "/status", "", nil); a.code != 405 {
+		t.Fatalf("wrong method: %d %s", a.code, a.body)
+	}
+	if a := e.do(t, c, "GET", "/metrics", "", nil); a.code != 200 || !strings.Contains(string(a.body), "berth_gateway_requests_total") {
+		t.Fatalf("metrics: %d", a.code)
+	}
+}
+
+func TestTLS13Only(t *testing.T) {
+	e := newEnv(t)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true}}} //nolint:gosec // test client
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.url+"/version", nil)
+	resp, err := c.Do(req)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a TLS 1.2 client was served")
+	}
+}
+
+// validManifest is a manifest the routes accept (the fake service does not check it
+// against a ledger).
+func validManifest(t *testing.T) []byte {
+	t.Helper()
+	g := webGroup()
+	g.Services[0].Resources = market.Resources{ID: 1, CPU: &market.CPU{Units: market.ResourceValue{Val: 100}}, Memory: &market.Memory{Size: market.ResourceValue{Val: 1 << 20}}}
+	b, err := json.Marshal(market.Manifest{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestAuthMatrix: every tenant route, with no credentials, another tenant's, expired
+// or revoked ones, a token without the route's scope, and the owner's token and
+// certificate.
+func TestAuthMatrix(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	ownerCert := e.owner.Register(t, e.ledger)
+	ownerTLS := authtest.TLS(t, ownerCert)
+	revokedCert := e.owner.Register(t, e.ledger)
+	revokedTLS := authtest.TLS(t, revokedCert)
+	serial, _ := revokedCert.Serial()
+	e.ledger.Revoke(e.owner.Address, serial)
+	otherTLS := authtest.TLS(t, e.other.Register(t, e.ledger))
+	full := auth.Leases{Access: auth.AccessFull}
+	expired := e.owner.Token(t, now.Add(-time.Hour), full)
+	statusOnly := e.owner.Token(t, now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeStatus}})
+	plain := e.client(nil)
+
+	routes := []struct {
+		method, path string
+		body         []byte
+		scope        auth.Scope
+	}{
+		{"PUT", "/deployment/7/manifest", validManifest(t), auth.ScopeSendManifest},
+		{"GET", "/lease/7/1/1/status", nil, auth.ScopeStatus},
+		{"GET", "/lease/7/1/1/manifest", nil, auth.ScopeGetManifest},
+		{"GET", "/lease/7/1/1/service/web/status", nil, auth.ScopeStatus},
+	}
+	for _, r := range routes {
+		name := r.method + " " + r.path
+		for _, c := range []struct {
+			who    string
+			client *http.Client
+			token  string
+			want   int
+		}{
+			{"no credentials", plain, "", 401},
+			{"another tenant's token", plain, e.other.Token(t, now, full), 404},
+			{"another tenant's certificate", e.client(&otherTLS), "", 404},
+			{"an expired token", plain, expired, 401},
+			{"a revoked certificate", e.client(&revokedTLS), "", 401},
+			{"the owner's token and certificate at once", e.client(&ownerTLS), e.owner.Token(t, now, full), 400},
+			{"the owner's token", plain, e.owner.Token(t, now, full), 200},
+			{"the owner's certificate", e.client(&ownerTLS), "", 200},
+		} {
+			a := e.do(t, c.client, r.method, r.path, c.token, r.body)
+			if a.code != c.want {
+				t.Errorf("%s with %s: %d %s, want %d", name, c.who, a.code, a.body, c.want)
+			}
+			if a.code != 200 && !json.Valid(a.body) {
+				t.Errorf("%s with %s: error body is not JSON: %q", name, c.who, a.body)
+			}
+		}
+		want := 403
+		if r.scope == auth.ScopeStatus {
+			want = 200
+		}
+		if a := e.do(t, plain, r.method, r.path, statusOnly, r.body); a.code != want {
+			t.Errorf("%s with a status-only token: %d %s, want %d", name, a.code, a.body, want)
+		}
+	}
+}
+
+func TestLeaseRoutes(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+
+	a := e.do(t, c, "GET", "/lease/7/1/1/status", tok, nil)
+	var st leaseStatus
+	if a.code != 200 || json.Unmarshal(a.body, &st) != nil {
+		t.Fatalf("status: %d %s", a.code, a.body)
+	}
+	web := st.Services["web"]
+	if web.Available != 2 || web.Total != 2 || web.ObservedGeneration != 3 || len(web.URIs) != 1 || web.URIs[0] != "web.example.com" || !st.Berth.Ready {
+		t.Fatalf("status: %s", a.body)
+	}
+	if fp := st.ForwardedPorts["web"]; len(fp) != 1 || fp[0].ExternalPort != 31000 || fp[0].Host != "provider.example.com" || fp[0].Proto != "UDP" {
+		t.Fatalf("forwarded ports: %s", a.body)
+	}
+	if !strings.Contains(string(a.body), `"ips":null`) {
+		t.Fatalf("ips should be null: %s", a.body)
+	}
+
+	a = e.do(t, c, "GET", "/lease/7/1/1/service/web/status", tok, nil)
+	var ss serviceStatus
+	if a.code != 200 || json.Unmarshal(a.body, &ss) != nil || ss.Name != "web" || ss.ReadyReplicas != 2 {
+		t.Fatalf("service status: %d %s", a.code, a.body)
+	}
+	if a := e.do(t, c, "GET", "/lease/7/1/1/service/db/status", tok, nil); a.code != 404 {
+		t.Fatalf("unknown service: %d %s", a.code, a.body)
+	}
+
+	a = e.do(t, c, "GET", "/lease/7/1/1/manifest", tok, nil)
+	var m market.Manifest
+	if a.code != 200 || json.Unmarshal(a.body, &m) != nil || len(m) != 1 || m[0].Name != "dcloud" {
+		t.Fatalf("manifest: %d %s", a.code, a.body)
+	}
+	if strings.Contains(string(a.body), "secret-password") || m[0].Services[0].Credentials.Username != "u" {
+		t.Fatalf("manifest credentials: %s", a.body)
+	}
+
+	for _, p := range []struct {
+		path string
+		want int
+	}{
+		{"/lease/8/1/1/status", 404},
+		{"/lease/x/1/1/status", 400},
+		{"/lease/7/0/1/status", 400},
+		{"/lease/7/1/99999999999/status", 400},
+	} {
+		if a := e.do(t, c, "GET", p.path, tok, nil); a.code != p.want {
+			t.Errorf("%s: %d %s, want %d", p.path, a.code, a.body, p.want)
+		}
+	}
+}
+
+func TestPutManifest(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	if a := e.do(t, c, "PUT", "/deployment/7/manifest", tok, validManifest(t)); a.code != 200 || len(a.body) != 0 {
+		t.Fatalf("accepted: %d %q", a.code, a.body)
+	}
+	if len(e.manifest.got) != 1 {
+		t.Fatalf("submitted %v", e.manifest.got)
+	}
+	for _, c2 := range []struct {
+		name string
+		body []byte
+		err  error
+		want int
+		msg  string
+	}{
+		{"not JSON", []byte("{"), nil, 400, "not a JSON array"},
+		{"unknown field", []byte(`[{"name":"a","services":[],"x":1}]`), nil, 400, "unknown field"},
+		{"too large", bytes.Repeat([]byte(" "), manifest.MaxBytes+1), nil, 400, "larger than"},
+		{"invalid", validManifest(t), fmt.Errorf("check: %w", &manifest.Error{Path: "[0].name", Msg: "bad"}), 422, "[0].name: bad"},
+		{"hostname held", validManifest(t), &cluster.HostnameError{Hostname: "web.example.com"}, 422, "another tenant"},
+		{"blocked", validManifest(t), fmt.Errorf("host: %w", manifest.ErrHostnameBlocked), 422, "blocked"},
+		{"no lease", validManifest(t), fmt.Errorf("deployment 7 has no lease: %w", manifest.ErrNotFound), 404, "no lease"},
+		{"ledger down", validManifest(t), fmt.Errorf("query: %w: dial tcp 10.0.0.1:26657: connection refused", manifest.ErrUnavailable), 503, "try again"},
+		{"a bug", validManifest(t), errors.New("nil pointer somewhere internal"), 500, "internal error"},
+	} {
+		e.manifest.err = c2.err
+		a := e.do(t, c, "PUT", "/deployment/7/manifest", tok, c2.body)
+		var body errorBody
+		if a.code != c2.want || json.Unmarshal(a.body, &body) != nil || !strings.Contains(body.Message, c2.msg) {
+			t.Errorf("%s: %d %s, want %d with %q", c2.name, a.code, a.body, c2.want, c2.msg)
+		}
+		if strings.Contains(string(a.body), "10.0.0.1") || strings.Contains(string(a.body), "nil pointer") {
+			t.Errorf("%s: internal details leaked: %s", c2.name, a.body)
+		}
+	}
+}
