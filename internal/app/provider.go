@@ -47,6 +47,7 @@ type Provider struct {
 	unhealthyOn   bool
 	unhealthyTick time.Duration
 	metrics       net.Listener
+	gw            *gatewayService
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -141,8 +142,14 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		bidengine.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
 		return nil, err
 	}
+	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
+		return nil, err
+	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
+			if p.gw.ln != nil {
+				_ = p.gw.ln.Close()
+			}
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
 	}
@@ -208,12 +215,23 @@ func (p *Provider) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
+	won, err := p.won.Subscribe(1024, nil)
+	if err != nil {
 		closed.Close()
 		return err
 	}
+	g, ctx := errgroup.WithContext(ctx)
+	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
+		closed.Close()
+		won.Close()
+		if p.gw.ln != nil {
+			_ = p.gw.ln.Close()
+		}
+		return err
+	}
 	g.Go(func() error { return p.followClosed(ctx, closed) })
+	g.Go(func() error { return p.followWon(ctx, won) })
+	p.gw.run(ctx, g, p)
 	g.Go(func() error { return p.removeOrphans(ctx) })
 	if p.unhealthyOn {
 		g.Go(func() error { return p.closeUnhealthy(ctx) })
@@ -283,9 +301,48 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 				sub = next
 				continue
 			}
+			p.gw.manifests.LeaseClosed(ev.Lease)
 			p.manager.LeaseClosed(ev.Lease)
 		}
 	}
+}
+
+// followWon starts the manifest watchdog for each lease won. A subscription that
+// fell behind is renewed; leases missed then have no watchdog (they are not closed
+// for lack of a manifest, which errs on the tenant's side).
+func (p *Provider) followWon(ctx context.Context, sub *bus.Subscription[bidengine.LeaseWon]) error {
+	for {
+		select {
+		case <-ctx.Done():
+			sub.Close()
+			return nil
+		case ev, ok := <-sub.Events():
+			if !ok {
+				if errors.Is(sub.Err(), bus.ErrClosed) {
+					return nil
+				}
+				p.log.WarnContext(ctx, "lease-won events fell behind; some leases have no manifest watchdog", slog.String("error", sub.Err().Error()))
+				next, err := p.won.Subscribe(1024, nil)
+				if errors.Is(err, bus.ErrClosed) {
+					return nil
+				}
+				if err != nil {
+					return fmt.Errorf("resubscribe to won leases: %w", err)
+				}
+				sub = next
+				continue
+			}
+			p.gw.manifests.LeaseWon(ev.Lease)
+		}
+	}
+}
+
+// Gateway is the address the HTTPS gateway serves on ("" when it does not).
+func (p *Provider) Gateway() string {
+	if p.gw.ln == nil {
+		return ""
+	}
+	return p.gw.ln.Addr().String()
 }
 
 // removeOrphans checks every lease namespace against the ledger at start and then

@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/yaml"
@@ -44,6 +46,30 @@ type ProviderConfig struct {
 	Bidding   BiddingConfig   `yaml:"bidding"`
 	Inventory InventoryConfig `yaml:"inventory"`
 	Cluster   ClusterConfig   `yaml:"cluster"`
+	Gateway   GatewayConfig   `yaml:"gateway"`
+
+	// Build describes the running binary (set by main, reported by GET /version).
+	Build rest.BuildInfo `yaml:"-"`
+}
+
+// GatewayConfig configures the tenant gateway and the manifest service.
+type GatewayConfig struct {
+	// Listen is the HTTPS gateway's address ("": no gateway).
+	Listen string `yaml:"listen"`
+	// CertFile and KeyFile are the server certificate, reloaded when they change.
+	// Empty: a self-signed certificate for the provider's address, kept in the home
+	// and registered on the ledger (what Akash's tenant tools check).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// PublicHostname is the host tenants reach forwarded ports on ("": the host of
+	// the provider's host URI).
+	PublicHostname string `yaml:"public_hostname"`
+	// ManifestTimeout: a won lease without a manifest this long has its bid closed
+	// (reason manifest_timeout); "0" never.
+	ManifestTimeout string `yaml:"manifest_timeout"`
+	// BlockedHostnames may not be used by tenants: a name, or ".domain" for every
+	// name under it.
+	BlockedHostnames []string `yaml:"blocked_hostnames"`
 }
 
 // ClusterConfig configures how leases run on the cluster.
@@ -177,6 +203,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
+	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", ManifestTimeout: "5m"}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
@@ -246,6 +273,12 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.unhealthyWindow(); err != nil {
 		return err
 	}
+	if err := c.Gateway.validate(); err != nil {
+		return err
+	}
+	if _, err := c.manifestTimeout(); err != nil {
+		return err
+	}
 	for name, v := range map[string]uint32{"cpu": c.Cluster.Overcommit.CPU, "memory": c.Cluster.Overcommit.Memory, "storage": c.Cluster.Overcommit.Storage} {
 		if v > cluster.MaxOvercommit {
 			return fmt.Errorf("cluster.overcommit.%s: %d%% is more than %d%%", name, v, cluster.MaxOvercommit)
@@ -269,6 +302,34 @@ func (c *ProviderConfig) bidTimeout() (time.Duration, error) {
 	d, err := time.ParseDuration(c.Bidding.Timeout)
 	if err != nil || d < 10*time.Second || d > 24*time.Hour {
 		return 0, fmt.Errorf("bidding.timeout %q: want a duration from 10s to 24h (e.g. 5m)", c.Bidding.Timeout)
+	}
+	return d, nil
+}
+
+func (g *GatewayConfig) validate() error {
+	if g.Listen != "" {
+		if _, _, err := net.SplitHostPort(g.Listen); err != nil {
+			return fmt.Errorf("gateway.listen %q: want host:port", g.Listen)
+		}
+	}
+	if (g.CertFile == "") != (g.KeyFile == "") {
+		return errors.New("gateway.cert_file, gateway.key_file: give both or neither")
+	}
+	for i, h := range g.BlockedHostnames {
+		if !market.ValidHostname(strings.TrimPrefix(h, ".")) {
+			return fmt.Errorf("gateway.blocked_hostnames[%d] %q: not a lowercase DNS name (or .domain)", i, h)
+		}
+	}
+	return nil
+}
+
+func (c *ProviderConfig) manifestTimeout() (time.Duration, error) {
+	d, err := time.ParseDuration(c.Gateway.ManifestTimeout)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("gateway.manifest_timeout %q: want a duration such as 5m, or 0 for never", c.Gateway.ManifestTimeout)
+	}
+	if d == 0 {
+		return -1, nil // manifest.Config: negative disables the watchdog
 	}
 	return d, nil
 }

@@ -1,7 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +24,7 @@ import (
 
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
+	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
@@ -160,7 +164,7 @@ func TestProviderRun(t *testing.T) {
 		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\n",
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
 		home, l.RPC(), embeddedKubeconfig(t, k.KubeconfigPath))), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -223,12 +227,31 @@ func TestProviderRun(t *testing.T) {
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order.Bid(me)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Manager().ManifestReceived(lease, dep.Version, dep.Manifest[0]); err != nil {
+	// The manifest goes through the gateway, with a token signed by the tenant's key;
+	// the lease's status there becomes ready.
+	gw := newGatewayClient(t, l, p.Gateway(), "tenant")
+	manifestJSON, err := json.Marshal(dep.Manifest)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the lease ready", func() bool {
-		s, ok := p.Monitor().Status(lease)
-		return ok && s.Ready
+	if code, body := gw.do(t, "PUT", "/deployment/7/manifest", manifestJSON); code != 200 {
+		t.Fatalf("send manifest: %d %s", code, body)
+	}
+	waitFor(t, "the lease ready through the gateway", func() bool {
+		code, body := gw.do(t, "GET", "/lease/7/1/1/status", nil)
+		var st struct {
+			Services map[string]struct{ Available, Total int }
+		}
+		return code == 200 && json.Unmarshal(body, &st) == nil && st.Services["web"].Total == 2 && st.Services["web"].Available == 2
+	})
+	if code, body := gw.do(t, "GET", "/status", nil); code != 200 || !strings.Contains(string(body), `"address":"`+me+`"`) {
+		t.Fatalf("provider status: %d %s", code, body)
+	}
+	// The provider's certificate is on the ledger, and the gateway serves it.
+	waitFor(t, "the provider's certificate registered", func() bool {
+		var certs ledger.CertificatesResponse
+		return c.Query(t.Context(), ledger.QueryCertificates, ledger.CertificatesRequest{Owner: me, State: ledger.CertValid}, &certs) == nil &&
+			len(certs.Certificates) == 1 && gw.serverSerial() == certs.Certificates[0].Serial
 	})
 	// The tenant closes the deployment: the provider tears the lease down.
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCloseDeployment{ID: market.DeploymentID{Owner: tenant, DSeq: 7}}); err != nil {
@@ -273,21 +296,56 @@ func TestProviderRun(t *testing.T) {
 		_, err := cs.CoreV1().Namespaces().Get(t.Context(), kube.LeaseNamespace(lease8), metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	})
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
-	if err != nil {
+	// A lease that gets no manifest has its bid closed by the watchdog.
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: 9}, Groups: dep.Groups, Version: dep.Version,
+		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
+	}); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	order9 := market.OrderID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1}
+	waitFor(t, "a bid on the third order", func() bool {
+		var b ledger.Bid
+		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order9.Bid(me)}, &b) == nil
+	})
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order9.Bid(me)}); err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	for _, want := range []string{`berth_bid_decisions_total{reason="priced",result="bid"} 2`, `berth_bid_decisions_total{reason="leased",result="won"} 2`,
-		"berth_bid_latency_seconds_count 2", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 2`} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %q", want)
+	waitFor(t, "the lease without manifest closed", func() bool {
+		var l ledger.LeaseResponse
+		err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: order9.Bid(me).Lease()}, &l)
+		return err == nil && l.Lease.State == ledger.LeaseClosed && l.Lease.Reason == ledger.ReasonManifestTimeout
+	})
+	// The metrics, on the metrics listener and on the gateway (counters settle a moment
+	// after the ledger shows their effect).
+	wants := []string{`berth_bid_decisions_total{reason="priced",result="bid"} 3`, `berth_bid_decisions_total{reason="leased",result="won"} 3`,
+		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 3`,
+		`provider_manifest_manager{outcome="accepted"} 1`, "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total"}
+	var missing []string
+	metricsHave := func(body []byte) bool {
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(string(body), want) {
+				missing = append(missing, want)
+			}
 		}
+		return len(missing) == 0
+	}
+	testenv.Eventually(t, 10*time.Second, "the metrics", func() bool {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return metricsHave(body)
+	})
+	if code, body := gw.do(t, "GET", "/metrics", nil); code != 200 || !metricsHave(body) {
+		t.Errorf("gateway /metrics: %d, lacks %q", code, missing)
 	}
 	if _, err := os.Stat(filepath.Join(home, "provider", "bidengine.cursor")); err != nil {
 		t.Errorf("cursor not saved: %v", err)
@@ -329,3 +387,57 @@ func TestBiddingDocExamples(t *testing.T) {
 		}
 	}
 }
+
+// gatewayClient talks to a provider's gateway as a tenant, with a bearer token
+// signed by the tenant's ledger key.
+type gatewayClient struct {
+	base   string
+	token  string
+	client *http.Client
+	serial string
+}
+
+func newGatewayClient(t *testing.T, l *testenv.LedgerNode, addr, keyName string) *gatewayClient {
+	t.Helper()
+	signer, err := l.Keys.Signer(keyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := auth.SignToken(auth.Claims{Issuer: l.Address(t, keyName), IssuedAt: now.Unix(), NotBefore: now.Unix(),
+		ExpiresAt: now.Add(time.Hour).Unix(), Version: auth.TokenVersion, Leases: auth.Leases{Access: auth.AccessFull}}, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gatewayClient{base: "https://" + addr, token: tok}
+	g.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, //nolint:gosec // the server's certificate is checked against the ledger below
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			g.serial = cs.PeerCertificates[0].SerialNumber.String()
+			return nil
+		},
+	}}}
+	return g
+}
+
+func (g *gatewayClient) do(t *testing.T, method, path string, body []byte) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, g.base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	resp, err := g.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+// serverSerial is the serial of the certificate the gateway presented.
+func (g *gatewayClient) serverSerial() string { return g.serial }

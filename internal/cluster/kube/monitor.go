@@ -101,6 +101,23 @@ func NewMonitor(cs kubernetes.Interface, log *slog.Logger, onChange func(LeaseSt
 // Synced is closed once the caches are filled.
 func (m *Monitor) Synced() <-chan struct{} { return m.synced }
 
+// Counts reports how many leases are ready and how many are not.
+func (m *Monitor) Counts() (ready, notReady int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.statuses {
+		if len(s.Services) == 0 {
+			continue
+		}
+		if s.Ready {
+			ready++
+		} else {
+			notReady++
+		}
+	}
+	return ready, notReady
+}
+
 // Status returns a lease's last computed status.
 func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
 	m.mu.Lock()

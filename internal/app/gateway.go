@@ -1,0 +1,245 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/gateway/rest"
+	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/manifest"
+	"berth.dev/berth/internal/market"
+)
+
+// gatewayService is the tenant side of the provider: the manifest service, the status
+// board and the HTTPS gateway.
+type gatewayService struct {
+	manifests *manifest.Service
+	board     *status.Board
+	rest      *rest.Server
+	ln        net.Listener
+	// own is the provider's self-signed certificate, registered on the ledger at
+	// start if it is not yet (nil when the certificate comes from files).
+	own       *auth.Certificate
+	hostname  string
+	statusInt time.Duration
+}
+
+// newGateway builds the gateway; it listens but serves nothing until run.
+func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix string) (*gatewayService, error) {
+	cfg := p.cfg
+	timeout, err := cfg.manifestTimeout()
+	if err != nil {
+		return nil, err
+	}
+	addr := p.bcast.Address()
+	gw := &gatewayService{statusInt: time.Second}
+	closeBid := func(ctx context.Context, id market.BidID, reason string) error {
+		_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id, Reason: reason})
+		return err
+	}
+	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: timeout, BlockedHostnames: cfg.Gateway.BlockedHostnames},
+		reader, p.manager, closeBid, p.log, p.reg); err != nil {
+		return nil, err
+	}
+	gw.board = status.NewBoard(status.Status{Address: addr, Timestamp: time.Now()})
+	if cfg.Gateway.Listen == "" {
+		return gw, nil
+	}
+	gw.hostname = cfg.Gateway.PublicHostname
+	var prov ledger.Provider
+	if err := p.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: addr}, &prov); err == nil && gw.hostname == "" {
+		if u, err := url.Parse(prov.HostURI); err == nil {
+			gw.hostname = u.Hostname()
+		}
+	}
+	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	if cfg.Gateway.CertFile != "" {
+		r, err := auth.NewReloader(cfg.Gateway.CertFile, cfg.Gateway.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		getCert = r.GetCertificate
+	} else {
+		c, err := ownCertificate(filepath.Join(cfg.Home, "provider", "gateway"), addr, gw.hostname)
+		if err != nil {
+			return nil, err
+		}
+		tc, err := c.TLS()
+		if err != nil {
+			return nil, fmt.Errorf("gateway certificate: %w", err)
+		}
+		gw.own = &c
+		getCert = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }
+	}
+	authn, err := auth.NewAuthenticator(reader, prefix, addr)
+	if err != nil {
+		return nil, err
+	}
+	build := cfg.Build
+	if build.Name == "" {
+		build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: "dev"}
+	}
+	build.Go = runtime.Version()
+	version := rest.Version{Berth: build}
+	if v, err := p.cs.Discovery().ServerVersion(); err == nil {
+		version.Kube = v
+	}
+	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, Version: version, Certificate: getCert},
+		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board,
+			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg}, p.log); err != nil {
+		return nil, err
+	}
+	if gw.ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Gateway.Listen); err != nil {
+		return nil, fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
+	}
+	return gw, nil
+}
+
+// ownCertificate loads the provider's self-signed certificate from dir, or makes one
+// (valid a year, for the provider's hostname and loopback) and saves it there.
+func ownCertificate(dir, addr, hostname string) (auth.Certificate, error) {
+	c, err := auth.LoadCertificate(filepath.Join(dir, auth.CertFile), filepath.Join(dir, auth.KeyFile))
+	if err == nil {
+		x, xerr := c.X509()
+		if xerr == nil && x.Subject.CommonName == addr && time.Until(x.NotAfter) > 7*24*time.Hour {
+			return c, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return auth.Certificate{}, fmt.Errorf("gateway certificate in %s: %w", dir, err)
+	}
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if hostname != "" {
+		hosts = append(hosts, hostname)
+	}
+	if c, err = auth.NewCertificate(addr, hosts, 365*24*time.Hour); err != nil {
+		return auth.Certificate{}, err
+	}
+	if err := c.Save(dir); err != nil {
+		return auth.Certificate{}, err
+	}
+	return c, nil
+}
+
+// run serves the gateway and runs the manifest watchdog and the status board.
+func (gw *gatewayService) run(ctx context.Context, g *errgroup.Group, p *Provider) {
+	g.Go(func() error { return gw.manifests.Run(ctx) })
+	g.Go(func() error { return gw.publishStatus(ctx, p) })
+	if gw.rest == nil {
+		return
+	}
+	if gw.own != nil {
+		g.Go(func() error { return gw.registerCertificate(ctx, p) })
+	}
+	g.Go(func() error { return gw.rest.Serve(ctx, gw.ln) })
+	p.log.InfoContext(ctx, "gateway listening", slog.String("address", "https://"+gw.ln.Addr().String()))
+}
+
+// registerCertificate puts the provider's certificate on the ledger unless it is
+// there, retrying until it is (tenants' tools trust the server only then).
+func (gw *gatewayService) registerCertificate(ctx context.Context, p *Provider) error {
+	serial, err := gw.own.Serial()
+	if err != nil {
+		return fmt.Errorf("gateway certificate: %w", err)
+	}
+	reader := ledgerReader{p.client}
+	backoff := time.Second
+	for {
+		c, err := reader.Certificate(ctx, p.bcast.Address(), serial)
+		switch {
+		case err == nil && c.State == ledger.CertValid:
+			return nil
+		case err == nil:
+			return fmt.Errorf("gateway certificate %s is %s on the ledger: remove %s to make a new one", serial, c.State, "provider/gateway in the home")
+		case errors.Is(err, ledger.ErrNotFound):
+			_, err = p.bcast.Submit(ctx, &ledger.MsgCreateCertificate{Owner: p.bcast.Address(), Cert: gw.own.Cert, PubKey: gw.own.PubKey})
+			if err == nil {
+				p.log.InfoContext(ctx, "gateway certificate registered on the ledger", slog.String("serial", serial))
+				return nil
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.WarnContext(ctx, "registering the gateway certificate; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// publishStatus refreshes the status board from the components' memory every
+// interval; watchers are woken only when something changed.
+func (gw *gatewayService) publishStatus(ctx context.Context, p *Provider) error {
+	t := time.NewTicker(gw.statusInt)
+	defer t.Stop()
+	for {
+		gw.board.Publish(gw.snapshot(p))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (gw *gatewayService) snapshot(p *Provider) status.Status {
+	s := status.Status{Address: p.bcast.Address(), ClusterPublicHostname: gw.hostname, Timestamp: time.Now()}
+	s.Berth.Version = p.cfg.Build.Version
+	s.Berth.Orders = p.engine.Tracked()
+	for state, n := range s.Berth.Orders {
+		if state != "won" {
+			s.BidEngine.Orders += uint32(n) //nolint:gosec // counts of tracked orders
+		}
+	}
+	s.Berth.Deployments = map[string]int{}
+	for _, d := range p.manager.States() {
+		s.Berth.Deployments[d.Phase]++
+		if d.Phase != cluster.PhaseClosing {
+			s.Cluster.Leases++
+			s.Manifest.Deployments++
+		}
+	}
+	s.Berth.ManifestsWaiting = gw.manifests.Waiting()
+	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
+	snap := p.capacity.Snapshot()
+	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
+	if snap.Active > 0 {
+		s.Cluster.Inventory.Active = []status.Metrics{metricsOf(snap.ActiveTotal)}
+	}
+	if snap.Pending > 0 {
+		s.Cluster.Inventory.Pending = []status.Metrics{metricsOf(snap.PendingTotal)}
+	}
+	for _, n := range snap.Nodes {
+		s.Cluster.Inventory.Available.Nodes = append(s.Cluster.Inventory.Available.Nodes, status.Node{
+			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available)})
+	}
+	for _, pool := range snap.Pools {
+		if class, ok := strings.CutPrefix(pool.Name, cluster.StoragePool("")); ok {
+			s.Cluster.Inventory.Available.Storage = append(s.Cluster.Inventory.Available.Storage, status.Storage{Class: class, Size: max(pool.Capacity-pool.Used, 0)})
+		}
+	}
+	return s
+}
+
+func metricsOf(a cluster.Amounts) status.Metrics {
+	return status.Metrics{CPU: a.CPU, GPU: a.GPUs, Memory: a.Memory, StorageEphemeral: a.EphemeralStorage}
+}

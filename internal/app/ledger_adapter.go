@@ -1,0 +1,66 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+// ledgerReader answers the manifest service's and the authenticator's questions
+// with ledger queries.
+type ledgerReader struct {
+	c *chain.Client
+}
+
+// Deployment implements manifest.Ledger.
+func (l ledgerReader) Deployment(ctx context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error) {
+	var d ledger.DeploymentResponse
+	err := l.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+	return d, err
+}
+
+// ActiveLeases implements manifest.Ledger.
+func (l ledgerReader) ActiveLeases(ctx context.Context, id market.DeploymentID, provider string) ([]market.LeaseID, error) {
+	var out []market.LeaseID
+	req := ledger.LeasesRequest{Owner: id.Owner, DSeq: id.DSeq, Provider: provider, State: ledger.LeaseActive}
+	for range 1000 {
+		var resp ledger.LeasesResponse
+		if err := l.c.Query(ctx, ledger.QueryLeases, req, &resp); err != nil {
+			return nil, err
+		}
+		for _, lr := range resp.Leases {
+			out = append(out, lr.Lease.ID)
+		}
+		if len(resp.NextKey) == 0 {
+			return out, nil
+		}
+		req.Page.Key = resp.NextKey
+	}
+	return nil, fmt.Errorf("leases of %s: more than 1000 pages", id)
+}
+
+// Certificate implements auth.Ledger.
+func (l ledgerReader) Certificate(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
+	var resp ledger.CertificatesResponse
+	if err := l.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
+		return ledger.Certificate{}, err
+	}
+	for _, c := range resp.Certificates {
+		if c.Serial == serial {
+			return c, nil
+		}
+	}
+	return ledger.Certificate{}, fmt.Errorf("certificate %s of %s: %w", serial, owner, ledger.ErrNotFound)
+}
+
+// Account implements auth.Ledger.
+func (l ledgerReader) Account(ctx context.Context, addr string) (ledger.Account, error) {
+	var resp ledger.AccountResponse
+	if err := l.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: addr}, &resp); err != nil {
+		return ledger.Account{}, err
+	}
+	return resp.Account, nil
+}
