@@ -174,7 +174,7 @@ func (gw *gatewayService) registerCertificate(ctx context.Context, p *Provider) 
 			}
 		}
 		if ctx.Err() != nil {
-			return nil
+			return nil //nolint:nilerr // stopping: the error is the cancellation
 		}
 		p.log.WarnContext(ctx, "registering the gateway certificate; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
 		select {
@@ -228,7 +228,8 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	if snap.Pending > 0 {
 		s.Cluster.Inventory.Pending = []status.Metrics{metricsOf(snap.PendingTotal)}
 	}
-	for _, n := range snap.Nodes {
+	for i := range snap.Nodes {
+		n := &snap.Nodes[i]
 		s.Cluster.Inventory.Available.Nodes = append(s.Cluster.Inventory.Available.Nodes, status.Node{
 			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available)})
 	}

@@ -31,8 +31,8 @@ func (l ledgerReader) ActiveLeases(ctx context.Context, id market.DeploymentID, 
 		if err := l.c.Query(ctx, ledger.QueryLeases, req, &resp); err != nil {
 			return nil, err
 		}
-		for _, lr := range resp.Leases {
-			out = append(out, lr.Lease.ID)
+		for i := range resp.Leases {
+			out = append(out, resp.Leases[i].Lease.ID)
 		}
 		if len(resp.NextKey) == 0 {
 			return out, nil

@@ -29,7 +29,6 @@ func (a Amounts) Sub(b Amounts) Amounts {
 	return Amounts{a.CPU - b.CPU, a.Memory - b.Memory, a.EphemeralStorage - b.EphemeralStorage, a.GPUs - b.GPUs, a.Pods - b.Pods}
 }
 
-// Fits reports whether a fits in free.
 // Mul returns a × n.
 func (a Amounts) Mul(n int64) Amounts {
 	return Amounts{a.CPU * n, a.Memory * n, a.EphemeralStorage * n, a.GPUs * n, a.Pods * n}
@@ -40,6 +39,7 @@ func (a Amounts) Max0() Amounts {
 	return Amounts{max(a.CPU, 0), max(a.Memory, 0), max(a.EphemeralStorage, 0), max(a.GPUs, 0), max(a.Pods, 0)}
 }
 
+// Fits reports whether a fits in free.
 func (a Amounts) Fits(free Amounts) bool {
 	return a.CPU <= free.CPU && a.Memory <= free.Memory && a.EphemeralStorage <= free.EphemeralStorage &&
 		a.GPUs <= free.GPUs && a.Pods <= free.Pods

@@ -136,7 +136,8 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 	}
 	specs := make([]market.GroupSpec, len(dep.Groups))
 	gseqs := make(map[string]uint32, len(dep.Groups))
-	for i, g := range dep.Groups {
+	for i := range dep.Groups {
+		g := &dep.Groups[i]
 		specs[i] = g.Spec
 		gseqs[g.Spec.Name] = g.ID.GSeq
 	}
@@ -186,8 +187,8 @@ func (s *Service) Blocked(h string) bool {
 func (s *Service) checkBlocked(m market.Manifest) error {
 	for gi := range m {
 		for si := range m[gi].Services {
-			for ei, e := range m[gi].Services[si].Expose {
-				for hi, h := range e.Hosts {
+			for ei := range m[gi].Services[si].Expose {
+				for hi, h := range m[gi].Services[si].Expose[ei].Hosts {
 					if s.Blocked(h) {
 						return fmt.Errorf("[%d].services[%d].expose[%d].hosts[%d]: hostname %q is not served by this provider: %w", gi, si, ei, hi, h, ErrHostnameBlocked)
 					}

@@ -3,7 +3,6 @@ package manifest
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"testing"
@@ -125,7 +124,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	f.ledger.leases = []market.LeaseID{f.lease, {Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1, Provider: "akash1else"}}
 	cfg.Provider = provider
-	svc, err := New(cfg, f.ledger, f.deploy, f.closer.close, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	svc, err := New(cfg, f.ledger, f.deploy, f.closer.close, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}

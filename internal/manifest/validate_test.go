@@ -109,7 +109,7 @@ func TestRejections(t *testing.T) {
 		path   string // where the error points
 		substr string
 	}{
-		{"no groups", func(m market.Manifest, _ []market.GroupSpec) {}, "", ""}, // replaced below
+		{"no groups", func(market.Manifest, []market.GroupSpec) {}, "", ""}, // replaced below
 		{"services unsorted", func(m market.Manifest, _ []market.GroupSpec) {
 			s := m[0].Services
 			s[0], s[1] = s[1], s[0]

@@ -105,7 +105,8 @@ func (m *Monitor) Synced() <-chan struct{} { return m.synced }
 func (m *Monitor) Counts() (ready, notReady int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.statuses {
+	for id := range m.statuses {
+		s := m.statuses[id]
 		if len(s.Services) == 0 {
 			continue
 		}

@@ -62,18 +62,18 @@ type Identity struct {
 	grants []grant
 }
 
-// grant gives scopes on the leases matching a pattern: dseq only, or dseq/gseq/oseq.
+// grant gives scopes on the leases of a deployment; gseq and oseq, when not 0, narrow
+// it to a group or one lease.
 type grant struct {
-	dseq            uint64
-	gseq, oseq      uint32
-	wholeDeployment bool
-	scopes          map[Scope]bool
+	dseq       uint64
+	gseq, oseq uint32
+	scopes     map[Scope]bool
 }
 
 // Allows reports whether the identity may use scope on the owner's lease, or, with
 // GSeq and OSeq 0, on the whole deployment (which a grant on one lease or group does
-// not give). Only the owner's own leases ever match: the
-// caller builds id with Owner = Identity.Owner.
+// not give). Only the owner's own leases ever match: the caller builds id with
+// Owner = Identity.Owner.
 func (i Identity) Allows(scope Scope, id market.LeaseID) bool {
 	if id.Owner != i.Owner {
 		return false

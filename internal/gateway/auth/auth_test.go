@@ -279,7 +279,7 @@ func tamper(t *testing.T, tok, iss string) string {
 func TestAuthenticateRequest(t *testing.T) {
 	a, f, now := newAuth(t)
 	tk := newTenant(t, f)
-	r := httptest.NewRequest(http.MethodGet, "/lease/1/1/1/status", nil)
+	r := httptest.NewRequest(http.MethodGet, "/lease/1/1/1/status", http.NoBody)
 	if _, err := a.Authenticate(r); !errors.Is(err, ErrNoCredentials) {
 		t.Fatalf("no credentials: %v", err)
 	}

@@ -114,13 +114,13 @@ func (s *Server) leaseManifest(w http.ResponseWriter, r *http.Request, id market
 	}
 	out := g
 	out.Services = make([]market.Service, len(g.Services))
-	for i, svc := range g.Services {
-		if svc.Credentials != nil {
-			c := *svc.Credentials
-			c.Password = ""
-			svc.Credentials = &c
+	for i := range g.Services {
+		out.Services[i] = g.Services[i]
+		if c := g.Services[i].Credentials; c != nil {
+			redacted := *c
+			redacted.Password = ""
+			out.Services[i].Credentials = &redacted
 		}
-		out.Services[i] = svc
 	}
 	writeJSON(w, http.StatusOK, market.Manifest{out})
 }

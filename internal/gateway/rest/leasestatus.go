@@ -88,8 +88,8 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 func serviceStatusOf(_ *market.ManifestGroup, svc *market.Service, ks *kube.ServiceStatus) serviceStatus {
 	out := serviceStatus{Name: svc.Name, Total: int32(svc.Count), Replicas: 0} //nolint:gosec // count ≤ the ledger's limit
 	var uris []string
-	for _, e := range svc.Expose {
-		if e.IsIngress() {
+	for i := range svc.Expose {
+		if e := &svc.Expose[i]; e.IsIngress() {
 			for _, h := range e.Hosts {
 				if !slices.Contains(uris, h) {
 					uris = append(uris, h)

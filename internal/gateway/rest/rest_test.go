@@ -129,7 +129,7 @@ func newEnv(t *testing.T) *env {
 		Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }},
 		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: webGroup()}},
 			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func newEnv(t *testing.T) *env {
 // client connects with an optional client certificate, trusting any server
 // certificate (the tests check the server's separately).
 func (e *env) client(cert *tls.Certificate) *http.Client {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true} //nolint:gosec // test client
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
 	if cert != nil {
 		cfg.Certificates = []tls.Certificate{*cert}
 	}
@@ -180,7 +180,7 @@ func (e *env) do(t *testing.T, c *http.Client, method, path, token string, body 
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
@@ -219,11 +219,11 @@ func TestPublicRoutes(t *testing.T) {
 
 func TestTLS13Only(t *testing.T) {
 	e := newEnv(t)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true}}} //nolint:gosec // test client
-	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.url+"/version", nil)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{MaxVersion: tls.VersionTLS12, InsecureSkipVerify: true}}}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.url+"/version", http.NoBody)
 	resp, err := c.Do(req)
 	if err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		t.Fatal("a TLS 1.2 client was served")
 	}
 }

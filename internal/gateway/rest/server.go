@@ -170,7 +170,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err != nil {
 		err = srv.Close()
 	}
-	<-errc
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
 	conns.Wait()
 	return err
 }
