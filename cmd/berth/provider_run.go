@@ -8,10 +8,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/gateway/rest"
 )
 
 func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
-	var configPath, kubeconfig, metricsListen, logLevel string
+	var configPath, kubeconfig, metricsListen, logLevel, gatewayListen string
 	cmd := &cobra.Command{
 		Use:   "run --config provider.yaml",
 		Short: "Run the provider: watch the ledger, bid on the orders the cluster can serve",
@@ -32,6 +33,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			}{
 				"home": {f.home, &cfg.Home}, "node": {f.node, &cfg.Node}, "from": {f.from, &cfg.From},
 				"kubeconfig": {kubeconfig, &cfg.Kubeconfig}, "log-level": {logLevel, &cfg.LogLevel},
+				"gateway-listen": {gatewayListen, &cfg.Gateway.Listen},
 			} {
 				if fl := cmd.Flag(flag); fl != nil && fl.Changed {
 					*v.field = v.value
@@ -48,9 +50,15 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 				return usageError("log_level: %w", err)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
 			p, err := app.NewProvider(cmd.Context(), cfg, metricsListen, log)
 			if err != nil {
 				return err
+			}
+			if a := p.Gateway(); a != "" {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "gateway: https://%s\n", a); err != nil {
+					return err
+				}
 			}
 			if a := p.MetricsAddr(); a != "" {
 				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "metrics: http://%s/metrics\n", a); err != nil {
@@ -64,6 +72,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 	fl.StringVar(&configPath, "config", "", "provider configuration file (YAML)")
 	fl.StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: the config's, else in-cluster)")
 	fl.StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
+	fl.StringVar(&gatewayListen, "gateway-listen", "", "serve the tenant gateway (HTTPS) on this address (default: the config's gateway.listen, else 0.0.0.0:8443)")
 	fl.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default: the config's, else info)")
 	return cmd
 }

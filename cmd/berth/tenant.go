@@ -45,6 +45,7 @@ func (f *ledgerFlags) checkOutput() error {
 type session struct {
 	c    *chain.Client
 	key  keys.Info
+	priv ledger.PrivKey // when signing
 	br   *chain.Broadcaster
 	out  io.Writer
 	json bool
@@ -68,11 +69,10 @@ func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing b
 		return nil, err
 	}
 	if signing {
-		priv, err := kr.Signer(f.from)
-		if err != nil {
+		if s.priv, err = kr.Signer(f.from); err != nil {
 			return nil, err
 		}
-		if s.br, err = chain.NewBroadcaster(c, priv, chain.BroadcastOptions{Timeout: f.timeout}); err != nil {
+		if s.br, err = chain.NewBroadcaster(c, s.priv, chain.BroadcastOptions{Timeout: f.timeout}); err != nil {
 			return nil, err
 		}
 	}
@@ -144,9 +144,10 @@ func newTenantCommand() *cobra.Command {
 	f.register(cmd.PersistentFlags(), "tenant")
 	dep := &cobra.Command{Use: "deployment", Short: "Create, fund, list and close deployments"}
 	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
-	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease) or close a lease"}
+	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease), close a lease, or see it on its provider"}
 	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
-	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f))
+	lease.AddCommand(newLeaseStatusCommand(&f))
+	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f), newCertCommand(&f), newSendManifestCommand(&f))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	api "berth.dev/berth/api/gateway"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,11 +56,6 @@ func statusOf(err error) (int, string) {
 	return http.StatusInternalServerError, "internal error"
 }
 
-// errorBody is every error response: {"message": "..."}.
-type errorBody struct {
-	Message string `json:"message"`
-}
-
 // writeError answers with err's status and message, logging what the tenant does not
 // see.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
@@ -67,7 +63,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.log.WarnContext(r.Context(), "gateway request failed", slog.String("route", r.Pattern), slog.Int("status", code), slog.String("error", err.Error()))
 	}
-	writeJSON(w, code, errorBody{Message: msg})
+	writeJSON(w, code, api.Error{Message: msg})
 }
 
 // writeJSON answers with v encoded as compact JSON, as Akash's provider does.

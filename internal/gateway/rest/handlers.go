@@ -1,6 +1,7 @@
 package rest
 
 import (
+	api "berth.dev/berth/api/gateway"
 	"context"
 	"errors"
 	"fmt"
@@ -21,9 +22,7 @@ func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) address(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, struct {
-		Address string `json:"address"`
-	}{s.cfg.Provider})
+	writeJSON(w, http.StatusOK, api.Address{Address: s.cfg.Provider})
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
@@ -87,7 +86,7 @@ func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market
 	for i := range g.Services {
 		if g.Services[i].Name == name {
 			st, _ := s.deps.Statuses.Status(id)
-			writeJSON(w, http.StatusOK, serviceStatusOf(&g, &g.Services[i], findService(st, name)))
+			writeJSON(w, http.StatusOK, serviceStatusOf(&g.Services[i], findService(st, name)))
 			return
 		}
 	}

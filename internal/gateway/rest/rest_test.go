@@ -1,6 +1,7 @@
 package rest
 
 import (
+	api "berth.dev/berth/api/gateway"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -310,7 +311,7 @@ func TestLeaseRoutes(t *testing.T) {
 	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
 
 	a := e.do(t, c, "GET", "/lease/7/1/1/status", tok, nil)
-	var st leaseStatus
+	var st api.LeaseStatus
 	if a.code != 200 || json.Unmarshal(a.body, &st) != nil {
 		t.Fatalf("status: %d %s", a.code, a.body)
 	}
@@ -326,7 +327,7 @@ func TestLeaseRoutes(t *testing.T) {
 	}
 
 	a = e.do(t, c, "GET", "/lease/7/1/1/service/web/status", tok, nil)
-	var ss serviceStatus
+	var ss api.ServiceStatus
 	if a.code != 200 || json.Unmarshal(a.body, &ss) != nil || ss.Name != "web" || ss.ReadyReplicas != 2 {
 		t.Fatalf("service status: %d %s", a.code, a.body)
 	}
@@ -387,7 +388,7 @@ func TestPutManifest(t *testing.T) {
 	} {
 		e.manifest.err = c2.err
 		a := e.do(t, c, "PUT", "/deployment/7/manifest", tok, c2.body)
-		var body errorBody
+		var body api.Error
 		if a.code != c2.want || json.Unmarshal(a.body, &body) != nil || !strings.Contains(body.Message, c2.msg) {
 			t.Errorf("%s: %d %s, want %d with %q", c2.name, a.code, a.body, c2.want, c2.msg)
 		}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	api "berth.dev/berth/api/gateway"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -218,7 +219,7 @@ func (j *jsonError) Write(b []byte) (int, error) {
 		j.code = http.StatusOK
 	}
 	j.ResponseWriter.Header().Del("Content-Length")
-	writeJSON(j.ResponseWriter, j.code, errorBody{Message: strings.TrimSpace(string(b))})
+	writeJSON(j.ResponseWriter, j.code, api.Error{Message: strings.TrimSpace(string(b))})
 	return len(b), nil
 }
 

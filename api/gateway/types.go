@@ -1,0 +1,73 @@
+// Package gateway holds the JSON bodies of the tenant gateway's routes: the wire
+// contract between providers and tenants' tools, in the shapes Akash's provider uses
+// (plus berth's own fields, which Akash's tools ignore).
+package gateway
+
+import "time"
+
+// LeaseStatus is GET /lease/{dseq}/{gseq}/{oseq}/status.
+type LeaseStatus struct {
+	Services       map[string]ServiceStatus   `json:"services"`
+	ForwardedPorts map[string][]ForwardedPort `json:"forwarded_ports"`
+	IPs            map[string][]LeasedIP      `json:"ips"`
+	Berth          BerthLeaseStatus           `json:"berth"`
+}
+
+// ServiceStatus is one service (also GET …/service/{name}/status).
+type ServiceStatus struct {
+	Name               string   `json:"name"`
+	Available          int32    `json:"available"`
+	Total              int32    `json:"total"`
+	URIs               []string `json:"uris"`
+	ObservedGeneration int64    `json:"observed_generation"`
+	Replicas           int32    `json:"replicas"`
+	UpdatedReplicas    int32    `json:"updated_replicas"`
+	ReadyReplicas      int32    `json:"ready_replicas"`
+	AvailableReplicas  int32    `json:"available_replicas"`
+}
+
+// ForwardedPort is a global non-HTTP port reached through a node port.
+type ForwardedPort struct {
+	Host         string `json:"host,omitempty"`
+	Port         uint16 `json:"port"`
+	ExternalPort uint16 `json:"externalPort"`
+	Proto        string `json:"proto"`
+	Name         string `json:"name"`
+}
+
+// LeasedIP is a port on a leased IP (Akash's field names: its type has no JSON tags).
+type LeasedIP struct {
+	Port         uint32 `json:"Port"`
+	ExternalPort uint32 `json:"ExternalPort"`
+	Protocol     string `json:"Protocol"`
+	IP           string `json:"IP"`
+}
+
+// BerthLeaseStatus is what berth adds: readiness, the deployment's phase and last
+// error, why replicas are missing, and recent Kubernetes events.
+type BerthLeaseStatus struct {
+	Ready    bool                `json:"ready"`
+	Phase    string              `json:"phase,omitempty"`
+	Error    string              `json:"error,omitempty"`
+	Services map[string][]string `json:"service_errors,omitempty"`
+	Events   []Event             `json:"events,omitempty"`
+}
+
+// Event is a Kubernetes event about one of the lease's objects.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Reason  string    `json:"reason"`
+	Object  string    `json:"object"`
+	Message string    `json:"message"`
+}
+
+// Error is every error body: {"message": "..."}.
+type Error struct {
+	Message string `json:"message"`
+}
+
+// Address is GET /address.
+type Address struct {
+	Address string `json:"address"`
+}

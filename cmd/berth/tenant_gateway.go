@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/gateway/client"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+// certDir is where a key's client certificate is kept.
+func certDir(home, key string) string { return filepath.Join(home, "tenant", "certs", key) }
+
+// gatewayFlags choose how to authenticate to providers.
+type gatewayFlags struct {
+	auth string
+}
+
+func (g *gatewayFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&g.auth, "auth", "auto", "how to authenticate to the provider: cert (the client certificate from `berth tenant cert create`), token (a bearer token signed by the key), or auto (cert if there is one)")
+}
+
+// gateway connects to a provider's gateway as the session's tenant.
+func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, provider string) (*client.Client, error) {
+	var prov ledger.Provider
+	if err := s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: provider}, &prov); err != nil {
+		return nil, fmt.Errorf("provider %s: %w", provider, err)
+	}
+	opts := client.Options{HostURI: prov.HostURI, Provider: provider, Timeout: f.timeout,
+		Certs: func(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
+			var resp ledger.CertificatesResponse
+			if err := s.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
+				return ledger.Certificate{}, err
+			}
+			for _, c := range resp.Certificates {
+				if c.Serial == serial {
+					return c, nil
+				}
+			}
+			return ledger.Certificate{}, ledger.ErrNotFound
+		}}
+	dir := certDir(f.home, f.from)
+	switch g.auth {
+	case "cert", "auto":
+		c, err := auth.LoadCertificate(filepath.Join(dir, auth.CertFile), filepath.Join(dir, auth.KeyFile))
+		switch {
+		case err == nil:
+			tc, err := c.TLS()
+			if err != nil {
+				return nil, err
+			}
+			opts.ClientCert = &tc
+		case g.auth == "cert" || !errors.Is(err, fs.ErrNotExist):
+			return nil, fmt.Errorf("client certificate in %s: %w (make one with `berth tenant cert create`)", dir, err)
+		}
+	case "token":
+	default:
+		return nil, usageError("--auth %q: want cert, token or auto", g.auth)
+	}
+	if opts.ClientCert == nil {
+		if s.priv.Type() != ledger.KeySecp256k1 {
+			return nil, fmt.Errorf("key %s is %s; bearer tokens need a secp256k1 key (or use a client certificate)", f.from, s.priv.Type())
+		}
+		opts.Signer, opts.Tenant = s.priv, s.key.Address
+	}
+	return client.New(opts)
+}
+
+func newCertCommand(f *ledgerFlags) *cobra.Command {
+	cmd := &cobra.Command{Use: "cert", Short: "Client certificates for providers' gateways (mTLS)"}
+	var valid time.Duration
+	var force bool
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Make a client certificate for the key, register it on the ledger and keep it in the home",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				dir := certDir(f.home, f.from)
+				if _, err := os.Stat(filepath.Join(dir, auth.CertFile)); err == nil && !force {
+					return usageError("%s already holds a certificate for %s: revoke it with `berth tenant cert revoke SERIAL`, or pass --force to replace it", dir, f.from)
+				}
+				c, err := auth.NewCertificate(s.key.Address, nil, valid)
+				if err != nil {
+					return err
+				}
+				serial, err := c.Serial()
+				if err != nil {
+					return err
+				}
+				res, err := s.br.Broadcast(ctx, &ledger.MsgCreateCertificate{Owner: s.key.Address, Cert: c.Cert, PubKey: c.PubKey})
+				if err != nil {
+					return fmt.Errorf("register certificate %s: %w", serial, err)
+				}
+				if err := c.Save(dir); err != nil {
+					return fmt.Errorf("certificate %s is registered but could not be saved (revoke it): %w", serial, err)
+				}
+				if s.json {
+					return writeJSON(s.out, map[string]any{"serial": serial, "dir": dir, "height": res.Height})
+				}
+				return writeString(s.out, fmt.Sprintf("certificate %s registered in block %d, saved in %s\n", serial, res.Height, dir))
+			})
+		}),
+	}
+	create.Flags().DurationVar(&valid, "valid", 365*24*time.Hour, "how long the certificate is valid")
+	create.Flags().BoolVar(&force, "force", false, "replace the certificate kept in the home (the old one stays registered until revoked)")
+	revoke := &cobra.Command{
+		Use:   "revoke SERIAL",
+		Short: "Revoke one of the key's certificates: providers refuse it from then on",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				res, err := s.br.Broadcast(ctx, &ledger.MsgRevokeCertificate{Owner: s.key.Address, Serial: args[0]})
+				if err != nil {
+					return fmt.Errorf("revoke certificate %s: %w", args[0], err)
+				}
+				return s.report("revoke certificate", res)
+			})
+		}),
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the key's certificates on the ledger",
+		Args:  exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			return f.with(cmd, false, func(ctx context.Context, s *session) error {
+				all, err := listAll(ctx, s, ledger.QueryCertificates,
+					func(p ledger.Page) any { return ledger.CertificatesRequest{Owner: s.key.Address, Page: p} },
+					func(r *ledger.CertificatesResponse) ([]ledger.Certificate, []byte) { return r.Certificates, r.NextKey })
+				if err != nil {
+					return err
+				}
+				return printList(s, all, []string{"SERIAL", "STATE"}, func(c *ledger.Certificate) []string { return []string{c.Serial, c.State} })
+			})
+		}),
+	}
+	cmd.AddCommand(create, revoke, list)
+	return cmd
+}
+
+// providersOf lists the providers of the deployment's active leases (one provider
+// when --provider names it).
+func providersOf(ctx context.Context, s *session, dseq uint64, only string) ([]market.LeaseID, error) {
+	all, err := leases(ctx, s, ledger.LeasesRequest{Owner: s.key.Address, DSeq: dseq, Provider: only, State: ledger.LeaseActive})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]market.LeaseID, 0, len(all))
+	for i := range all {
+		out = append(out, all[i].Lease.ID)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("deployment %d has no active lease%s (see `berth tenant leases --dseq %d`)", dseq, map[bool]string{true: " with " + only, false: ""}[only != ""], dseq)
+	}
+	return out, nil
+}
+
+func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var provider string
+	var strict bool
+	cmd := &cobra.Command{
+		Use:   "send-manifest FILE DSEQ",
+		Short: "Send the SDL file's manifest to the providers of the deployment's leases",
+		Args:  exactArgs(2),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			r, err := readSDL(cmd, args[0], strict)
+			if err != nil {
+				return err
+			}
+			dseq, err := parseDSeq(args[1])
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				var d ledger.DeploymentResponse
+				if err := s.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: market.DeploymentID{Owner: s.key.Address, DSeq: dseq}}, &d); err != nil {
+					return fmt.Errorf("deployment %d: %w", dseq, err)
+				}
+				if string(d.Deployment.Version) != string(r.Version) {
+					return fmt.Errorf("%s is not the file deployment %d was created or last updated with (version %x, the deployment has %x)", args[0], dseq, r.Version, d.Deployment.Version)
+				}
+				ids, err := providersOf(ctx, s, dseq, provider)
+				if err != nil {
+					return err
+				}
+				sent := map[string]bool{}
+				var failed []string
+				for _, id := range ids {
+					if sent[id.Provider] {
+						continue
+					}
+					sent[id.Provider] = true
+					gc, err := g.gateway(ctx, f, s, id.Provider)
+					if err == nil {
+						err = gc.SendManifest(ctx, dseq, r.Manifest)
+					}
+					if err != nil {
+						failed = append(failed, fmt.Sprintf("%s: %v", id.Provider, err))
+						continue
+					}
+					if err := writeString(s.out, fmt.Sprintf("manifest sent to %s\n", id.Provider)); err != nil {
+						return err
+					}
+				}
+				if len(failed) > 0 {
+					return errors.New("manifest not accepted by\n  " + strings.Join(failed, "\n  "))
+				}
+				return nil
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "only this provider (default: every provider with an active lease of the deployment)")
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat SDL warnings as errors")
+	return cmd
+}
+
+// leaseRef resolves DSEQ/GSEQ/OSEQ (or DSEQ alone) and --provider to one active lease.
+func leaseRef(ctx context.Context, s *session, ref, provider string) (market.LeaseID, error) {
+	parts := strings.Split(ref, "/")
+	dseq, err := parseDSeq(parts[0])
+	if err != nil {
+		return market.LeaseID{}, err
+	}
+	ids, err := providersOf(ctx, s, dseq, provider)
+	if err != nil {
+		return market.LeaseID{}, err
+	}
+	if len(parts) == 3 {
+		oid, err := parseOrderRef(s.key.Address, ref)
+		if err != nil {
+			return market.LeaseID{}, err
+		}
+		ids = filterLeases(ids, func(id market.LeaseID) bool { return id.Order() == oid })
+	} else if len(parts) != 1 {
+		return market.LeaseID{}, usageError("%q: want DSEQ or DSEQ/GSEQ/OSEQ", ref)
+	}
+	switch len(ids) {
+	case 0:
+		return market.LeaseID{}, fmt.Errorf("no active lease %s", ref)
+	case 1:
+		return ids[0], nil
+	}
+	return market.LeaseID{}, usageError("deployment %d has %d active leases: name one as DSEQ/GSEQ/OSEQ, with --provider if needed", dseq, len(ids))
+}
+
+func filterLeases(ids []market.LeaseID, keep func(market.LeaseID) bool) []market.LeaseID {
+	out := ids[:0]
+	for _, id := range ids {
+		if keep(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func newLeaseStatusCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var provider, service string
+	cmd := &cobra.Command{
+		Use:   "status DSEQ[/GSEQ/OSEQ]",
+		Short: "Show a lease's status on its provider: services, replicas, URIs, forwarded ports",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				id, err := leaseRef(ctx, s, args[0], provider)
+				if err != nil {
+					return err
+				}
+				gc, err := g.gateway(ctx, f, s, id.Provider)
+				if err != nil {
+					return err
+				}
+				if service != "" {
+					raw, err := gc.ServiceStatus(ctx, id, service)
+					if err != nil {
+						return err
+					}
+					return writeString(s.out, string(raw)+"\n")
+				}
+				raw, err := gc.LeaseStatus(ctx, id)
+				if err != nil {
+					return err
+				}
+				if s.json {
+					return writeString(s.out, string(raw)+"\n")
+				}
+				return printLeaseStatus(s, id, raw)
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "the lease's provider (needed when the deployment has leases with several)")
+	cmd.Flags().StringVar(&service, "service", "", "one service's status (JSON)")
+	return cmd
+}
+
+// printLeaseStatus prints a lease's status as text.
+func printLeaseStatus(s *session, id market.LeaseID, raw []byte) error {
+	var st api.LeaseStatus
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("lease status: %w", err)
+	}
+	var b strings.Builder
+	state := "not ready"
+	if st.Berth.Ready {
+		state = "ready"
+	}
+	fmt.Fprintf(&b, "lease %d/%d/%d on %s: %s", id.DSeq, id.GSeq, id.OSeq, id.Provider, state)
+	if st.Berth.Phase != "" {
+		fmt.Fprintf(&b, " (%s)", st.Berth.Phase)
+	}
+	b.WriteString("\n")
+	if st.Berth.Error != "" {
+		fmt.Fprintf(&b, "  error: %s\n", st.Berth.Error)
+	}
+	names := slices.Sorted(maps.Keys(st.Services))
+	for _, n := range names {
+		svc := st.Services[n]
+		fmt.Fprintf(&b, "  %-20s %d/%d available", n, svc.Available, svc.Total)
+		if len(svc.URIs) > 0 {
+			fmt.Fprintf(&b, "  %s", strings.Join(svc.URIs, ", "))
+		}
+		b.WriteString("\n")
+		for _, p := range st.ForwardedPorts[n] {
+			fmt.Fprintf(&b, "    %s:%d -> %d/%s\n", p.Host, p.ExternalPort, p.Port, strings.ToLower(p.Proto))
+		}
+		for _, e := range st.Berth.Services[n] {
+			fmt.Fprintf(&b, "    ! %s\n", e)
+		}
+	}
+	return writeString(s.out, b.String())
+}

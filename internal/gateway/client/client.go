@@ -1,0 +1,244 @@
+// Package client is the tenant's side of the gateway: it finds a provider's gateway,
+// checks the provider's certificate against the ledger, authenticates with the
+// tenant's client certificate or a bearer token signed by the tenant's key, and calls
+// the routes. A Client is safe for concurrent use.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+// CertLookup finds a certificate the ledger records (ledger.ErrNotFound if none).
+type CertLookup func(ctx context.Context, owner, serial string) (ledger.Certificate, error)
+
+// Options configure a client.
+type Options struct {
+	// HostURI is the provider's gateway (its registration's host_uri).
+	HostURI string
+	// Provider is the provider's address: its self-signed certificate must have it
+	// as subject CN and be registered on the ledger under it.
+	Provider string
+	// Certs looks certificates up on the ledger.
+	Certs CertLookup
+	// ClientCert authenticates with mTLS when set; otherwise Signer signs bearer
+	// tokens (valid TokenTTL, full access).
+	ClientCert *tls.Certificate
+	Signer     ledger.Signer
+	Tenant     string
+	// Timeout bounds each request (not streams); default 30 s.
+	Timeout time.Duration
+}
+
+// TokenTTL is how long the bearer tokens a client makes are valid (as Akash's tools).
+const TokenTTL = 15 * time.Minute
+
+// Client calls one provider's gateway.
+type Client struct {
+	opts Options
+	base *url.URL
+	http *http.Client
+	tls  *tls.Config
+}
+
+// ResponseError is a gateway's refusal: its status and message.
+type ResponseError struct {
+	Status  int
+	Message string
+}
+
+func (e *ResponseError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("provider answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("provider answered %d: %s", e.Status, e.Message)
+}
+
+// New returns a client for the provider's gateway.
+func New(opts Options) (*Client, error) {
+	u, err := url.Parse(opts.HostURI)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("provider host URI %q: want https://host:port", opts.HostURI)
+	}
+	switch {
+	case opts.Provider == "" || opts.Certs == nil:
+		return nil, errors.New("gateway client: provider address and certificate lookup are required")
+	case opts.ClientCert == nil && (opts.Signer == nil || opts.Tenant == ""):
+		return nil, errors.New("gateway client: a client certificate, or a signer and its address, are required")
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	c := &Client{opts: opts, base: u}
+	c.tls = &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// The provider's certificate is self-signed: VerifyConnection checks it
+		// against the ledger instead of a CA.
+		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
+		VerifyConnection:   c.verifyProvider,
+	}
+	if opts.ClientCert != nil {
+		c.tls.Certificates = []tls.Certificate{*opts.ClientCert}
+		c.tls.ServerName = "mtls." + u.Hostname() // as Akash's tools
+	}
+	c.http = &http.Client{
+		Transport: &http.Transport{TLSClientConfig: c.tls, ForceAttemptHTTP2: true, IdleConnTimeout: time.Minute},
+		// Redirects are not followed (as Akash's tools).
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return c, nil
+}
+
+// verifyProvider accepts the server's certificate when a system CA vouches for it
+// for the host, or when it is the provider's own certificate as the ledger records
+// it (subject CN the provider, registered and valid).
+func (c *Client) verifyProvider(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("provider presented no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: c.base.Hostname(), Intermediates: inter}); err == nil {
+		return nil
+	}
+	if len(cs.PeerCertificates) != 1 || leaf.Subject.CommonName != c.opts.Provider {
+		return fmt.Errorf("provider certificate: not from a trusted CA, and not %s's own certificate", c.opts.Provider)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
+	defer cancel()
+	reg, err := c.opts.Certs(ctx, c.opts.Provider, leaf.SerialNumber.String())
+	if err != nil {
+		return fmt.Errorf("provider certificate %s: not found on the ledger: %w", leaf.SerialNumber, err)
+	}
+	b, _ := pem.Decode(reg.Cert)
+	if reg.State != ledger.CertValid || b == nil || !bytes.Equal(b.Bytes, leaf.Raw) {
+		return fmt.Errorf("provider certificate %s: not the valid certificate the ledger records for %s", leaf.SerialNumber, c.opts.Provider)
+	}
+	now := time.Now()
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		return fmt.Errorf("provider certificate %s: outside its validity period", leaf.SerialNumber)
+	}
+	return nil
+}
+
+// request makes a request to path with the client's credentials.
+func (c *Client) request(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(c.base.Path, "/") + path
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	if c.opts.ClientCert == nil {
+		tok, err := c.token()
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req, nil
+}
+
+func (c *Client) token() (string, error) {
+	now := time.Now()
+	return auth.SignToken(auth.Claims{Issuer: c.opts.Tenant, IssuedAt: now.Unix(), NotBefore: now.Unix(), ExpiresAt: now.Add(TokenTTL).Unix(),
+		Version: auth.TokenVersion, Leases: auth.Leases{Access: auth.AccessFull}}, c.opts.Signer)
+}
+
+// do sends a request and returns the body of a 200 answer; any other status is a
+// *ResponseError.
+func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var eb struct {
+			Message string `json:"message"`
+		}
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &eb) == nil && eb.Message != "" {
+			msg = eb.Message
+		}
+		return nil, &ResponseError{Status: resp.StatusCode, Message: msg}
+	}
+	return data, nil
+}
+
+// SendManifest sends a deployment's manifest (the JSON array of groups).
+func (c *Client) SendManifest(ctx context.Context, dseq uint64, m market.Manifest) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	_, err = c.do(ctx, http.MethodPut, fmt.Sprintf("/deployment/%d/manifest", dseq), b)
+	return err
+}
+
+func leasePath(id market.LeaseID, rest string) string {
+	return fmt.Sprintf("/lease/%d/%d/%d/%s", id.DSeq, id.GSeq, id.OSeq, rest)
+}
+
+// LeaseStatus is a lease's status, as the gateway reports it (JSON).
+func (c *Client) LeaseStatus(ctx context.Context, id market.LeaseID) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodGet, leasePath(id, "status"), nil)
+}
+
+// ServiceStatus is one service's status (JSON).
+func (c *Client) ServiceStatus(ctx context.Context, id market.LeaseID, service string) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodGet, leasePath(id, "service/"+url.PathEscape(service)+"/status"), nil)
+}
+
+// LeaseManifest is the manifest the lease runs.
+func (c *Client) LeaseManifest(ctx context.Context, id market.LeaseID) (market.Manifest, error) {
+	b, err := c.do(ctx, http.MethodGet, leasePath(id, "manifest"), nil)
+	if err != nil {
+		return nil, err
+	}
+	var m market.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("lease manifest: %w", err)
+	}
+	return m, nil
+}
+
+// Status is the provider's status (JSON).
+func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {
+	return c.do(ctx, http.MethodGet, "/status", nil)
+}
