@@ -8,12 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"berth.dev/berth/internal/testenv"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testenv.LeakOptions()...) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,8 +32,8 @@ type gatewayFlags struct {
 	auth string
 }
 
-func (g *gatewayFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&g.auth, "auth", "auto", "how to authenticate to the provider: cert (the client certificate from `berth tenant cert create`), token (a bearer token signed by the key), or auto (cert if there is one)")
+func (g *gatewayFlags) register(flags *pflag.FlagSet) {
+	flags.StringVar(&g.auth, "auth", "auto", "how to authenticate to the provider: cert (the client certificate from `berth tenant cert create`), token (a bearer token signed by the key), or auto (cert if there is one)")
 }
 
 // gateway connects to a provider's gateway as the session's tenant.
@@ -192,7 +193,7 @@ func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
 				if err := s.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: market.DeploymentID{Owner: s.key.Address, DSeq: dseq}}, &d); err != nil {
 					return fmt.Errorf("deployment %d: %w", dseq, err)
 				}
-				if string(d.Deployment.Version) != string(r.Version) {
+				if !bytes.Equal(d.Deployment.Version, r.Version) {
 					return fmt.Errorf("%s is not the file deployment %d was created or last updated with (version %x, the deployment has %x)", args[0], dseq, r.Version, d.Deployment.Version)
 				}
 				ids, err := providersOf(ctx, s, dseq, provider)

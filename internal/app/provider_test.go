@@ -19,8 +19,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
@@ -118,24 +116,6 @@ inventory:
 	}
 }
 
-// embeddedKubeconfig rewrites a kubeconfig with its certificates inline (client-go
-// starts a process-wide rotation watcher for certificate files).
-func embeddedKubeconfig(t *testing.T, path string) string {
-	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestProviderRun composes the provider daemon as `berth provider run` does: it bids on
 // a matching order, runs the lease once its manifest arrives until its status is
 // ready, tears it down when the tenant closes the deployment, and counts it all in
@@ -165,7 +145,7 @@ func TestProviderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
-		home, l.RPC(), embeddedKubeconfig(t, k.KubeconfigPath))), func(string) string { return "" })
+		home, l.RPC(), k.Kubeconfig(t))), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"berth.dev/berth/internal/localenv"
 )
@@ -131,6 +134,25 @@ func Require(t testing.TB, err error) {
 		t.Skipf("skipping: %v (with CI=true this fails)", err)
 	}
 	t.Fatalf("test dependency: %v", err)
+}
+
+// Kubeconfig writes a kubeconfig for the admin user with its certificates inline and
+// returns its path (with certificate files, client-go starts a process-wide rotation
+// watcher that outlives the test).
+func (cp *Kube) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(cp.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // Clientset returns a Kubernetes clientset for the admin user.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -87,27 +88,44 @@ func New(opts Options) (*Client, error) {
 	c := &Client{opts: opts, base: u}
 	c.tls = &tls.Config{
 		MinVersion: tls.VersionTLS13,
-		// The provider's certificate is self-signed: VerifyConnection checks it
-		// against the ledger instead of a CA.
-		InsecureSkipVerify: true, //nolint:gosec // verified in VerifyConnection
-		VerifyConnection:   c.verifyProvider,
+		// The provider's certificate may be self-signed: dialTLS checks it against a
+		// CA or the ledger once the handshake is done.
+		InsecureSkipVerify: true, //nolint:gosec // verified in dialTLS
 	}
 	if opts.ClientCert != nil {
 		c.tls.Certificates = []tls.Certificate{*opts.ClientCert}
 		c.tls.ServerName = "mtls." + u.Hostname() // as Akash's tools
 	}
 	c.http = &http.Client{
-		Transport: &http.Transport{TLSClientConfig: c.tls, ForceAttemptHTTP2: true, IdleConnTimeout: time.Minute},
+		Transport: &http.Transport{DialTLSContext: c.dialTLS, IdleConnTimeout: time.Minute},
 		// Redirects are not followed (as Akash's tools).
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c, nil
 }
 
+// dialTLS connects to the gateway and checks the provider's certificate.
+func (c *Client) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&tls.Dialer{Config: c.tls}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		_ = conn.Close()
+		return nil, errors.New("gateway connection is not TLS")
+	}
+	if err := c.verifyProvider(ctx, tc.ConnectionState()); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
 // verifyProvider accepts the server's certificate when a system CA vouches for it
 // for the host, or when it is the provider's own certificate as the ledger records
 // it (subject CN the provider, registered and valid).
-func (c *Client) verifyProvider(cs tls.ConnectionState) error {
+func (c *Client) verifyProvider(ctx context.Context, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("provider presented no certificate")
 	}
@@ -122,8 +140,6 @@ func (c *Client) verifyProvider(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) != 1 || leaf.Subject.CommonName != c.opts.Provider {
 		return fmt.Errorf("provider certificate: not from a trusted CA, and not %s's own certificate", c.opts.Provider)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
-	defer cancel()
 	reg, err := c.opts.Certs(ctx, c.opts.Provider, leaf.SerialNumber.String())
 	if err != nil {
 		return fmt.Errorf("provider certificate %s: not found on the ledger: %w", leaf.SerialNumber, err)

@@ -1,13 +1,13 @@
 package rest
 
 import (
-	api "berth.dev/berth/api/gateway"
 	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/manifest"

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	api "berth.dev/berth/api/gateway"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"

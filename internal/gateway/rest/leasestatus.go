@@ -1,9 +1,9 @@
 package rest
 
 import (
-	api "berth.dev/berth/api/gateway"
 	"slices"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/market"

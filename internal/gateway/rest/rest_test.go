@@ -1,7 +1,6 @@
 package rest
 
 import (
-	api "berth.dev/berth/api/gateway"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -21,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"

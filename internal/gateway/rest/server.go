@@ -1,7 +1,6 @@
 package rest
 
 import (
-	api "berth.dev/berth/api/gateway"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"

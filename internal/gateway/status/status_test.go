@@ -1,6 +1,7 @@
 package status
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestBoardPublishesChangesOnly(t *testing.T) {
 		t.Fatalf("after the change: %+v", s)
 	}
 	var decoded Status
-	if err := json.Unmarshal(b.StatusJSON(), &decoded); err != nil || decoded.Cluster.Leases != 3 || string(data) != string(b.StatusJSON()) {
+	if err := json.Unmarshal(b.StatusJSON(), &decoded); err != nil || decoded.Cluster.Leases != 3 || !bytes.Equal(data, b.StatusJSON()) {
 		t.Fatalf("JSON %s: %v", data, err)
 	}
 }

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/fixture"
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestTenantGatewayCommands drives a lease through the tenant CLI against a running
+// provider: client certificate, manifest, status, revocation.
+func TestTenantGatewayCommands(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "cli-gw-1", CPU: "8", Memory: "32Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	dir := t.TempDir()
+	sdlFile := filepath.Join(dir, "deploy.yaml")
+	if err := os.WriteFile(sdlFile, fixture.WebSDL, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otherSDL := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(otherSDL, []byte(strings.Replace(string(fixture.WebSDL), "nginx", "nginx:1.27", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--home", l.Home(), "--node", l.RPC()}
+	cli := func(args ...string) (string, error) {
+		t.Helper()
+		return run(t, append(args, common...)...)
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := cli(args...)
+		if err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	attrFile := filepath.Join(dir, "attributes.yaml")
+	if err := os.WriteFile(attrFile, []byte("attributes:\n  - key: region\n    value: us-west\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("provider", "register", "--host-uri", "https://127.0.0.1:1", "--attributes-file", attrFile)
+
+	// The provider, in this process, with its gateway on a free loopback port.
+	home := t.TempDir()
+	exported, err := l.Keys.Export("provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keys.Open(node.KeyringDir(home), ledger.DefaultAddressPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.ImportExported("provider", exported); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "provider.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\"}\n", home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := app.NewProvider(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("provider: %v", err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	must("provider", "register", "--host-uri", "https://"+p.Gateway(), "--attributes-file", attrFile)
+	select {
+	case <-p.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("provider not ready")
+	}
+	provider := l.Address(t, "provider")
+
+	// The tenant's certificate, a deployment, a lease.
+	out := must("tenant", "cert", "create")
+	if !strings.Contains(out, "registered in block") {
+		t.Fatalf("cert create: %s", out)
+	}
+	serial := strings.Fields(out)[1]
+	if out, err := cli("tenant", "cert", "create"); exitCode(err) != 2 || !strings.Contains(err.Error(), "already holds") {
+		t.Fatalf("second cert create: %v %s", err, out)
+	}
+	must("tenant", "deployment", "create", sdlFile, "--dseq", "5")
+	testenv.Eventually(t, 30*time.Second, "the provider's bid", func() bool {
+		out, err := cli("tenant", "bids", "5")
+		return err == nil && strings.Contains(out, provider)
+	})
+	must("tenant", "lease", "create", "5/1/1", "--provider", provider)
+
+	// A manifest that is not the deployment's is refused before anything is sent.
+	if _, err := cli("tenant", "send-manifest", otherSDL, "5"); exitCode(err) != 1 || !strings.Contains(err.Error(), "is not the file deployment 5") {
+		t.Fatalf("send-manifest with another file: %v", err)
+	}
+	out = must("tenant", "send-manifest", sdlFile, "5")
+	if !strings.Contains(out, "manifest sent to "+provider) {
+		t.Fatalf("send-manifest: %s", out)
+	}
+	testenv.Eventually(t, 60*time.Second, "the lease ready", func() bool {
+		out, err := cli("tenant", "lease", "status", "5")
+		return err == nil && strings.Contains(out, "ready (deployed)") && strings.Contains(out, "2/2 available")
+	})
+	var st api.LeaseStatus
+	if err := json.Unmarshal([]byte(must("tenant", "lease", "status", "5/1/1", "--provider", provider, "-o", "json", "--auth", "token")), &st); err != nil || !st.Berth.Ready {
+		t.Fatalf("status with a token: %+v %v", st, err)
+	}
+
+	// Once the certificate is revoked, the provider refuses it (within its cache time);
+	// a token still works.
+	must("tenant", "cert", "revoke", serial)
+	testenv.Eventually(t, 20*time.Second, "the revoked certificate refused", func() bool {
+		_, err := cli("tenant", "lease", "status", "5", "--auth", "cert")
+		return err != nil && strings.Contains(err.Error(), "401") && strings.Contains(err.Error(), "revoked")
+	})
+	must("tenant", "lease", "status", "5", "--auth", "token")
+	if _, err := cli("tenant", "lease", "status", "6"); exitCode(err) != 1 || !strings.Contains(err.Error(), "no active lease") {
+		t.Fatalf("status of no lease: %v", err)
+	}
+	must("tenant", "deployment", "close", "5")
+}
