@@ -1,0 +1,116 @@
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/gateway/auth/authtest"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/market"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const provider = "akash1provider"
+
+// server serves cert and answers every request with code and body, recording the
+// Authorization header.
+func server(t *testing.T, cert auth.Certificate, code int, body string, gotAuth *string) *httptest.Server {
+	t.Helper()
+	tc := authtest.TLS(t, cert)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*gotAuth = r.Header.Get("Authorization")
+		w.WriteHeader(code)
+		_, _ = w.Write([]byte(body))
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tc}, MinVersion: tls.VersionTLS13}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestProviderCertificateChecks(t *testing.T) {
+	l := authtest.NewLedger()
+	tenant := authtest.NewTenant(t, l)
+	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := own.Serial()
+	registered := map[string]ledger.Certificate{serial: {Owner: provider, Serial: serial, State: ledger.CertValid, Cert: own.Cert}}
+	lookup := func(_ context.Context, owner, s string) (ledger.Certificate, error) {
+		c, ok := registered[s]
+		if !ok || owner != provider {
+			return ledger.Certificate{}, ledger.ErrNotFound
+		}
+		return c, nil
+	}
+	var gotAuth string
+	newClient := func(srv *httptest.Server) *Client {
+		c, err := New(Options{HostURI: srv.URL, Provider: provider, Certs: lookup, Signer: tenant.Key, Tenant: tenant.Address})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.http.CloseIdleConnections)
+		return c
+	}
+
+	// The provider's registered certificate: accepted, with a bearer token sent.
+	ok := newClient(server(t, own, 200, `{"address":"akash1provider"}`, &gotAuth))
+	if _, err := ok.Status(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if tok, found := strings.CutPrefix(gotAuth, "Bearer "); !found {
+		t.Fatalf("authorization %q", gotAuth)
+	} else if c, _, _, err := auth.ParseToken(tok); err != nil || c.Issuer != tenant.Address || c.ExpiresAt-c.IssuedAt != int64(TokenTTL/time.Second) {
+		t.Fatalf("token claims %+v %v", c, err)
+	}
+
+	// A certificate for another address, one not registered, one revoked: refused.
+	other, _ := auth.NewCertificate("akash1someoneelse", []string{"127.0.0.1"}, time.Hour)
+	unregistered, _ := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
+	for name, cert := range map[string]auth.Certificate{"another address": other, "unregistered": unregistered} {
+		c := newClient(server(t, cert, 200, `{}`, &gotAuth))
+		if _, err := c.Status(t.Context()); err == nil {
+			t.Fatalf("%s: accepted", name)
+		}
+	}
+	revoked := registered[serial]
+	revoked.State = ledger.CertRevoked
+	registered[serial] = revoked
+	if _, err := newClient(server(t, own, 200, `{}`, &gotAuth)).Status(t.Context()); err == nil || !strings.Contains(err.Error(), "not the valid certificate") {
+		t.Fatalf("revoked: %v", err)
+	}
+	revoked.State = ledger.CertValid
+	registered[serial] = revoked
+
+	// A refusal carries the status and the gateway's message.
+	c := newClient(server(t, own, 422, `{"message":"[0].name: bad"}`, &gotAuth))
+	err = c.SendManifest(t.Context(), 5, market.Manifest{})
+	var re *ResponseError
+	if !errors.As(err, &re) || re.Status != 422 || re.Message != "[0].name: bad" {
+		t.Fatalf("refusal: %v", err)
+	}
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	lookup := func(context.Context, string, string) (ledger.Certificate, error) { return ledger.Certificate{}, nil }
+	for _, o := range []Options{
+		{HostURI: "http://p:8443", Provider: provider, Certs: lookup, ClientCert: &tls.Certificate{}},
+		{HostURI: "https://p:8443", Certs: lookup, ClientCert: &tls.Certificate{}},
+		{HostURI: "https://p:8443", Provider: provider, Certs: lookup},
+	} {
+		if _, err := New(o); err == nil {
+			t.Errorf("New(%+v) accepted", o)
+		}
+	}
+}
