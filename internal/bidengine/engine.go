@@ -19,6 +19,8 @@ type Capacity interface {
 	Reserve(order market.OrderID, d cluster.Demand) ([]cluster.Placement, error)
 	Adopt(order market.OrderID, d cluster.Demand) ([]cluster.Placement, error)
 	Unreserve(order market.OrderID) bool
+	// Fit says where d would go, reserving nothing (Screen).
+	Fit(d cluster.Demand) ([]cluster.Placement, error)
 }
 
 // Reasons for not bidding that capacity gives, one per exhausted resource.

@@ -274,8 +274,19 @@ func TestDeclineReasons(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.mutate)
+			// Screening agrees with the decision, and reserves and records nothing.
+			sc, err := h.e.Screen(t.Context(), tenant, tc.spec)
+			if err != nil || sc.Bid != (tc.reason == "") || (tc.reason != "" && (sc.Reason != tc.reason || sc.Detail == "")) {
+				t.Fatalf("screen: %+v %v, want reason %q", sc, err, tc.reason)
+			}
+			if len(h.cap.Reservations()) != 0 || len(h.e.History().Last(10)) != 0 {
+				t.Fatal("screening reserved or recorded")
+			}
 			m := h.decide(openOrder(1, tc.spec))
 			d := h.last()
+			if m != nil && (!sc.Bid || sc.Price.String() != m.Price.String()) {
+				t.Fatalf("screened price %v, bid %v", sc.Price, m.Price)
+			}
 			if tc.reason == "" {
 				if m == nil {
 					t.Fatalf("no bid: %+v", d)

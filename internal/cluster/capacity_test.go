@@ -418,3 +418,31 @@ func TestSnapshot(t *testing.T) {
 		t.Fatalf("after reserving: %+v", s)
 	}
 }
+
+func TestFitReservesNothing(t *testing.T) {
+	c := NewCapacity()
+	c.SetNode(Node{Name: "n1", Allocatable: Amounts{CPU: 4000, Memory: 8 << 30, EphemeralStorage: 100 << 30, Pods: 110}, Schedulable: true})
+	before := c.Snapshot()
+	d := Demand{Units: []Unit{unit(1, 3, 1000, 1<<30)}}
+	if _, err := c.Fit(d); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.Snapshot(); after.Nodes[0].Available != before.Nodes[0].Available || after.Pending != 0 {
+		t.Fatalf("Fit changed the capacity: %+v → %+v", before, after)
+	}
+	var ins *Insufficient
+	if _, err := c.Fit(Demand{Units: []Unit{unit(1, 5, 1000, 1<<30)}}); !errors.As(err, &ins) {
+		t.Fatalf("too big: %v", err)
+	}
+	if after := c.Snapshot(); after.Nodes[0].Available != before.Nodes[0].Available {
+		t.Fatal("a failed Fit changed the capacity")
+	}
+	// What fits agrees with Reserve.
+	if _, err := c.Reserve(order(1), d); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Fit(Demand{Units: []Unit{unit(1, 2, 1000, 1<<30)}}); !errors.As(err, &ins) {
+		t.Fatalf("after reserving 3 of 4 cores, 2 more fit: %v", err)
+	}
+	mustCheck(t, c)
+}

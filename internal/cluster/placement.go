@@ -83,6 +83,38 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 	return out, nil
 }
 
+// Fit reports where d would be placed now (the GPU model each unit would get), or
+// the *Insufficient error Reserve would return, without reserving anything.
+func (c *Capacity) Fit(d Demand) ([]Placement, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.checkPoolsLocked(d); err != nil {
+		return nil, err
+	}
+	planned := make([][]int, len(d.Units))
+	defer func() {
+		for u, nodes := range planned {
+			for _, ni := range nodes {
+				c.planSubLocked(ni, d.Units[u].Each)
+			}
+		}
+	}()
+	out := make([]Placement, len(d.Units))
+	for _, u := range placementOrder(d.Units) {
+		unit := d.Units[u]
+		nodes, gpu, err := c.placeLocked(unit, int(unit.Count))
+		if err != nil {
+			return nil, err
+		}
+		planned[u] = nodes
+		for _, ni := range nodes {
+			c.planAddLocked(ni, unit.Each)
+		}
+		out[u] = Placement{UnitID: unit.ID, GPU: gpu}
+	}
+	return out, nil
+}
+
 // runningLocked materializes, per unit, the order's scheduled pods that match it, and
 // counts them. (Only for adoption, which cannot fail after this.)
 func (c *Capacity) runningLocked(order market.OrderID, d Demand) []int {
