@@ -44,8 +44,9 @@ lint: ## golangci-lint (pinned version, strict config)
 	"$$(hack/tool.sh golangci-lint)" run ./...
 
 .PHONY: generate
-generate: ## regenerate api/v1's deepcopy code and the CRDs in config/crd (controller-gen)
-	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/... && "$$cg" crd paths=./api/... output:crd:dir=config/crd
+generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the gRPC code in api/provider (protogen)
+	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/v1/... && "$$cg" crd paths=./api/v1/... output:crd:dir=config/crd
+	go -C hack/protogen run . -root "$$PWD/api" -out "$$PWD/api" -go "$$(hack/tool.sh protoc-gen-go)" -go-grpc "$$(hack/tool.sh protoc-gen-go-grpc)" provider/v1/provider.proto
 
 .PHONY: generate-check
 generate-check: generate ## fail if the generated files differ from what is committed

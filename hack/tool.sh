@@ -4,6 +4,8 @@
 #
 #   hack/tool.sh golangci-lint
 #   hack/tool.sh controller-gen
+#   hack/tool.sh protoc-gen-go
+#   hack/tool.sh protoc-gen-go-grpc
 set -euo pipefail
 
 case "${1:-}" in
@@ -15,8 +17,16 @@ controller-gen)
 	pkg=sigs.k8s.io/controller-tools/cmd/controller-gen
 	version=v0.23.0
 	;;
+protoc-gen-go)
+	pkg=google.golang.org/protobuf/cmd/protoc-gen-go
+	version=v1.36.12
+	;;
+protoc-gen-go-grpc)
+	pkg=google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	version=v1.5.1
+	;;
 *)
-	echo "usage: hack/tool.sh golangci-lint|controller-gen" >&2
+	echo "usage: hack/tool.sh golangci-lint|controller-gen|protoc-gen-go|protoc-gen-go-grpc" >&2
 	exit 2
 	;;
 esac

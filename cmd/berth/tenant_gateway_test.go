@@ -72,7 +72,7 @@ func TestTenantGatewayCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgFile := filepath.Join(dir, "provider.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\"}\n", home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\n", home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })

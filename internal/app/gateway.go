@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
+	"berth.dev/berth/internal/gateway/rpc"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/manifest"
@@ -33,6 +34,8 @@ type gatewayService struct {
 	board     *status.Board
 	rest      *rest.Server
 	ln        net.Listener
+	rpc       *rpc.Server
+	rpcLn     net.Listener
 	// own is the provider's self-signed certificate, registered on the ledger at
 	// start if it is not yet (nil when the certificate comes from files).
 	own       *auth.Certificate
@@ -58,7 +61,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 		return nil, err
 	}
 	gw.board = status.NewBoard(status.Status{Address: addr, Timestamp: time.Now()})
-	if cfg.Gateway.Listen == "" {
+	if cfg.Gateway.Listen == "" && cfg.Gateway.GRPCListen == "" {
 		return gw, nil
 	}
 	gw.hostname = cfg.Gateway.PublicHostname
@@ -105,10 +108,30 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg}, p.log); err != nil {
 		return nil, err
 	}
-	if gw.ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Gateway.Listen); err != nil {
-		return nil, fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
+	if cfg.Gateway.GRPCListen != "" {
+		if gw.rpc, err = rpc.New(rpc.Config{Certificate: getCert, AddressPrefix: prefix}, gw.board, p.engine, p.log); err != nil {
+			return nil, err
+		}
+		if gw.rpcLn, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Gateway.GRPCListen); err != nil {
+			return nil, fmt.Errorf("gateway.grpc_listen %s: %w", cfg.Gateway.GRPCListen, err)
+		}
+	}
+	if cfg.Gateway.Listen != "" {
+		if gw.ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Gateway.Listen); err != nil {
+			gw.close()
+			return nil, fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
+		}
 	}
 	return gw, nil
+}
+
+// close closes the listeners (when the provider does not run after all).
+func (gw *gatewayService) close() {
+	for _, ln := range []net.Listener{gw.ln, gw.rpcLn} {
+		if ln != nil {
+			_ = ln.Close()
+		}
+	}
 }
 
 // ownCertificate loads the provider's self-signed certificate from dir, or makes one
@@ -140,14 +163,17 @@ func ownCertificate(dir, addr, hostname string) (auth.Certificate, error) {
 func (gw *gatewayService) run(ctx context.Context, g *errgroup.Group, p *Provider) {
 	g.Go(func() error { return gw.manifests.Run(ctx) })
 	g.Go(func() error { return gw.publishStatus(ctx, p) })
-	if gw.rest == nil {
-		return
-	}
 	if gw.own != nil {
 		g.Go(func() error { return gw.registerCertificate(ctx, p) })
 	}
-	g.Go(func() error { return gw.rest.Serve(ctx, gw.ln) })
-	p.log.InfoContext(ctx, "gateway listening", slog.String("address", "https://"+gw.ln.Addr().String()))
+	if gw.rpcLn != nil {
+		g.Go(func() error { return gw.rpc.Serve(ctx, gw.rpcLn) })
+		p.log.InfoContext(ctx, "gRPC gateway listening", slog.String("address", gw.rpcLn.Addr().String()))
+	}
+	if gw.ln != nil {
+		g.Go(func() error { return gw.rest.Serve(ctx, gw.ln) })
+		p.log.InfoContext(ctx, "gateway listening", slog.String("address", "https://"+gw.ln.Addr().String()))
+	}
 }
 
 // registerCertificate puts the provider's certificate on the ledger unless it is

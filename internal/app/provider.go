@@ -147,9 +147,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
-			if p.gw.ln != nil {
-				_ = p.gw.ln.Close()
-			}
+			p.gw.close()
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
 	}
@@ -224,9 +222,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
 		closed.Close()
 		won.Close()
-		if p.gw.ln != nil {
-			_ = p.gw.ln.Close()
-		}
+		p.gw.close()
 		return err
 	}
 	g.Go(func() error { return p.followClosed(ctx, closed) })
@@ -335,6 +331,14 @@ func (p *Provider) followWon(ctx context.Context, sub *bus.Subscription[bidengin
 			p.gw.manifests.LeaseWon(ev.Lease)
 		}
 	}
+}
+
+// GRPCGateway is the address the gRPC gateway serves on ("" when it does not).
+func (p *Provider) GRPCGateway() string {
+	if p.gw.rpcLn == nil {
+		return ""
+	}
+	return p.gw.rpcLn.Addr().String()
 }
 
 // Gateway is the address the HTTPS gateway serves on ("" when it does not).

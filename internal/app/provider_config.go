@@ -56,6 +56,8 @@ type ProviderConfig struct {
 type GatewayConfig struct {
 	// Listen is the HTTPS gateway's address ("": no gateway).
 	Listen string `yaml:"listen"`
+	// GRPCListen is the gRPC gateway's address ("": none).
+	GRPCListen string `yaml:"grpc_listen"`
 	// CertFile and KeyFile are the server certificate, reloaded when they change.
 	// Empty: a self-signed certificate for the provider's address, kept in the home
 	// and registered on the ledger (what Akash's tenant tools check).
@@ -203,7 +205,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
-	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", ManifestTimeout: "5m"}
+	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
@@ -307,9 +309,12 @@ func (c *ProviderConfig) bidTimeout() (time.Duration, error) {
 }
 
 func (g *GatewayConfig) validate() error {
-	if g.Listen != "" {
-		if _, _, err := net.SplitHostPort(g.Listen); err != nil {
-			return fmt.Errorf("gateway.listen %q: want host:port", g.Listen)
+	for key, addr := range map[string]string{"listen": g.Listen, "grpc_listen": g.GRPCListen} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("gateway.%s %q: want host:port", key, addr)
 		}
 	}
 	if (g.CertFile == "") != (g.KeyFile == "") {

@@ -17,9 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/types/known/emptypb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
@@ -144,7 +148,7 @@ func TestProviderRun(t *testing.T) {
 		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
 		home, l.RPC(), k.Kubeconfig(t))), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +230,26 @@ func TestProviderRun(t *testing.T) {
 	})
 	if code, body := gw.do(t, "GET", "/status", nil); code != 200 || !strings.Contains(string(body), `"address":"`+me+`"`) {
 		t.Fatalf("provider status: %d %s", code, body)
+	}
+	// gRPC: the status, and the bid engine's answer on a group like the one leased.
+	conn, err := grpc.NewClient(p.GRPCGateway(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}))) // a status client; the certificate is checked below for HTTPS
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	rpcc := providerv1.NewProviderRPCClient(conn)
+	waitFor(t, "gRPC status with the lease", func() bool {
+		st, err := rpcc.GetStatus(t.Context(), &emptypb.Empty{})
+		return err == nil && st.GetAddress() == me && st.GetCluster().GetLeases() == 1 && st.GetCluster().GetLeasesReady() == 1
+	})
+	specJSON, err := json.Marshal(dep.Groups[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	screened, err := rpcc.ValidateGroupSpec(t.Context(), &providerv1.ValidateGroupSpecRequest{GroupSpecJson: specJSON, Owner: tenant})
+	if err != nil || !screened.GetBid() || screened.GetPrice().GetAmount() != "14.457600000000000000" {
+		t.Fatalf("ValidateGroupSpec: %v %v", screened, err)
 	}
 	// The provider's certificate is on the ledger, and the gateway serves it.
 	waitFor(t, "the provider's certificate registered", func() bool {
