@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -73,6 +74,18 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 		err = fmt.Errorf("lease %s: %w", id, err)
 		d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseFailed, Message: err.Error()})
 		return err
+	}
+	// Objects of an earlier manifest go once this one is applied. The first manifest
+	// has nothing to prune, and one applied before in full (the same generation) has
+	// nothing left over: then no list calls are made.
+	observed, _, _ := unstructured.NestedInt64(applied.Object, "status", "observedGeneration")
+	phase, _, _ := unstructured.NestedString(applied.Object, "status", "phase")
+	if observed != 0 && (observed != applied.GetGeneration() || phase != PhaseApplied) {
+		if err := Prune(ctx, d.cs, d.dc, objs); err != nil {
+			err = fmt.Errorf("lease %s: %w", id, err)
+			d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: observed, Phase: PhaseFailed, Message: err.Error()})
+			return err
+		}
 	}
 	d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseApplied})
 	return nil

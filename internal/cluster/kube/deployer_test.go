@@ -75,8 +75,25 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	ns := LeaseNamespace(id)
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	v1 := bytes.Repeat([]byte{1}, 32)
-	if err := d.Deploy(ctx, id, v1, res.Manifest[0]); err != nil {
+	// Version 1 has a second service, and a hostname on the web port.
+	g1 := res.Manifest[0]
+	g1.Services = append(slices.Clone(g1.Services), g1.Services[0])
+	g1.Services[0].Expose = slices.Clone(g1.Services[0].Expose)
+	g1.Services[0].Expose[0].Hosts = []string{"web.example.com"}
+	g1.Services[1].Name, g1.Services[1].Count = "worker", 1
+	g1.Services[1].Expose = []market.ServiceExpose{{Port: 6379, Proto: market.ProtoTCP}}
+	if err := d.Deploy(ctx, id, v1, g1); err != nil {
 		t.Fatal(err)
+	}
+	hosts := func() int {
+		l, err := d.dc.Resource(ProviderHostResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "worker", metav1.GetOptions{}); err != nil || hosts() != 1 {
+		t.Fatalf("version 1: worker %v, %d provider hosts", err, hosts())
 	}
 	running := func(image string, n int) func() bool {
 		return func() bool {
@@ -93,7 +110,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 			return c == n && len(pods.Items) == n
 		}
 	}
-	eventually(t, "2 replicas running", running("nginx:1.27", 2))
+	eventually(t, "3 replicas running", running("nginx:1.27", 3))
 
 	// A new version is applied in place and rolls out.
 	g := res.Manifest[0]
@@ -102,6 +119,16 @@ func TestDeployUpdateTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the update rolled out", running("nginx:1.28", 2))
+	// What version 2 dropped is gone: the worker's workload and service, the hostname.
+	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "worker", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the dropped service's deployment: %v", err)
+	}
+	if svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=worker"}); err != nil || len(svcs.Items) != 0 {
+		t.Fatalf("the dropped service's services: %v %v", svcs, err)
+	}
+	if n := hosts(); n != 0 {
+		t.Fatalf("%d provider hosts after the hostname was dropped", n)
+	}
 
 	// The Manifest resource records the latest version, applied.
 	ms, err := d.Manifests(ctx)
