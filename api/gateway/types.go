@@ -67,6 +67,19 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// HostnameMigration is POST /hostname/migrate's body: hostnames to move to the
+// tenant's lease of deployment destination_dseq, group destination_gseq.
+type HostnameMigration struct {
+	Hostnames       []string `json:"hostnames_to_migrate"`
+	DestinationDSeq uint64   `json:"destination_dseq"`
+	DestinationGSeq uint32   `json:"destination_gseq"`
+}
+
+// Transferred is a migration's answer: what moved.
+type Transferred struct {
+	Transferred []string `json:"transferred"`
+}
+
 // Address is GET /address.
 type Address struct {
 	Address string `json:"address"`

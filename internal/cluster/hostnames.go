@@ -8,44 +8,41 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// ErrHostnameInUse reports a hostname another deployment holds: another tenant's, or
-// one of the same tenant's other deployments (which can give it up with a hostname
-// migration).
+// ErrHostnameInUse reports a hostname another tenant's deployment holds.
 var ErrHostnameInUse = errors.New("hostname in use")
+
+// ErrMigration reports a hostname migration that cannot be done: no such destination
+// lease, or a hostname its manifest does not list.
+var ErrMigration = errors.New("hostname migration refused")
 
 // ErrLeaseClosed reports a manifest for a lease that is closed or closing.
 var ErrLeaseClosed = errors.New("lease closed")
 
-// HostnameError says which hostname is in use, and whether the requesting tenant is
-// the one holding it (then it may migrate it). It never names another tenant.
+// HostnameError says which hostname another tenant holds (never which tenant).
 type HostnameError struct {
 	Hostname string
-	// SameOwner: the hostname belongs to another deployment of the same tenant.
-	SameOwner bool
-	// Holder is the lease holding it (for the tenant's own deployments only).
-	Holder market.LeaseID
 }
 
 func (e *HostnameError) Error() string {
-	if e.SameOwner {
-		return fmt.Sprintf("hostname %q is used by your deployment %d; move it with a hostname migration", e.Hostname, e.Holder.DSeq)
-	}
 	return fmt.Sprintf("hostname %q is used by another tenant", e.Hostname)
 }
 
 func (e *HostnameError) Unwrap() error { return ErrHostnameInUse }
 
 // hostIndex records which lease holds each hostname, so that one hostname routes to
-// one deployment. Leases of the same deployment may pass a hostname between them (a
-// manifest update can move it from one group to another). Not safe for concurrent use
-// (the Manager holds its lock).
+// one deployment. A manifest may list a hostname another deployment of the same
+// tenant holds: it is withheld from the new lease (no route) until the tenant
+// migrates it. Leases of the same deployment pass hostnames between them freely (an
+// update may move one from a group to another). Not safe for concurrent use (the
+// Manager holds its lock).
 type hostIndex struct {
-	byHost  map[string]market.LeaseID
-	byLease map[market.LeaseID][]string
+	byHost map[string]market.LeaseID
+	// wants are the hostnames each lease's manifest lists, held or withheld.
+	wants map[market.LeaseID][]string
 }
 
 func newHostIndex() *hostIndex {
-	return &hostIndex{byHost: map[string]market.LeaseID{}, byLease: map[market.LeaseID][]string{}}
+	return &hostIndex{byHost: map[string]market.LeaseID{}, wants: map[market.LeaseID][]string{}}
 }
 
 // groupHosts lists the hostnames a group's ports accept, each once.
@@ -63,47 +60,73 @@ func groupHosts(g *market.ManifestGroup) []string {
 	return out
 }
 
-// check reports the first of hosts that id may not take.
+// check reports the first of hosts another tenant holds.
 func (x *hostIndex) check(id market.LeaseID, hosts []string) error {
 	for _, h := range hosts {
-		holder, ok := x.byHost[h]
-		if !ok || holder.Deployment() == id.Deployment() {
-			continue
+		if holder, ok := x.byHost[h]; ok && holder.Owner != id.Owner {
+			return &HostnameError{Hostname: h}
 		}
-		if holder.Owner == id.Owner {
-			return &HostnameError{Hostname: h, SameOwner: true, Holder: holder}
-		}
-		return &HostnameError{Hostname: h}
 	}
 	return nil
 }
 
-// set makes hosts the lease's hostnames, releasing those it no longer lists.
+// set records the lease's hostnames: it takes those free or held within its
+// deployment, the others stay withheld; hostnames it no longer lists are released.
 func (x *hostIndex) set(id market.LeaseID, hosts []string) {
 	x.release(id)
+	x.wants[id] = slices.Clone(hosts)
 	for _, h := range hosts {
-		if prev, ok := x.byHost[h]; ok && prev != id {
-			x.byLease[prev] = slices.DeleteFunc(x.byLease[prev], func(s string) bool { return s == h })
+		if holder, ok := x.byHost[h]; !ok || holder.Deployment() == id.Deployment() {
+			x.byHost[h] = id
 		}
-		x.byHost[h] = id
 	}
-	if len(hosts) > 0 {
-		x.byLease[id] = slices.Clone(hosts)
+	if len(hosts) == 0 {
+		delete(x.wants, id)
 	}
 }
 
-// release frees every hostname the lease holds.
+// release frees every hostname the lease holds and forgets what it wants.
 func (x *hostIndex) release(id market.LeaseID) {
-	for _, h := range x.byLease[id] {
+	for _, h := range x.wants[id] {
 		if x.byHost[h] == id {
 			delete(x.byHost, h)
 		}
 	}
-	delete(x.byLease, id)
+	delete(x.wants, id)
+}
+
+// holds reports whether the lease holds h.
+func (x *hostIndex) holds(id market.LeaseID, h string) bool {
+	holder, ok := x.byHost[h]
+	return ok && holder == id
 }
 
 // holder is the lease holding h.
 func (x *hostIndex) holder(h string) (market.LeaseID, bool) {
 	id, ok := x.byHost[h]
 	return id, ok
+}
+
+// filter returns g with only the hostnames id holds (what the cluster routes for it).
+func (x *hostIndex) filter(id market.LeaseID, g market.ManifestGroup) market.ManifestGroup {
+	out := g
+	out.Services = slices.Clone(g.Services)
+	for i := range out.Services {
+		svc := &out.Services[i]
+		svc.Expose = slices.Clone(svc.Expose)
+		for j := range svc.Expose {
+			e := &svc.Expose[j]
+			if len(e.Hosts) == 0 {
+				continue
+			}
+			var held []string
+			for _, h := range e.Hosts {
+				if x.holds(id, h) {
+					held = append(held, h)
+				}
+			}
+			e.Hosts = held
+		}
+	}
+	return out
 }

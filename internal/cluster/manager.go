@@ -187,8 +187,9 @@ type LeaseManifest struct {
 
 // ManifestReceived sets the manifest a lease must run (a new one, or an update).
 // Before Run has started, it is queued. It fails, changing nothing, when the lease is
-// closed (ErrLeaseClosed) or one of the group's hostnames belongs to another
-// deployment (a *HostnameError).
+// closed (ErrLeaseClosed) or another tenant holds one of the group's hostnames (a
+// *HostnameError). A hostname another deployment of the same tenant holds is
+// accepted but withheld: the lease gets no route for it until MigrateHostnames.
 func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	return m.ManifestsReceived(version, []LeaseManifest{{Lease: id, Group: group}})
 }
@@ -227,6 +228,59 @@ func (m *Manager) Manifest(id market.LeaseID) (version []byte, group market.Mani
 		return nil, market.ManifestGroup{}, false
 	}
 	return slices.Clone(w.state.Version), w.group, true
+}
+
+// MigrateHostnames gives hostnames the owner's deployments hold (or nobody holds) to
+// the owner's lease of deployment dseq, group gseq, whose manifest must list them.
+// The leases losing them, and the destination, are applied again so that the routes
+// follow. It returns the hostnames moved; nothing moves if one cannot.
+func (m *Manager) MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var dest market.LeaseID
+	var dw *worker
+	for id, w := range m.workers {
+		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !w.close && w.state.Version != nil {
+			dest, dw = id, w
+			break
+		}
+	}
+	if dw == nil {
+		return nil, fmt.Errorf("%w: you have no lease of deployment %d group %d here with a manifest", ErrMigration, dseq, gseq)
+	}
+	wants := groupHosts(&dw.group)
+	for _, h := range hosts {
+		if !slices.Contains(wants, h) {
+			return nil, fmt.Errorf("%w: the manifest of deployment %d group %d does not list hostname %q", ErrMigration, dseq, gseq, h)
+		}
+		if holder, ok := m.hosts.holder(h); ok && holder.Owner != owner {
+			return nil, &HostnameError{Hostname: h}
+		}
+	}
+	var moved []string
+	from := map[market.LeaseID]bool{}
+	for _, h := range hosts {
+		if holder, ok := m.hosts.holder(h); ok {
+			if holder == dest {
+				continue
+			}
+			from[holder] = true
+		}
+		m.hosts.byHost[h] = dest
+		moved = append(moved, h)
+	}
+	if len(moved) == 0 {
+		return moved, nil
+	}
+	from[dest] = true
+	for id := range from {
+		if w, ok := m.workers[id]; ok && !w.close && w.state.Version != nil {
+			w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
+			poke(w.kick)
+			m.startLocked(id, w)
+		}
+	}
+	return moved, nil
 }
 
 // HostnameHolder is the lease a hostname belongs to.
@@ -308,7 +362,8 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 	backoff := m.cfg.RetryMin
 	for {
 		m.mu.Lock()
-		closing, phase, group, version := w.close, w.state.Phase, w.group, w.state.Version
+		// The cluster routes only the hostnames the lease holds (hostnames.go).
+		closing, phase, group, version := w.close, w.state.Phase, m.hosts.filter(id, w.group), w.state.Version
 		m.mu.Unlock()
 		var err error
 		switch {

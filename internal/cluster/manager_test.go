@@ -22,13 +22,14 @@ import (
 type fakeDeployer struct {
 	mu       sync.Mutex
 	running  map[market.LeaseID][]byte
-	failures map[market.LeaseID]int // the next n calls for the lease fail
-	down     int                    // the next n Deployed calls fail (API server down)
+	groups   map[market.LeaseID]market.ManifestGroup // what was applied last
+	failures map[market.LeaseID]int                  // the next n calls for the lease fail
+	down     int                                     // the next n Deployed calls fail (API server down)
 	calls    []string
 }
 
 func newFake() *fakeDeployer {
-	return &fakeDeployer{running: map[market.LeaseID][]byte{}, failures: map[market.LeaseID]int{}}
+	return &fakeDeployer{running: map[market.LeaseID][]byte{}, groups: map[market.LeaseID]market.ManifestGroup{}, failures: map[market.LeaseID]int{}}
 }
 
 func (f *fakeDeployer) fail(id market.LeaseID) error {
@@ -39,15 +40,22 @@ func (f *fakeDeployer) fail(id market.LeaseID) error {
 	return nil
 }
 
-func (f *fakeDeployer) Deploy(_ context.Context, id market.LeaseID, version []byte, _ market.ManifestGroup) error {
+func (f *fakeDeployer) Deploy(_ context.Context, id market.LeaseID, version []byte, g market.ManifestGroup) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("deploy %d v%d", id.DSeq, version[0]))
 	if err := f.fail(id); err != nil {
 		return err
 	}
-	f.running[id] = version
+	f.running[id], f.groups[id] = version, g
 	return nil
+}
+
+func (f *fakeDeployer) group(id market.LeaseID) (market.ManifestGroup, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	g, ok := f.groups[id]
+	return g, ok
 }
 
 func (f *fakeDeployer) Teardown(_ context.Context, id market.LeaseID) error {
@@ -299,43 +307,77 @@ func hosting(hosts ...string) market.ManifestGroup {
 }
 
 func TestManagerHostnames(t *testing.T) {
-	m := startManager(t, newFake(), func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
 	a1 := lease(1)
 	a1g2 := a1
 	a1g2.GSeq = 2
 	other := lease(2)
 	other.Owner = "akash1other"
+	routed := func(id market.LeaseID) []string {
+		t.Helper()
+		var g market.ManifestGroup
+		eventuallyTrue(t, "the lease applied", func() bool {
+			var ok bool
+			g, ok = f.group(id)
+			s, _ := m.State(id)
+			return ok && s.Phase == PhaseDeployed
+		})
+		return groupHosts(&g)
+	}
 	if err := m.ManifestReceived(a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
 		t.Fatal(err)
+	}
+	if got := routed(a1); !slices.Equal(got, []string{"a.example.com", "b.example.com"}) {
+		t.Fatalf("routed %v", got)
 	}
 	// Another tenant cannot take it, and is not told who holds it.
 	err := m.ManifestReceived(other, version(1), hosting("b.example.com"))
 	var he *HostnameError
-	if !errors.As(err, &he) || !errors.Is(err, ErrHostnameInUse) || he.SameOwner || strings.Contains(err.Error(), a1.Owner) {
+	if !errors.As(err, &he) || !errors.Is(err, ErrHostnameInUse) || strings.Contains(err.Error(), a1.Owner) {
 		t.Fatalf("another tenant's hostname: %v", err)
 	}
 	if _, _, ok := m.Manifest(other); ok {
 		t.Fatal("a refused manifest was recorded")
 	}
-	// The same tenant's other deployment is told to migrate it.
+	// The same tenant's other deployment may list it: accepted, withheld (no route).
 	a3 := lease(3)
-	if err := m.ManifestReceived(a3, version(1), hosting("a.example.com")); !errors.As(err, &he) || !he.SameOwner || he.Holder != a1 {
-		t.Fatalf("own other deployment's hostname: %v", err)
+	if err := m.ManifestReceived(a3, version(1), hosting("a.example.com", "c.example.com")); err != nil {
+		t.Fatal(err)
 	}
-	// Another group of the same deployment may take it over (an update moving it).
+	if got := routed(a3); !slices.Equal(got, []string{"c.example.com"}) {
+		t.Fatalf("withheld: routed %v", got)
+	}
+	// Migrating it moves the route: both leases are applied again.
+	if _, err := m.MigrateHostnames(a1.Owner, []string{"d.example.com"}, 3, 1); !errors.Is(err, ErrMigration) {
+		t.Fatalf("a hostname the destination does not list: %v", err)
+	}
+	if _, err := m.MigrateHostnames(a1.Owner, []string{"a.example.com"}, 9, 1); !errors.Is(err, ErrMigration) {
+		t.Fatalf("no destination: %v", err)
+	}
+	if _, err := m.MigrateHostnames(other.Owner, []string{"a.example.com"}, 3, 1); !errors.Is(err, ErrMigration) {
+		t.Fatalf("another tenant's destination: %v", err)
+	}
+	moved, err := m.MigrateHostnames(a1.Owner, []string{"a.example.com"}, 3, 1)
+	if err != nil || !slices.Equal(moved, []string{"a.example.com"}) {
+		t.Fatalf("migrate: %v %v", moved, err)
+	}
+	eventuallyTrue(t, "the routes moved", func() bool {
+		g1, _ := f.group(a1)
+		g3, _ := f.group(a3)
+		return slices.Equal(groupHosts(&g1), []string{"b.example.com"}) && slices.Equal(groupHosts(&g3), []string{"a.example.com", "c.example.com"})
+	})
+	if _, g, _ := m.Manifest(a1); len(groupHosts(&g)) != 2 {
+		t.Fatal("the manifest a lease runs still lists its withheld hostnames")
+	}
+	// Another group of the same deployment may take one over (an update moving it).
 	if err := m.ManifestReceived(a1g2, version(2), hosting("b.example.com")); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := m.HostnameHolder("b.example.com"); h != a1g2 {
 		t.Fatalf("b.example.com held by %v, want %v", h, a1g2)
 	}
-	// An update dropping a hostname releases it; closing releases the rest.
-	if err := m.ManifestReceived(a1, version(2), hosting()); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := m.HostnameHolder("a.example.com"); ok {
-		t.Fatal("a.example.com still held after the update dropped it")
-	}
+	// Closing releases: then another tenant may use it.
 	m.LeaseClosed(a1g2)
 	if err := m.ManifestReceived(other, version(1), hosting("b.example.com")); err != nil {
 		t.Fatalf("after the holder closed: %v", err)

@@ -44,7 +44,7 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnauthorized, err.Error()
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, err.Error()
-	case errors.Is(err, errBadRequest), errors.Is(err, manifest.ErrMalformed):
+	case errors.Is(err, errBadRequest), errors.Is(err, manifest.ErrMalformed), errors.Is(err, cluster.ErrMigration):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, manifest.ErrInvalid), errors.Is(err, manifest.ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
 		return http.StatusUnprocessableEntity, err.Error()

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 )
@@ -54,6 +56,54 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request, id market.L
 		return
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// maxMigrationBytes bounds a migration request.
+const maxMigrationBytes = 64 << 10
+
+// migrateHostnames moves hostnames between the tenant's deployments: the destination
+// lease's manifest must list them, and no other tenant may hold them.
+func (s *Server) migrateHostnames(w http.ResponseWriter, r *http.Request) {
+	who, err := s.deps.Auth.Authenticate(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req api.HostnameMigration
+	d := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxMigrationBytes))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&req); err != nil {
+		s.writeError(w, r, badRequest("body: want {\"hostnames_to_migrate\": [...], \"destination_dseq\": N, \"destination_gseq\": N}"))
+		return
+	}
+	switch {
+	case len(req.Hostnames) == 0:
+		s.writeError(w, r, badRequest("hostnames_to_migrate is empty"))
+		return
+	case req.DestinationDSeq == 0 || req.DestinationGSeq == 0:
+		s.writeError(w, r, badRequest("destination_dseq and destination_gseq must be positive"))
+		return
+	}
+	for _, h := range req.Hostnames {
+		if !market.ValidHostname(h) {
+			s.writeError(w, r, badRequest(fmt.Sprintf("hostname %q is not a valid lowercase DNS name", h)))
+			return
+		}
+	}
+	dest := market.LeaseID{Owner: who.Owner, DSeq: req.DestinationDSeq, GSeq: req.DestinationGSeq, Provider: s.cfg.Provider}
+	if !who.Allows(auth.ScopeHostnameMigrate, market.LeaseID{Owner: who.Owner, DSeq: dest.DSeq}) {
+		s.writeError(w, r, forbidden(fmt.Sprintf("your credentials do not grant %q on deployment %d", auth.ScopeHostnameMigrate, dest.DSeq)))
+		return
+	}
+	moved, err := s.deps.Deployments.MigrateHostnames(who.Owner, req.Hostnames, dest.DSeq, dest.GSeq)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if moved == nil {
+		moved = []string{}
+	}
+	writeJSON(w, http.StatusOK, api.Transferred{Transferred: moved})
 }
 
 // leaseGroup is the group a lease runs, or a 404.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,6 +70,28 @@ func (f *fakeDeployments) State(id market.LeaseID) (cluster.DeploymentState, boo
 		return cluster.DeploymentState{}, false
 	}
 	return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeployed}, true
+}
+
+func (f *fakeDeployments) MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error) {
+	for id, g := range f.groups {
+		if id.Owner != owner || id.DSeq != dseq || id.GSeq != gseq {
+			continue
+		}
+		for _, h := range hosts {
+			if h == "taken.example.com" {
+				return nil, &cluster.HostnameError{Hostname: h}
+			}
+			listed := false
+			for _, e := range g.Services[0].Expose {
+				listed = listed || slices.Contains(e.Hosts, h)
+			}
+			if !listed {
+				return nil, fmt.Errorf("%w: not listed", cluster.ErrMigration)
+			}
+		}
+		return hosts, nil
+	}
+	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
 }
 
 type fakeStatuses map[market.LeaseID]kube.LeaseStatus
@@ -394,6 +417,45 @@ func TestPutManifest(t *testing.T) {
 		}
 		if strings.Contains(string(a.body), "10.0.0.1") || strings.Contains(string(a.body), "nil pointer") {
 			t.Errorf("%s: internal details leaked: %s", c2.name, a.body)
+		}
+	}
+}
+
+func TestMigrateHostnames(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	now := time.Now()
+	tok := e.owner.Token(t, now, auth.Leases{Access: auth.AccessFull})
+	body := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	req := api.HostnameMigration{Hostnames: []string{"web.example.com"}, DestinationDSeq: 7, DestinationGSeq: 1}
+	a := e.do(t, c, "POST", "/hostname/migrate", tok, body(req))
+	var tr api.Transferred
+	if a.code != 200 || json.Unmarshal(a.body, &tr) != nil || !slices.Equal(tr.Transferred, req.Hostnames) {
+		t.Fatalf("migrate: %d %s", a.code, a.body)
+	}
+	for _, tc := range []struct {
+		name  string
+		token string
+		body  []byte
+		want  int
+	}{
+		{"no credentials", "", body(req), 401},
+		{"another tenant (no such destination of theirs)", e.other.Token(t, now, auth.Leases{Access: auth.AccessFull}), body(req), 400},
+		{"without the scope", e.owner.Token(t, now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeStatus}}), body(req), 403},
+		{"malformed", tok, []byte(`{"hostnames":["a"]}`), 400},
+		{"empty", tok, body(api.HostnameMigration{DestinationDSeq: 7, DestinationGSeq: 1}), 400},
+		{"bad hostname", tok, body(api.HostnameMigration{Hostnames: []string{"Bad_Host"}, DestinationDSeq: 7, DestinationGSeq: 1}), 400},
+		{"not listed", tok, body(api.HostnameMigration{Hostnames: []string{"x.example.com"}, DestinationDSeq: 7, DestinationGSeq: 1}), 400},
+		{"another tenant's hostname", tok, body(api.HostnameMigration{Hostnames: []string{"taken.example.com"}, DestinationDSeq: 7, DestinationGSeq: 1}), 422},
+	} {
+		if a := e.do(t, c, "POST", "/hostname/migrate", tc.token, tc.body); a.code != tc.want || !json.Valid(a.body) {
+			t.Errorf("%s: %d %s, want %d", tc.name, a.code, a.body, tc.want)
 		}
 	}
 }

@@ -36,6 +36,7 @@ type Manifests interface {
 type Deployments interface {
 	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
 	State(id market.LeaseID) (cluster.DeploymentState, bool)
+	MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error)
 }
 
 // Statuses are the leases' cluster status (kube.Monitor).
@@ -186,6 +187,7 @@ func (s *Server) routes() {
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/status", s.tenant(auth.ScopeStatus, leaseRoute, s.leaseStatus))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/manifest", s.tenant(auth.ScopeGetManifest, leaseRoute, s.leaseManifest))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/service/{service}/status", s.tenant(auth.ScopeStatus, leaseRoute, s.serviceStatus))
+	s.handle("POST /hostname/migrate", s.migrateHostnames)
 	if s.deps.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.deps.Metrics)
 	}
