@@ -84,3 +84,28 @@ type Transferred struct {
 type Address struct {
 	Address string `json:"address"`
 }
+
+// LogMessage is one line of a container's log, a text frame of the logs websocket.
+type LogMessage struct {
+	// Name is the pod's name.
+	Name    string `json:"name"`
+	Message string `json:"message"`
+}
+
+// LeaseEvent is a Kubernetes event about one of the lease's objects, a text frame of
+// the kubeevents websocket.
+type LeaseEvent struct {
+	Type                string      `json:"type"`
+	ReportingController string      `json:"reportingController,omitempty"`
+	ReportingInstance   string      `json:"reportingInstance,omitempty"`
+	Reason              string      `json:"reason"`
+	Note                string      `json:"note"`
+	Object              EventObject `json:"object"`
+}
+
+// EventObject is what an event is about.
+type EventObject struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}

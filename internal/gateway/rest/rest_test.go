@@ -149,10 +149,10 @@ func newEnv(t *testing.T) *env {
 		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
 		Forwarded: []kube.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
 	}}}}
-	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
+	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
 		Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }},
 		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: webGroup()}},
-			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
+			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Streams: &fakeStreams{}, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

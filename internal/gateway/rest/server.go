@@ -88,8 +88,10 @@ type Deps struct {
 	Deployments Deployments
 	Statuses    Statuses
 	Status      StatusSource
-	Metrics     http.Handler
-	Registerer  prometheus.Registerer
+	// Streams serves logs, events and shells (those routes exist only with it).
+	Streams    Streams
+	Metrics    http.Handler
+	Registerer prometheus.Registerer
 }
 
 // Server is the gateway's HTTPS server.
@@ -99,6 +101,9 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
+	// sessions counts websocket sessions, which outlive the HTTP server's own
+	// bookkeeping once hijacked.
+	sessions sync.WaitGroup
 }
 
 // New builds the server and its routes; it starts nothing.
@@ -176,6 +181,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		err = errors.Join(err, serr)
 	}
 	conns.Wait()
+	s.sessions.Wait() // their contexts derive from ctx: they are ending
 	return err
 }
 
@@ -188,6 +194,11 @@ func (s *Server) routes() {
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/manifest", s.tenant(auth.ScopeGetManifest, leaseRoute, s.leaseManifest))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/service/{service}/status", s.tenant(auth.ScopeStatus, leaseRoute, s.serviceStatus))
 	s.handle("POST /hostname/migrate", s.migrateHostnames)
+	if s.deps.Streams != nil {
+		s.handle("GET /lease/{dseq}/{gseq}/{oseq}/logs", s.tenant(auth.ScopeLogs, leaseRoute, s.leaseLogs))
+		s.handle("GET /lease/{dseq}/{gseq}/{oseq}/kubeevents", s.tenant(auth.ScopeEvents, leaseRoute, s.leaseEvents))
+		s.handle("/lease/{dseq}/{gseq}/{oseq}/shell", s.tenant(auth.ScopeShell, leaseRoute, s.leaseShell))
+	}
 	if s.deps.Metrics != nil {
 		s.mux.Handle("GET /metrics", s.deps.Metrics)
 	}

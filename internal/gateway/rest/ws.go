@@ -1,0 +1,360 @@
+package rest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/market"
+)
+
+// Streams reach a lease's containers and events through the cluster.
+type Streams interface {
+	// Logs sends each log line of the lease's pods (of the services named, or all) to
+	// emit; without Follow it returns when the logs are read.
+	Logs(ctx context.Context, id market.LeaseID, opts LogOptions, emit func(LogLine) error) error
+	// Events sends the lease's Kubernetes events to emit; with follow it then sends
+	// new ones until ctx ends.
+	Events(ctx context.Context, id market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error
+	// Exec runs a command in one of a service's pods and returns its exit code.
+	Exec(ctx context.Context, id market.LeaseID, req ExecRequest) (int, error)
+}
+
+// LogOptions select log lines.
+type LogOptions struct {
+	Services []string
+	Follow   bool
+	// Tail is how many of each container's last lines to start with (-1: all).
+	Tail int64
+}
+
+// LogLine is one log line of a pod.
+type LogLine struct {
+	Pod, Service, Message string
+}
+
+// ExecRequest is a command to run in a lease's pod.
+type ExecRequest struct {
+	Service  string
+	PodIndex int
+	Command  []string
+	Stdin    io.Reader // nil: no input
+	Stdout   io.Writer
+	Stderr   io.Writer
+	TTY      bool
+	Resize   <-chan TerminalSize // nil unless TTY
+}
+
+// Errors Streams return that the tenant can act on: they are shown, not hidden.
+var (
+	// ErrNoPods: the service (or lease) has no running pod to read or exec into.
+	ErrNoPods = errors.New("no running pods")
+	// ErrPodIndex: podIndex is past the service's running pods.
+	ErrPodIndex = errors.New("pod index out of range")
+	// ErrCommand: the command could not be started (not found, not executable).
+	ErrCommand = errors.New("command could not be run")
+)
+
+// Websocket close codes (Akash's): internal error, lease not found, unavailable.
+const (
+	closeInternal    = 4000
+	closeNotFound    = 4001
+	closeUnavailable = 4002
+)
+
+// wsWriteTimeout bounds one websocket write (a client that stops reading is dropped).
+const wsWriteTimeout = 10 * time.Second
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:   1024,
+	WriteBufferSize:  1024,
+	HandshakeTimeout: 10 * time.Second,
+	// The default origin check stays: a browser page of another site cannot open a
+	// shell with the tenant's client certificate.
+}
+
+// wsConn is an upgraded connection: writes serialised, pings sent every period, and
+// the connection's context ended when the client goes away.
+type wsConn struct {
+	c      *websocket.Conn
+	mu     sync.Mutex
+	ctx    context.Context //nolint:containedctx // the connection's lifetime, for its goroutines
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   func() // the server's session count
+}
+
+// upgrade upgrades the request and starts pinging; onMessage (may be nil) gets the
+// client's messages (pongs and close frames are handled). The context ends when the
+// client closes, a read fails, or the server stops.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, onMessage func(kind int, msg []byte) error) (*wsConn, error) {
+	// Counted before the hijack, while the server still counts the connection, so
+	// that Serve's wait cannot miss it.
+	s.sessions.Add(1)
+	c, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		s.sessions.Done()
+		return nil, err // the upgrader answered the client
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, done: s.sessions.Done}
+	c.SetReadLimit(64 << 10)
+	_ = c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod))
+	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod)) })
+	ws.wg.Go(func() {
+		defer cancel()
+		for {
+			kind, msg, err := c.ReadMessage()
+			if err != nil {
+				return
+			}
+			_ = c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod))
+			if onMessage != nil {
+				if err := onMessage(kind, msg); err != nil {
+					return
+				}
+			}
+		}
+	})
+	ws.wg.Go(func() {
+		t := time.NewTicker(s.cfg.PingPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	})
+	return ws, nil
+}
+
+func (ws *wsConn) write(kind int, b []byte) error {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	_ = ws.c.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
+	return ws.c.WriteMessage(kind, b)
+}
+
+func (ws *wsConn) writeJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return ws.write(websocket.TextMessage, b)
+}
+
+// close sends a close frame with code and reason, closes the connection and waits for
+// its goroutines.
+func (ws *wsConn) close(code int, reason string) {
+	msg := websocket.FormatCloseMessage(code, reason)
+	_ = ws.c.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	ws.cancel()
+	_ = ws.c.Close()
+	ws.wg.Wait()
+	ws.done()
+}
+
+// closeFor closes with the code fitting err (nil: normal closure).
+func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
+	switch {
+	case err == nil, ws.ctx.Err() != nil:
+		ws.close(websocket.CloseNormalClosure, "")
+	case errors.Is(err, ErrNoPods):
+		ws.close(closeInternal, "no running pods")
+	case errors.Is(err, errNotFound):
+		ws.close(closeNotFound, err.Error())
+	default:
+		code, msg := statusOf(err)
+		if code == http.StatusServiceUnavailable {
+			ws.close(closeUnavailable, msg)
+			return
+		}
+		s.log.WarnContext(r.Context(), "gateway stream failed", slog.String("route", r.Pattern), slog.String("error", err.Error()))
+		ws.close(closeInternal, "internal error")
+	}
+}
+
+// streamParams reads the logs and events routes' query: service (comma-separated,
+// each in the lease's manifest), follow, tail.
+func streamParams(r *http.Request, g *market.ManifestGroup) (LogOptions, error) {
+	o := LogOptions{Tail: -1}
+	q := r.URL.Query()
+	if v := q.Get("service"); v != "" {
+		if strings.HasSuffix(v, ",") {
+			return o, badRequest(`parameter "service" must not end with a comma`)
+		}
+		for name := range strings.SplitSeq(v, ",") {
+			if !slices.ContainsFunc(g.Services, func(s market.Service) bool { return s.Name == name }) {
+				return o, notFound(fmt.Sprintf("the lease has no service %q", name))
+			}
+			o.Services = append(o.Services, name)
+		}
+	}
+	if v := q.Get("follow"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, badRequest(fmt.Sprintf(`parameter "follow" %q: want true or false`, v))
+		}
+		o.Follow = f
+	}
+	if v := q.Get("tail"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < -1 {
+			return o, badRequest(fmt.Sprintf(`parameter "tail" %q: want a number of lines, or -1 for all`, v))
+		}
+		o.Tail = n
+	}
+	return o, nil
+}
+
+func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+	g, err := s.leaseGroup(id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts, err := streamParams(r, &g)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ws, err := s.upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	err = s.deps.Streams.Logs(ws.ctx, id, opts, func(l LogLine) error {
+		return ws.writeJSON(api.LogMessage{Name: l.Pod, Message: l.Message})
+	})
+	s.closeFor(ws, r, err)
+}
+
+func (s *Server) leaseEvents(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+	g, err := s.leaseGroup(id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	opts, err := streamParams(r, &g)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ws, err := s.upgrade(w, r, nil)
+	if err != nil {
+		return
+	}
+	err = s.deps.Streams.Events(ws.ctx, id, opts.Follow, func(e api.LeaseEvent) error { return ws.writeJSON(e) })
+	s.closeFor(ws, r, err)
+}
+
+// frameWriter writes a stream as shell frames of one code.
+type frameWriter struct {
+	ws   *wsConn
+	code byte
+}
+
+func (f frameWriter) Write(p []byte) (int, error) {
+	const chunk = 32 << 10
+	for off := 0; off < len(p); off += chunk {
+		end := min(off+chunk, len(p))
+		msg := make([]byte, 0, end-off+1)
+		msg = append(msg, f.code)
+		msg = append(msg, p[off:end]...)
+		if err := f.ws.write(websocket.BinaryMessage, msg); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+	g, err := s.leaseGroup(id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := parseShellQuery(r.URL.Query())
+	if err != nil {
+		s.writeError(w, r, badRequest(err.Error()))
+		return
+	}
+	if !slices.ContainsFunc(g.Services, func(svc market.Service) bool { return svc.Name == req.Service }) {
+		s.writeError(w, r, notFound(fmt.Sprintf("the lease has no service %q", req.Service)))
+		return
+	}
+	var stdinR *io.PipeReader
+	var stdinW *io.PipeWriter
+	if req.Stdin {
+		stdinR, stdinW = io.Pipe()
+	}
+	var resize chan TerminalSize
+	if req.TTY {
+		resize = make(chan TerminalSize, 4)
+	}
+	ws, err := s.upgrade(w, r, func(kind int, msg []byte) error {
+		if kind != websocket.BinaryMessage {
+			return nil
+		}
+		f, ok, err := parseClientFrame(msg)
+		if err != nil || !ok {
+			return err
+		}
+		switch {
+		case f.code == frameStdin && stdinW != nil:
+			if _, err := stdinW.Write(f.stdin); err != nil {
+				return nil //nolint:nilerr // the command stopped reading its input; keep the session
+			}
+		case f.code == frameResize && resize != nil:
+			select {
+			case resize <- f.resize:
+			default: // the command is behind on resizes: the next one wins
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return
+	}
+	er := ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
+		Stdout: frameWriter{ws, frameStdout}, Stderr: frameWriter{ws, frameStderr}}
+	if stdinR != nil {
+		er.Stdin = stdinR
+		go func() {
+			<-ws.ctx.Done()
+			_ = stdinW.CloseWithError(io.EOF)
+		}()
+	}
+	if resize != nil {
+		er.Resize = resize
+	}
+	code, err := s.deps.Streams.Exec(ws.ctx, id, er)
+	switch {
+	case err == nil:
+		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code}))
+	case errors.Is(err, ErrNoPods), errors.Is(err, ErrPodIndex), errors.Is(err, ErrCommand):
+		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: err.Error()}))
+	case ws.ctx.Err() != nil:
+	default:
+		s.log.WarnContext(r.Context(), "lease shell failed", slog.String("lease", id.String()), slog.String("error", err.Error()))
+		_ = ws.write(websocket.BinaryMessage, []byte{frameFailure})
+	}
+	ws.close(websocket.CloseNormalClosure, "")
+}

@@ -1,0 +1,266 @@
+package rest
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/market"
+)
+
+// fakeStreams behaves like a lease with a web service of two pods.
+type fakeStreams struct {
+	mu      sync.Mutex
+	resizes []TerminalSize
+}
+
+func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o LogOptions, emit func(LogLine) error) error {
+	for _, pod := range []string{"web-0", "web-1"} {
+		if err := emit(LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(o.Tail, 10)}); err != nil {
+			return err
+		}
+	}
+	if o.Follow {
+		<-ctx.Done()
+	}
+	return nil
+}
+
+func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error {
+	if err := emit(api.LeaseEvent{Type: "Normal", Reason: "Scheduled", Note: "assigned", Object: api.EventObject{Kind: "Pod", Name: "web-0"}}); err != nil {
+		return err
+	}
+	if follow {
+		<-ctx.Done()
+	}
+	return nil
+}
+
+func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r ExecRequest) (int, error) {
+	switch {
+	case r.PodIndex == 9:
+		return 0, ErrPodIndex
+	case r.Command[0] == "boom":
+		return 0, errors.New("kube: stream reset by peer at 10.0.0.3")
+	case r.Command[0] == "exit":
+		n, _ := strconv.Atoi(r.Command[1])
+		_, _ = io.WriteString(r.Stderr, "bye\n")
+		return n, nil
+	case r.Command[0] == "cat":
+		if r.TTY {
+			select {
+			case sz := <-r.Resize:
+				f.mu.Lock()
+				f.resizes = append(f.resizes, sz)
+				f.mu.Unlock()
+			case <-ctx.Done():
+			}
+		}
+		_, err := io.Copy(r.Stdout, r.Stdin)
+		return 0, err
+	}
+	_, _ = io.WriteString(r.Stdout, strings.Join(r.Command, " ")+"\n")
+	return 0, nil
+}
+
+// dial opens a websocket; the status is the HTTP answer when the upgrade is refused.
+func (e *env) dial(t *testing.T, path, token string) (*websocket.Conn, int, error) {
+	t.Helper()
+	d := websocket.Dialer{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}, HandshakeTimeout: 5 * time.Second}
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	c, resp, err := d.DialContext(t.Context(), "wss"+strings.TrimPrefix(e.url, "https")+path, h)
+	code := 0
+	if resp != nil {
+		code = resp.StatusCode
+		_ = resp.Body.Close()
+	}
+	if c != nil {
+		t.Cleanup(func() { _ = c.Close() })
+	}
+	return c, code, err
+}
+
+func TestLogsAndEvents(t *testing.T) {
+	e := newEnv(t)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+
+	c, _, err := e.dial(t, "/lease/7/1/1/logs?tail=5&service=web", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range []string{"web-0", "web-1"} {
+		var m api.LogMessage
+		if err := c.ReadJSON(&m); err != nil || m.Name != pod || m.Message != "hello from "+pod+" tail=5" {
+			t.Fatalf("log line: %+v %v", m, err)
+		}
+	}
+	var ce *websocket.CloseError
+	if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
+		t.Fatalf("after the logs: %v", err)
+	}
+
+	// Follow: lines keep coming until the client leaves; pings keep it alive.
+	c, _, err = e.dial(t, "/lease/7/1/1/logs?follow=true", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pings := make(chan struct{}, 10)
+	c.SetPingHandler(func(string) error {
+		pings <- struct{}{}
+		return c.WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second))
+	})
+	go func() {
+		for {
+			if _, _, err := c.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	select {
+	case <-pings:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no ping")
+	}
+	_ = c.Close()
+
+	c, _, err = e.dial(t, "/lease/7/1/1/kubeevents", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev api.LeaseEvent
+	if err := c.ReadJSON(&ev); err != nil || ev.Reason != "Scheduled" || ev.Object.Name != "web-0" {
+		t.Fatalf("event: %+v %v", ev, err)
+	}
+
+	// Refusals before the upgrade are plain HTTP answers.
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/lease/7/1/1/logs", "", 401},
+		{"/lease/7/1/1/logs?service=db", tok, 404},
+		{"/lease/7/1/1/logs?service=web,", tok, 400},
+		{"/lease/7/1/1/logs?follow=maybe", tok, 400},
+		{"/lease/7/1/1/logs?tail=-2", tok, 400},
+		{"/lease/8/1/1/kubeevents", tok, 404},
+		{"/lease/7/1/1/kubeevents", e.other.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull}), 404},
+		{"/lease/7/1/1/logs", e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeEvents}}), 403},
+	} {
+		if _, code, err := e.dial(t, tc.path, tc.token); err == nil || code != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.path, code, err, tc.want)
+		}
+	}
+}
+
+// readShell reads frames until the result (or failure) and returns stdout, stderr and
+// the result frame.
+func readShell(t *testing.T, c *websocket.Conn) (stdout, stderr string, res *shellResult, failed bool) {
+	t.Helper()
+	for {
+		kind, msg, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("shell read: %v (stdout %q)", err, stdout)
+		}
+		if kind != websocket.BinaryMessage || len(msg) == 0 {
+			t.Fatalf("frame %d %q", kind, msg)
+		}
+		switch msg[0] {
+		case frameStdout:
+			stdout += string(msg[1:])
+		case frameStderr:
+			stderr += string(msg[1:])
+		case frameResult:
+			var r shellResult
+			if err := json.Unmarshal(msg[1:], &r); err != nil {
+				t.Fatal(err)
+			}
+			return stdout, stderr, &r, false
+		case frameFailure:
+			return stdout, stderr, nil, true
+		default:
+			t.Fatalf("frame code %d", msg[0])
+		}
+	}
+}
+
+func TestShell(t *testing.T) {
+	e := newEnv(t)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	c, _, err := e.dial(t, "/lease/7/1/1/shell?cmd0=echo&cmd1=hello&service=web&podIndex=0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, res, _ := readShell(t, c); out != "echo hello\n" || res.ExitCode != 0 || res.Message != "" {
+		t.Fatalf("echo: %q %+v", out, res)
+	}
+	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=exit&cmd1=3&service=web&podIndex=0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, res, _ := readShell(t, c); errOut != "bye\n" || res.ExitCode != 3 {
+		t.Fatalf("exit 3: %q %+v", errOut, res)
+	}
+	// Input and a terminal resize.
+	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=cat&service=web&podIndex=0&stdin=1&tty=1", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(websocket.BinaryMessage, []byte{frameResize, 0, 120, 0, 40}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WriteMessage(websocket.BinaryMessage, append([]byte{frameStdin}, "typed\n"...)); err != nil {
+		t.Fatal(err)
+	}
+	_, msg, err := c.ReadMessage()
+	if err != nil || msg[0] != frameStdout || string(msg[1:]) != "typed\n" {
+		t.Fatalf("echoed input: %q %v", msg, err)
+	}
+	_ = c.Close()
+	e.srv.sessions.Wait()
+	if fs, _ := e.srv.deps.Streams.(*fakeStreams); len(fs.resizes) != 1 || fs.resizes[0] != (TerminalSize{120, 40}) {
+		t.Fatalf("resizes %v", fs.resizes)
+	}
+	// A pod index past the pods: a result with the reason; an internal failure: 103,
+	// with nothing of the cause.
+	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=ls&service=web&podIndex=9", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, _ := readShell(t, c); res == nil || !strings.Contains(res.Message, "out of range") {
+		t.Fatalf("pod index: %+v", res)
+	}
+	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=boom&service=web&podIndex=0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, failed := readShell(t, c); !failed {
+		t.Fatal("an internal failure is frame 103")
+	}
+	for _, tc := range []struct {
+		path string
+		want int
+	}{
+		{"/lease/7/1/1/shell?service=web&podIndex=0", 400},
+		{"/lease/7/1/1/shell?cmd0=ls&service=db&podIndex=0", 404},
+		{"/lease/7/1/1/shell?cmd0=ls&service=web", 400},
+	} {
+		if _, code, err := e.dial(t, tc.path, tok); err == nil || code != tc.want {
+			t.Errorf("%s: %d %v, want %d", tc.path, code, err, tc.want)
+		}
+	}
+}
