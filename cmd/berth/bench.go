@@ -15,7 +15,7 @@ func newBenchCommand(log *slog.Logger) *cobra.Command {
 		GroupID: groupTools,
 		Args:    exactArgs(0),
 	}
-	cmd.AddCommand(newBenchLeaseReadyCommand(log))
+	cmd.AddCommand(newBenchLeaseReadyCommand(log), newBenchStatusCommand(log))
 	return cmd
 }
 
@@ -51,5 +51,33 @@ func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
 	f.BoolVar(&b.Teardown, "teardown", b.Teardown, "close every lease at the end and time the teardown")
 	f.StringVar(&b.MemProfile, "memprofile", "", "write a heap profile here when memory is measured")
 	f.DurationVar(&b.Timeout, "timeout", b.Timeout, "longest wait for each phase")
+	return cmd
+}
+
+func newBenchStatusCommand(log *slog.Logger) *cobra.Command {
+	b := app.DefaultStatusBench()
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Latency of the gateway's GET /status at a fixed request rate",
+		Long: "status starts a gateway on loopback serving a status snapshot of --nodes nodes (or\n" +
+			"measures the gateway at --target) and sends GET /status at --rps for --duration over\n" +
+			"--connections keep-alive TLS connections, on schedule whatever the answers' pace. It\n" +
+			"prints `name value unit` lines: p50, p99 and max latency (from when each request was\n" +
+			"due), errors, requests, the rate achieved and the answer's size. See docs/benchmarks.md.",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if err := b.Validate(); err != nil {
+				return usageError("%w", err)
+			}
+			_, err := app.RunStatusBench(cmd.Context(), b, cmd.OutOrStdout(), log)
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&b.RPS, "rps", b.RPS, "requests a second")
+	f.DurationVar(&b.Duration, "duration", b.Duration, "how long to send")
+	f.IntVar(&b.Connections, "connections", b.Connections, "keep-alive connections")
+	f.IntVar(&b.Nodes, "nodes", b.Nodes, "nodes in the in-process gateway's status")
+	f.StringVar(&b.Target, "target", "", "a running gateway to measure instead (https://host:port)")
 	return cmd
 }
