@@ -109,3 +109,27 @@ type EventObject struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 }
+
+// Shell websocket frames are binary messages: a code, then the payload.
+const (
+	ShellStdout  byte = 100 // provider → tenant: output
+	ShellStderr  byte = 101 // provider → tenant: error output
+	ShellResult  byte = 102 // provider → tenant: a ShellExit, as JSON and a newline
+	ShellFailure byte = 103 // provider → tenant: the provider failed (no payload)
+	ShellStdin   byte = 104 // tenant → provider: input
+	ShellResize  byte = 105 // tenant → provider: width, height (uint16 big-endian each)
+)
+
+// ShellExit is the result frame's payload: the command's exit code, or why it could
+// not run (then ExitCode is 0, as on Akash).
+type ShellExit struct {
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message,omitempty"`
+}
+
+// Websocket close codes besides the normal closure.
+const (
+	CloseInternal    = 4000 // the provider failed, or the lease has no running pods
+	CloseNotFound    = 4001 // no such lease or service
+	CloseUnavailable = 4002 // the provider cannot reach what it needs; try again
+)

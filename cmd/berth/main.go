@@ -27,6 +27,8 @@ const (
 type exitError struct {
 	code int
 	err  error
+	// quiet: the exit code says it all (a remote command's own exit status).
+	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -92,10 +94,13 @@ func main() {
 	if err == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "berth: %v\n", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
+		if !ee.quiet {
+			fmt.Fprintf(os.Stderr, "berth: %v\n", err)
+		}
 		os.Exit(ee.code)
 	}
+	fmt.Fprintf(os.Stderr, "berth: %v\n", err)
 	os.Exit(2)
 }

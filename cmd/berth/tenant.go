@@ -146,7 +146,7 @@ func newTenantCommand() *cobra.Command {
 	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
 	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease), close a lease, or see it on its provider"}
 	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
-	lease.AddCommand(newLeaseStatusCommand(&f))
+	lease.AddCommand(newLeaseStatusCommand(&f), newLeaseLogsCommand(&f), newLeaseEventsCommand(&f), newLeaseShellCommand(&f))
 	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f), newCertCommand(&f), newSendManifestCommand(&f))
 	return cmd
 }

@@ -348,3 +348,136 @@ func printLeaseStatus(s *session, id market.LeaseID, raw []byte) error {
 	}
 	return writeString(s.out, b.String())
 }
+
+// leaseGateway resolves a lease reference and connects to its provider's gateway.
+func leaseGateway(ctx context.Context, f *ledgerFlags, g *gatewayFlags, s *session, ref, provider string) (market.LeaseID, *client.Client, error) {
+	id, err := leaseRef(ctx, s, ref, provider)
+	if err != nil {
+		return id, nil, err
+	}
+	gc, err := g.gateway(ctx, f, s, id.Provider)
+	return id, gc, err
+}
+
+// withStream runs fn with a ledger session but without --timeout's deadline (streams
+// last as long as they are followed); connecting keeps the deadline.
+func (f *ledgerFlags) withStream(cmd *cobra.Command, fn func(ctx context.Context, s *session) error) error {
+	cctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	s, err := f.connect(cctx, cmd, true)
+	cancel()
+	if err != nil {
+		return err
+	}
+	return fn(cmd.Context(), s)
+}
+
+func newLeaseLogsCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var provider string
+	var services []string
+	var follow bool
+	var tail int
+	cmd := &cobra.Command{
+		Use:   "logs DSEQ[/GSEQ/OSEQ]",
+		Short: "Print a lease's container logs (each line prefixed with its pod)",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.withStream(cmd, func(ctx context.Context, s *session) error {
+				id, gc, err := leaseGateway(ctx, f, &g, s, args[0], provider)
+				if err != nil {
+					return err
+				}
+				return gc.Logs(ctx, id, client.LogOptions{Services: services, Follow: follow, Tail: tail}, func(m api.LogMessage) error {
+					if s.json {
+						return writeJSON(s.out, m)
+					}
+					return writeString(s.out, "["+m.Name+"] "+m.Message+"\n")
+				})
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "the lease's provider (needed when the deployment has leases with several)")
+	cmd.Flags().StringSliceVar(&services, "service", nil, "only these services (comma-separated)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
+	cmd.Flags().IntVar(&tail, "tail", -1, "start with each container's last N lines (-1: all)")
+	return cmd
+}
+
+func newLeaseEventsCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var provider string
+	var follow bool
+	cmd := &cobra.Command{
+		Use:   "events DSEQ[/GSEQ/OSEQ]",
+		Short: "Print a lease's Kubernetes events",
+		Args:  exactArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.withStream(cmd, func(ctx context.Context, s *session) error {
+				id, gc, err := leaseGateway(ctx, f, &g, s, args[0], provider)
+				if err != nil {
+					return err
+				}
+				return gc.Events(ctx, id, follow, func(e api.LeaseEvent) error {
+					if s.json {
+						return writeJSON(s.out, e)
+					}
+					return writeString(s.out, fmt.Sprintf("%-8s %-20s %s/%s: %s\n", e.Type, e.Reason, strings.ToLower(e.Object.Kind), e.Object.Name, e.Note))
+				})
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "the lease's provider (needed when the deployment has leases with several)")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
+	return cmd
+}
+
+func newLeaseShellCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var provider, service string
+	var podIndex int
+	var tty, stdin bool
+	cmd := &cobra.Command{
+		Use:   "shell DSEQ[/GSEQ/OSEQ] --service NAME [--tty] [--stdin] -- COMMAND [ARG...]",
+		Short: "Run a command in one of a service's pods; exits with the command's exit code",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if service == "" {
+				return usageError("--service is required")
+			}
+			return f.withStream(cmd, func(ctx context.Context, s *session) error {
+				id, gc, err := leaseGateway(ctx, f, &g, s, args[0], provider)
+				if err != nil {
+					return err
+				}
+				o := client.ShellOptions{Command: args[1:], Service: service, PodIndex: podIndex, TTY: tty,
+					Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+				if stdin {
+					o.Stdin = cmd.InOrStdin()
+				}
+				restore, resize, err := terminal(cmd, tty)
+				if err != nil {
+					return err
+				}
+				defer restore()
+				o.Resize = resize
+				code, err := gc.Shell(ctx, id, o)
+				if err != nil {
+					return err
+				}
+				if code != 0 {
+					return &exitError{code: code, err: fmt.Errorf("the command exited with %d", code), quiet: true}
+				}
+				return nil
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "the lease's provider (needed when the deployment has leases with several)")
+	cmd.Flags().StringVar(&service, "service", "", "the service whose pod runs the command")
+	cmd.Flags().IntVar(&podIndex, "pod-index", 0, "which of the service's running pods (by name order)")
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "allocate a terminal (puts this one in raw mode)")
+	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "send this command's standard input")
+	return cmd
+}

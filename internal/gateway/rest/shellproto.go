@@ -7,17 +7,18 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+
+	api "berth.dev/berth/api/gateway"
 )
 
-// Shell websocket frame codes (binary messages: the code, then the payload), as
-// Akash's provider and tenant tools use them.
+// Shell websocket frame codes, as Akash's provider and tenant tools use them.
 const (
-	frameStdout  byte = 100 // server → client: output
-	frameStderr  byte = 101 // server → client: error output
-	frameResult  byte = 102 // server → client: {"exit_code": N, "message": "..."}
-	frameFailure byte = 103 // server → client: the provider failed (no payload)
-	frameStdin   byte = 104 // client → server: input
-	frameResize  byte = 105 // client → server: width, height (uint16 big-endian each)
+	frameStdout  = api.ShellStdout
+	frameStderr  = api.ShellStderr
+	frameResult  = api.ShellResult
+	frameFailure = api.ShellFailure
+	frameStdin   = api.ShellStdin
+	frameResize  = api.ShellResize
 )
 
 // maxShellCommandArgs bounds cmd0…cmdN; maxShellArgBytes their total size.
@@ -104,10 +105,7 @@ func parseClientFrame(msg []byte) (clientFrame, bool, error) {
 }
 
 // shellResult is the result frame's payload.
-type shellResult struct {
-	ExitCode int    `json:"exit_code"`
-	Message  string `json:"message,omitempty"`
-}
+type shellResult = api.ShellExit
 
 // resultFrame encodes a result frame (JSON and a newline, as Akash's provider sends).
 func resultFrame(r shellResult) []byte {

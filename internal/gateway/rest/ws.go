@@ -69,9 +69,9 @@ var (
 
 // Websocket close codes (Akash's): internal error, lease not found, unavailable.
 const (
-	closeInternal    = 4000
-	closeNotFound    = 4001
-	closeUnavailable = 4002
+	closeInternal    = api.CloseInternal
+	closeNotFound    = api.CloseNotFound
+	closeUnavailable = api.CloseUnavailable
 )
 
 // wsWriteTimeout bounds one websocket write (a client that stops reading is dropped).
