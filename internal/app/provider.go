@@ -145,6 +145,10 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
 		return nil, err
 	}
+	if err := p.reg.Register(newSeedMetrics(p)); err != nil {
+		p.gw.close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
 			p.gw.close()

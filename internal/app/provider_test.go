@@ -324,7 +324,8 @@ func TestProviderRun(t *testing.T) {
 	// after the ledger shows their effect).
 	wants := []string{`berth_bid_decisions_total{reason="priced",result="bid"} 3`, `berth_bid_decisions_total{reason="leased",result="won"} 3`,
 		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 3`,
-		`provider_manifest_manager{outcome="accepted"} 1`, "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total"}
+		`berth_manifests_received_total{outcome="accepted"} 1`, "provider_deployment_manager 0", "provider_order_manager 0",
+		`provider_order_handler_total{action="start"} 3`, `provider_order_handler_total{action="stop"} 3`, "provider_manifest_manager 0", "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total"}
 	var missing []string
 	metricsHave := func(body []byte) bool {
 		missing = missing[:0]
@@ -335,7 +336,7 @@ func TestProviderRun(t *testing.T) {
 		}
 		return len(missing) == 0
 	}
-	testenv.Eventually(t, 10*time.Second, "the metrics", func() bool {
+	testenv.EventuallyNoError(t, 10*time.Second, "the metrics", func() error {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
 		if err != nil {
 			t.Fatal(err)
@@ -346,7 +347,10 @@ func TestProviderRun(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		_ = resp.Body.Close()
-		return metricsHave(body)
+		if !metricsHave(body) {
+			return fmt.Errorf("lacking %q", missing)
+		}
+		return nil
 	})
 	if code, body := gw.do(t, "GET", "/metrics", nil); code != 200 || !metricsHave(body) {
 		t.Errorf("gateway /metrics: %d, lacks %q", code, missing)

@@ -137,6 +137,8 @@ type Engine struct {
 	doneAt int
 	budget *Budget
 	audits Audits
+	// started and stopped count orders taken on and let go (Akash's order handlers).
+	started, stopped uint64
 }
 
 // doneSize bounds the memory of finished orders: far more than one feed replay holds.
@@ -206,7 +208,7 @@ func (e *Engine) Decide(ctx context.Context, o ledger.Order, now time.Time) (*le
 		return nil, nil
 	}
 	t := &tracked{state: statePricing, owner: o.ID.Owner, spec: o.Spec, placements: placements}
-	e.orders[o.ID] = t
+	e.trackLocked(o.ID, t)
 	e.mu.Unlock()
 
 	price, err := e.price(ctx, o, placements)
@@ -216,7 +218,7 @@ func (e *Engine) Decide(ctx context.Context, o ledger.Order, now time.Time) (*le
 	if ctx.Err() != nil || err != nil || t.cancelled {
 		e.cap.Unreserve(o.ID)
 		e.budget.Refund(o.ID.Owner, now)
-		delete(e.orders, o.ID)
+		e.untrackLocked(o.ID)
 		switch {
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("price order %s: %w", o.ID, ctx.Err())
@@ -455,7 +457,7 @@ func (e *Engine) dropLocked(id market.OrderID, now time.Time, result, reason, de
 // it again.
 func (e *Engine) finishLocked(id market.OrderID) {
 	e.cap.Unreserve(id)
-	delete(e.orders, id)
+	e.untrackLocked(id)
 	if _, ok := e.done[id]; ok {
 		return
 	}
@@ -510,7 +512,7 @@ func (e *Engine) RestoreBid(b ledger.Bid, spec market.GroupSpec, created time.Ti
 	if err != nil {
 		return err
 	}
-	e.orders[id] = &tracked{state: stateOpen, owner: id.Owner, spec: spec, price: b.Price, placements: placements, deadline: created.Add(e.cfg.BidTimeout)}
+	e.trackLocked(id, &tracked{state: stateOpen, owner: id.Owner, spec: spec, price: b.Price, placements: placements, deadline: created.Add(e.cfg.BidTimeout)})
 	return nil
 }
 
@@ -524,13 +526,13 @@ func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now 
 		return nil, nil
 	} else if ok {
 		e.cap.Unreserve(id)
-		delete(e.orders, id)
+		e.untrackLocked(id)
 	}
 	placements, err := e.adoptLocked(id, spec)
 	if err != nil {
 		return nil, err
 	}
-	e.orders[id] = &tracked{state: stateWon, owner: id.Owner, spec: spec, price: l.Price, placements: placements}
+	e.trackLocked(id, &tracked{state: stateWon, owner: id.Owner, spec: spec, price: l.Price, placements: placements})
 	if !rebuilt {
 		e.record(id, now, ResultWon, ReasonLeased, "adopted", &l.Price)
 	}
@@ -543,6 +545,28 @@ func (e *Engine) adoptLocked(id market.OrderID, spec market.GroupSpec) ([]cluste
 		return nil, fmt.Errorf("order %s: %w", id, err)
 	}
 	return e.cap.Adopt(id, d)
+}
+
+func (e *Engine) trackLocked(id market.OrderID, t *tracked) {
+	if _, ok := e.orders[id]; !ok {
+		e.started++
+	}
+	e.orders[id] = t
+}
+
+func (e *Engine) untrackLocked(id market.OrderID) {
+	if _, ok := e.orders[id]; ok {
+		e.stopped++
+		delete(e.orders, id)
+	}
+}
+
+// Handlers reports the orders handled now (a bid being priced, sent, open, or a lease),
+// and how many were ever taken on and let go.
+func (e *Engine) Handlers() (active int, started, stopped uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.orders), e.started, e.stopped
 }
 
 // Tracked reports the number of orders we hold a bid or lease on, by state name.

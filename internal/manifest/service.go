@@ -228,11 +228,22 @@ func (s *Service) LeaseClosed(id market.LeaseID) {
 	s.mu.Unlock()
 }
 
-// Waiting lists the leases the watchdog waits on, for status.
+// Waiting counts the leases the watchdog waits on, for status.
 func (s *Service) Waiting() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.waiting)
+}
+
+// WaitingLeases lists the leases the watchdog waits on.
+func (s *Service) WaitingLeases() []market.LeaseID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]market.LeaseID, 0, len(s.waiting))
+	for id := range s.waiting {
+		out = append(out, id)
+	}
+	return out
 }
 
 // Run runs the watchdog until ctx ends: when a won lease's time is up without a
@@ -319,7 +330,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		received: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "provider_manifest_manager", Help: "Manifests tenants sent, by outcome (accepted, invalid, no_lease, hostname, unavailable, error).",
+			Name: "berth_manifests_received_total", Help: "Manifests tenants sent, by outcome (accepted, invalid, no_lease, hostname, unavailable, error).",
 		}, []string{"outcome"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "berth_manifest_waiting_leases", Help: "Won leases waiting for their manifest (the watchdog closes them when the time is up).",
