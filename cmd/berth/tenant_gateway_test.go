@@ -15,10 +15,7 @@ import (
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/fixture"
-	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -59,18 +56,7 @@ func TestTenantGatewayCommands(t *testing.T) {
 	must("provider", "register", "--host-uri", "https://127.0.0.1:1", "--attributes-file", attrFile)
 
 	// The provider, in this process, with its gateway on a free loopback port.
-	home := t.TempDir()
-	exported, err := l.Keys.Export("provider")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr, err := keys.Open(node.KeyringDir(home), ledger.DefaultAddressPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kr.ImportExported("provider", exported); err != nil {
-		t.Fatal(err)
-	}
+	home := l.KeyHome(t, "provider")
 	cfgFile := filepath.Join(dir, "provider.yaml")
 	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\n", home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
 		t.Fatal(err)

@@ -279,60 +279,49 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 		sub.Close()
 		return nil
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			sub.Close()
-			return nil
-		case ev, ok := <-sub.Events():
-			if !ok {
-				if errors.Is(sub.Err(), bus.ErrClosed) {
-					return nil
-				}
-				p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", sub.Err().Error()))
-				p.orphanPass(ctx)
-				next, err := p.closed.Subscribe(1024, nil)
-				if errors.Is(err, bus.ErrClosed) {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("resubscribe to closed leases: %w", err)
-				}
-				sub = next
-				continue
-			}
-			p.gw.manifests.LeaseClosed(ev.Lease)
-			p.manager.LeaseClosed(ev.Lease)
-		}
-	}
+	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
+		p.gw.manifests.LeaseClosed(ev.Lease)
+		p.manager.LeaseClosed(ev.Lease)
+	}, func(err error) {
+		p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
+		p.orphanPass(ctx)
+	})
 }
 
-// followWon starts the manifest watchdog for each lease won. A subscription that
-// fell behind is renewed; leases missed then have no watchdog (they are not closed
-// for lack of a manifest, which errs on the tenant's side).
+// followWon starts the manifest watchdog for each lease won. Leases missed when the
+// subscription falls behind have no watchdog (they are not closed for lack of a
+// manifest: the error is on the tenant's side).
 func (p *Provider) followWon(ctx context.Context, sub *bus.Subscription[bidengine.LeaseWon]) error {
+	return follow(ctx, p.won, sub, func(ev bidengine.LeaseWon) { p.gw.manifests.LeaseWon(ev.Lease) }, func(err error) {
+		p.log.WarnContext(ctx, "lease-won events fell behind; some leases have no manifest watchdog", slog.String("error", err.Error()))
+	})
+}
+
+// follow hands each event of sub to handle until ctx ends or the bus closes. When the
+// subscription falls behind (the bus drops it), lost is called and a new one taken.
+func follow[T any](ctx context.Context, b *bus.Bus[T], sub *bus.Subscription[T], handle func(T), lost func(error)) error {
 	for {
 		select {
 		case <-ctx.Done():
 			sub.Close()
 			return nil
 		case ev, ok := <-sub.Events():
-			if !ok {
-				if errors.Is(sub.Err(), bus.ErrClosed) {
-					return nil
-				}
-				p.log.WarnContext(ctx, "lease-won events fell behind; some leases have no manifest watchdog", slog.String("error", sub.Err().Error()))
-				next, err := p.won.Subscribe(1024, nil)
-				if errors.Is(err, bus.ErrClosed) {
-					return nil
-				}
-				if err != nil {
-					return fmt.Errorf("resubscribe to won leases: %w", err)
-				}
-				sub = next
+			if ok {
+				handle(ev)
 				continue
 			}
-			p.gw.manifests.LeaseWon(ev.Lease)
+			if errors.Is(sub.Err(), bus.ErrClosed) {
+				return nil
+			}
+			lost(sub.Err())
+			next, err := b.Subscribe(1024, nil)
+			if errors.Is(err, bus.ErrClosed) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("resubscribe to %T events: %w", ev, err)
+			}
+			sub = next
 		}
 	}
 }

@@ -27,11 +27,9 @@ import (
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
-	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -130,18 +128,7 @@ func TestProviderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := testenv.Ledger(t, testenv.LedgerOptions{})
-	home := t.TempDir()
-	exported, err := l.Keys.Export("provider")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kr, err := keys.Open(node.KeyringDir(home), ledger.DefaultAddressPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kr.ImportExported("provider", exported); err != nil {
-		t.Fatal(err)
-	}
+	home := l.KeyHome(t, "provider")
 	c := l.Client(t)
 	me := l.Address(t, "provider")
 	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",

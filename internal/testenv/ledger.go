@@ -146,6 +146,25 @@ func (l *LedgerNode) Address(t testing.TB, name string) string {
 	return a.Address
 }
 
+// KeyHome makes a berth home (a temporary directory) whose keyring holds the dev key
+// name, as a provider's or tenant's own machine would, and returns its path.
+func (l *LedgerNode) KeyHome(t testing.TB, name string) string {
+	t.Helper()
+	home := t.TempDir()
+	exported, err := l.Keys.Export(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := keys.Open(node.KeyringDir(home), ledger.DefaultAddressPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kr.ImportExported(name, exported); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
 // FreePort returns a loopback TCP port that was free a moment ago.
 func FreePort(ctx context.Context) (int, error) {
 	var lc net.ListenConfig

@@ -228,24 +228,20 @@ const maxCached = 10000
 
 func (a *Authenticator) pruneLocked() {
 	now := a.now()
-	if len(a.certs) >= maxCached {
-		for k, c := range a.certs {
-			if now.Sub(c.at) >= CacheTTL {
-				delete(a.certs, k)
-			}
-		}
-		if len(a.certs) >= maxCached {
-			clear(a.certs)
+	prune(a.certs, now)
+	prune(a.accts, now)
+}
+
+func prune[T any](m map[string]cached[T], now time.Time) {
+	if len(m) < maxCached {
+		return
+	}
+	for k, c := range m {
+		if now.Sub(c.at) >= CacheTTL {
+			delete(m, k)
 		}
 	}
-	if len(a.accts) >= maxCached {
-		for k, c := range a.accts {
-			if now.Sub(c.at) >= CacheTTL {
-				delete(a.accts, k)
-			}
-		}
-		if len(a.accts) >= maxCached {
-			clear(a.accts)
-		}
+	if len(m) >= maxCached {
+		clear(m)
 	}
 }

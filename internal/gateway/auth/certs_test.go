@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,7 +25,7 @@ func TestCertificateSaveLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, err := got.X509()
-	if err != nil || x.Subject.CommonName != "akash1provider" || len(x.DNSNames) != 1 || len(x.IPAddresses) != 1 || string(got.PubKey) != string(c.PubKey) {
+	if err != nil || x.Subject.CommonName != "akash1provider" || len(x.DNSNames) != 1 || len(x.IPAddresses) != 1 || !bytes.Equal(got.PubKey, c.PubKey) {
 		t.Fatalf("loaded %+v %v", x, err)
 	}
 	if _, err := LoadCertificate(filepath.Join(dir, CertFile), filepath.Join(dir, "missing")); err == nil {

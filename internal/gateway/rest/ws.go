@@ -225,7 +225,9 @@ func streamParams(r *http.Request, g *market.ManifestGroup) (LogOptions, error) 
 	return o, nil
 }
 
-func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+// stream checks a logs or events request, upgrades it and runs stream on the socket
+// until it ends, closing with the code its error calls for.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseID, stream func(ws *wsConn, o LogOptions) error) {
 	g, err := s.leaseGroup(id)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -240,29 +242,21 @@ func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.Lea
 	if err != nil {
 		return
 	}
-	err = s.deps.Streams.Logs(ws.ctx, id, opts, func(l LogLine) error {
-		return ws.writeJSON(api.LogMessage{Name: l.Pod, Message: l.Message})
+	s.closeFor(ws, r, stream(ws, opts))
+}
+
+func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+	s.stream(w, r, id, func(ws *wsConn, o LogOptions) error {
+		return s.deps.Streams.Logs(ws.ctx, id, o, func(l LogLine) error {
+			return ws.writeJSON(api.LogMessage{Name: l.Pod, Message: l.Message})
+		})
 	})
-	s.closeFor(ws, r, err)
 }
 
 func (s *Server) leaseEvents(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
-	g, err := s.leaseGroup(id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	opts, err := streamParams(r, &g)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	ws, err := s.upgrade(w, r, nil)
-	if err != nil {
-		return
-	}
-	err = s.deps.Streams.Events(ws.ctx, id, opts.Follow, func(e api.LeaseEvent) error { return ws.writeJSON(e) })
-	s.closeFor(ws, r, err)
+	s.stream(w, r, id, func(ws *wsConn, o LogOptions) error {
+		return s.deps.Streams.Events(ws.ctx, id, o.Follow, func(e api.LeaseEvent) error { return ws.writeJSON(e) })
+	})
 }
 
 // frameWriter writes a stream as shell frames of one code.
