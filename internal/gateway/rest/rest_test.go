@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
@@ -281,51 +282,91 @@ func TestAuthMatrix(t *testing.T) {
 	full := auth.Leases{Access: auth.AccessFull}
 	expired := e.owner.Token(t, now.Add(-time.Hour), full)
 	statusOnly := e.owner.Token(t, now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeStatus}})
-	plain := e.client(nil)
 
 	routes := []struct {
 		method, path string
 		body         []byte
 		scope        auth.Scope
+		ws           bool // a websocket route: the owner gets 101, not 200
 	}{
-		{"PUT", "/deployment/7/manifest", validManifest(t), auth.ScopeSendManifest},
-		{"GET", "/lease/7/1/1/status", nil, auth.ScopeStatus},
-		{"GET", "/lease/7/1/1/manifest", nil, auth.ScopeGetManifest},
-		{"GET", "/lease/7/1/1/service/web/status", nil, auth.ScopeStatus},
+		{"PUT", "/deployment/7/manifest", validManifest(t), auth.ScopeSendManifest, false},
+		{"GET", "/lease/7/1/1/status", nil, auth.ScopeStatus, false},
+		{"GET", "/lease/7/1/1/manifest", nil, auth.ScopeGetManifest, false},
+		{"GET", "/lease/7/1/1/service/web/status", nil, auth.ScopeStatus, false},
+		{"GET", "/lease/7/1/1/logs", nil, auth.ScopeLogs, true},
+		{"GET", "/lease/7/1/1/kubeevents", nil, auth.ScopeEvents, true},
+		{"GET", "/lease/7/1/1/shell?cmd0=echo&service=web&podIndex=0", nil, auth.ScopeShell, true},
+		{"POST", "/hostname/migrate", []byte(`{"hostnames_to_migrate":["web.example.com"],"destination_dseq":7,"destination_gseq":1}`), auth.ScopeHostnameMigrate, false},
 	}
 	for _, r := range routes {
 		name := r.method + " " + r.path
+		ok := 200
+		if r.ws {
+			ok = 101
+		}
 		for _, c := range []struct {
-			who    string
-			client *http.Client
-			token  string
-			want   int
+			who   string
+			cert  *tls.Certificate
+			token string
+			want  int
 		}{
-			{"no credentials", plain, "", 401},
-			{"another tenant's token", plain, e.other.Token(t, now, full), 404},
-			{"another tenant's certificate", e.client(&otherTLS), "", 404},
-			{"an expired token", plain, expired, 401},
-			{"a revoked certificate", e.client(&revokedTLS), "", 401},
-			{"the owner's token and certificate at once", e.client(&ownerTLS), e.owner.Token(t, now, full), 400},
-			{"the owner's token", plain, e.owner.Token(t, now, full), 200},
-			{"the owner's certificate", e.client(&ownerTLS), "", 200},
+			{"no credentials", nil, "", 401},
+			{"another tenant's token", nil, e.other.Token(t, now, full), 404},
+			{"another tenant's certificate", &otherTLS, "", 404},
+			{"an expired token", nil, expired, 401},
+			{"a revoked certificate", &revokedTLS, "", 401},
+			{"the owner's token and certificate at once", &ownerTLS, e.owner.Token(t, now, full), 400},
+			{"the owner's token", nil, e.owner.Token(t, now, full), ok},
+			{"the owner's certificate", &ownerTLS, "", ok},
 		} {
-			a := e.do(t, c.client, r.method, r.path, c.token, r.body)
-			if a.code != c.want {
-				t.Errorf("%s with %s: %d %s, want %d", name, c.who, a.code, a.body, c.want)
+			want := c.want
+			if want == 404 && r.path == "/hostname/migrate" {
+				want = 400 // another tenant names no destination of its own
 			}
-			if a.code != 200 && !json.Valid(a.body) {
-				t.Errorf("%s with %s: error body is not JSON: %q", name, c.who, a.body)
+			if code, body := e.call(t, r.ws, c.cert, r.method, r.path, c.token, r.body); code != want {
+				t.Errorf("%s with %s: %d %s, want %d", name, c.who, code, body, want)
+			} else if code >= 400 && !json.Valid(body) {
+				t.Errorf("%s with %s: error body is not JSON: %q", name, c.who, body)
 			}
 		}
 		want := 403
 		if r.scope == auth.ScopeStatus {
-			want = 200
+			want = ok
 		}
-		if a := e.do(t, plain, r.method, r.path, statusOnly, r.body); a.code != want {
-			t.Errorf("%s with a status-only token: %d %s, want %d", name, a.code, a.body, want)
+		if code, body := e.call(t, r.ws, nil, r.method, r.path, statusOnly, r.body); code != want {
+			t.Errorf("%s with a status-only token: %d %s, want %d", name, code, body, want)
 		}
 	}
+}
+
+// call makes a request (a websocket handshake for ws routes) with a client
+// certificate and a token, each optional; it returns the status and body.
+func (e *env) call(t *testing.T, ws bool, cert *tls.Certificate, method, path, token string, body []byte) (int, []byte) {
+	t.Helper()
+	if !ws {
+		a := e.do(t, e.client(cert), method, path, token, body)
+		return a.code, a.body
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}
+	if cert != nil {
+		cfg.Certificates = []tls.Certificate{*cert}
+	}
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", "Bearer "+token)
+	}
+	d := websocket.Dialer{TLSClientConfig: cfg, HandshakeTimeout: 5 * time.Second}
+	c, resp, err := d.DialContext(t.Context(), "wss"+strings.TrimPrefix(e.url, "https")+path, h)
+	if err == nil {
+		_ = c.Close()
+		return http.StatusSwitchingProtocols, nil
+	}
+	if resp == nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func TestLeaseRoutes(t *testing.T) {
