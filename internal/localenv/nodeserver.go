@@ -98,6 +98,12 @@ func startNodeServer(ctx context.Context, cfg nodeServerConfig) (*nodeServer, er
 		Transport:     s.kwok,
 		FlushInterval: -1, // followed logs line by line
 		ErrorLog:      slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil { // not just a client that went away
+				cfg.log.WarnContext(r.Context(), "node server: kwok did not answer", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
