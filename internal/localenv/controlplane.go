@@ -55,8 +55,9 @@ type ControlPlane struct {
 	// ContainerLogFile is the file kwok serves as every container's log (CRI format:
 	// "<RFC3339Nano> stdout F <line>"); `kubectl logs` streams it.
 	ContainerLogFile string
-	// ExecDir is the working directory of commands run by `kubectl exec`: kwok runs them
-	// on this host, as the user running the control plane.
+	// ExecDir is the working directory of commands run by `kubectl exec`: they run on
+	// this host, as the user running the control plane (without a terminal the node
+	// server runs them, with their exit code; with one, kwok does: nodeserver.go).
 	ExecDir string
 
 	cfg       *rest.Config
@@ -64,6 +65,7 @@ type ControlPlane struct {
 
 	mu      sync.Mutex // guards procs (RestartAPIServer replaces one)
 	procs   []*process
+	node    *nodeServer // the simulated nodes' kubelet endpoint, in front of kwok
 	removed bool
 	log     *slog.Logger
 
@@ -278,7 +280,17 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		return nil, err
 	}
 	cp.procs = append(cp.procs, sched)
-	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort, leaseSeconds)
+	caPEM, err := os.ReadFile(files.pki.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	node, err := startNodeServer(ctx, nodeServerConfig{kwokAddr: hostPort(kwokPort), serving: files.kwokServing,
+		client: files.apiserverKubelet, caPEM: caPEM, execDir: files.execDir, log: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	cp.node = node
+	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort, node.port(), leaseSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +311,10 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	if err := waitFor(ctx, "kwok health", 100*time.Millisecond, cp.procs, httpOK(tlsClient, "https://"+hostPort(kwokPort)+"/healthz")); err != nil {
 		return nil, err
 	}
+	// The API server reaches kwok through the node server.
+	if err := waitFor(ctx, "node server health", 100*time.Millisecond, cp.procs, httpOK(tlsClient, "https://"+node.addr+"/healthz")); err != nil {
+		return nil, err
+	}
 	// The service-account controller creating "default" proves the controllers reconcile.
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -317,14 +333,16 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	return cp, nil
 }
 
-func startKwok(logs, bin string, files controlPlaneFiles, port, leaseSeconds int) (*process, error) {
+// startKwok starts kwok serving on port; the nodes it simulates advertise nodePort,
+// the node server's, as their kubelet endpoint.
+func startKwok(logs, bin string, files controlPlaneFiles, port, nodePort, leaseSeconds int) (*process, error) {
 	// kwok reads ~/.kwok/kwok.yaml in addition to --config; a private HOME keeps it hermetic.
 	p, err := startProcess("kwok", logs, "/usr/bin/env", "HOME="+files.kwokHome, bin,
 		"--config="+files.kwokConfig,
 		"--kubeconfig="+files.kwokKubeconfig,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"="+kwokNodeValue,
-		"--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", port),
+		"--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", nodePort),
 		"--server-address="+hostPort(port),
 		"--tls-cert-file="+files.kwokServing.CertFile, "--tls-private-key-file="+files.kwokServing.KeyFile,
 		"--cidr="+PodCIDR,
@@ -378,6 +396,9 @@ func (cp *ControlPlane) Stop() {
 		defer cp.mu.Unlock()
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			cp.procs[i].stop()
+		}
+		if cp.node != nil {
+			cp.node.stop()
 		}
 		if cp.removed {
 			if err := os.RemoveAll(cp.Dir); err != nil {

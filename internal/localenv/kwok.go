@@ -25,7 +25,7 @@ var kwokStages = []string{
 
 // writeKwokConfig writes kwok's --config: the stages plus a ClusterLogs serving logFile
 // as every container's log and a ClusterExec running `exec` commands in execDir on the
-// host. throughput raises kwok's parallelism from its defaults (4 stage and lease
+// host (only those with a terminal: the node server runs the others). throughput raises kwok's parallelism from its defaults (4 stage and lease
 // workers, 1 pod sync worker). kwok's client has no rate limit of its own.
 func writeKwokConfig(path, stagesDir, logFile, execDir string, throughput bool) error {
 	var b bytes.Buffer

@@ -82,6 +82,9 @@ func LeakOptions() []goleak.Option {
 		// Block sync's requester loop sleeps between rounds (up to a few seconds) and
 		// returns when it wakes and sees its pool stopped.
 		goleak.IgnoreAnyFunction("github.com/cometbft/cometbft/blocksync.(*BlockPool).makeRequestersRoutine"),
+		// A SPDY connection (exec) closed after its network connection lingers up to 1 s
+		// to report that (spdystream's shutdown).
+		goleak.IgnoreTopFunction("github.com/moby/spdystream.(*Connection).shutdown"),
 		// goleveldb's pool drainer lingers up to 1 s after Close.
 		goleak.IgnoreTopFunction("github.com/syndtr/goleveldb/leveldb.(*DB).mpoolDrain"),
 	}

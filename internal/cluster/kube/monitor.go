@@ -54,6 +54,8 @@ type Event struct {
 	Reason  string    `json:"reason"`
 	Object  string    `json:"object"` // kind/name
 	Message string    `json:"message"`
+	// Count is how many times it happened (at least 1; Time is the last).
+	Count int32 `json:"count"`
 }
 
 // eventsKept is how many recent events a lease's status holds.

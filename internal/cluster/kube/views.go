@@ -184,11 +184,8 @@ func newEventView(e *corev1.Event) *eventView {
 	if !strings.HasPrefix(e.Namespace, leaseNamespacePrefix) {
 		return v
 	}
-	at := e.LastTimestamp.Time
-	if at.IsZero() {
-		at = e.EventTime.Time
-	}
-	v.event = &Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Message: e.Message}
+	ev := newEvent(e)
+	v.event = &ev
 	return v
 }
 

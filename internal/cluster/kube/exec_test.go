@@ -1,0 +1,101 @@
+package kube
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestExec runs commands in a lease's pods through the API server. The local
+// control plane runs them on this host (localenv's node server; kwok with a terminal).
+func TestExec(t *testing.T) {
+	kube := testenv.Cluster(t)
+	ctx := t.Context()
+	l := deployStreamsLease(t, kube)
+	s := newTestStreams(t, kube)
+
+	run := func(t *testing.T, opts ExecOptions) (code int, stdout, stderr string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		opts.Stdout, opts.Stderr = &out, &errOut
+		code, err := s.Exec(ctx, l.id, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return code, out.String(), errOut.String()
+	}
+
+	t.Run("output", func(t *testing.T) {
+		code, out, errOut := run(t, ExecOptions{Service: "web", Command: []string{"echo", "hello"}})
+		if code != 0 || out != "hello\n" || errOut != "" {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+	t.Run("exit code", func(t *testing.T) {
+		code, out, errOut := run(t, ExecOptions{Service: "db", Command: []string{"sh", "-c", "echo err >&2; exit 3"}})
+		if code != 3 || out != "" || errOut != "err\n" {
+			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+		}
+	})
+	t.Run("stdin", func(t *testing.T) {
+		code, out, _ := run(t, ExecOptions{Service: "web", PodIndex: 1, Command: []string{"cat"}, Stdin: strings.NewReader("piped\nthrough\n")})
+		if code != 0 || out != "piped\nthrough\n" {
+			t.Fatalf("exit %d, stdout %q", code, out)
+		}
+	})
+	t.Run("terminal", func(t *testing.T) {
+		// The shell prints the terminal's size for each line it reads, and stops at "q".
+		pr, pw := io.Pipe()
+		defer func() { _ = pw.Close() }()
+		resize := make(chan TerminalSize, 1)
+		resize <- TerminalSize{Width: 100, Height: 40}
+		var out lockedBuffer
+		var wg sync.WaitGroup
+		var code int
+		var err error
+		wg.Go(func() {
+			defer func() { _ = pr.Close() }() // a write of the test's then fails rather than waits
+			code, err = s.Exec(ctx, l.id, ExecOptions{Service: "web", TTY: true, Resize: resize, Stdin: pr, Stdout: &out,
+				Command: []string{"sh", "-c", `while read x; do [ "$x" = q ] && exit 0; stty size; done`}})
+		})
+		eventually(t, "the terminal's size", func() bool {
+			if _, err := pw.Write([]byte("\n")); err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(out.String(), "40 100")
+		})
+		if _, err := pw.Write([]byte("q\n")); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err != nil || code != 0 {
+			t.Fatalf("exit %d, err %v; output %q", code, err, out.String())
+		}
+	})
+	t.Run("errors", func(t *testing.T) {
+		for _, c := range []struct {
+			name string
+			id   market.LeaseID
+			opts ExecOptions
+			want error
+		}{
+			{"no command", l.id, ExecOptions{Service: "web"}, ErrInvalidRequest},
+			{"no service", l.id, ExecOptions{Command: []string{"true"}}, ErrInvalidRequest},
+			{"unknown service", l.id, ExecOptions{Service: "nope", Command: []string{"true"}}, ErrNoSuchService},
+			{"index past the replicas", l.id, ExecOptions{Service: "web", PodIndex: 2, Command: []string{"true"}}, ErrNoSuchPod},
+			{"negative index", l.id, ExecOptions{Service: "db", PodIndex: -1, Command: []string{"true"}}, ErrNoSuchPod},
+			{"unknown lease", market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"},
+				ExecOptions{Service: "web", Command: []string{"true"}}, ErrNoSuchLease},
+		} {
+			if _, err := s.Exec(ctx, c.id, c.opts); !errors.Is(err, c.want) {
+				t.Errorf("%s: err %v, want %v", c.name, err, c.want)
+			}
+		}
+	})
+}

@@ -1,0 +1,221 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+
+	"berth.dev/berth/internal/market"
+)
+
+// LogOptions choose the logs Logs streams.
+type LogOptions struct {
+	// Service limits the logs to one service's pods; empty: every service's.
+	Service string
+	// Follow streams new lines as they are written, and the pods that start meanwhile,
+	// until ctx ends. Without it, Logs returns once it has read what each pod has.
+	Follow bool
+	// TailLines, when set, starts each pod's log that many lines before its end. A pod
+	// that starts while following is streamed from its first line.
+	TailLines *int64
+}
+
+// LogLine is one line of a container's log.
+type LogLine struct {
+	Service string
+	Pod     string
+	// Message is the line without its newline. A line longer than MaxLogLine bytes
+	// arrives as several, in order.
+	Message string
+}
+
+const (
+	// MaxLogLine is the longest Message of a LogLine.
+	MaxLogLine = 16 << 10
+	// logBuffer is how many lines wait for the consumer before the pods' streams stop
+	// reading (and the API server, then the kubelet, stop sending).
+	logBuffer = 128
+)
+
+// Logs streams the logs of the lease's pods (one service's when opts.Service is set),
+// each pod's from its own connection, merged as they come: fn sees each pod's lines in
+// order, one call at a time, from the caller's goroutine. Memory is bounded however
+// slow fn is: when fn falls behind, reading stops.
+//
+// Logs returns when ctx ends (nil), when fn returns an error (that error), or, without
+// Follow, once every pod's log has been read. A pod whose log cannot be read (not
+// started, gone meanwhile) is logged and left out. An unknown lease is ErrNoSuchLease,
+// an unknown service ErrNoSuchService.
+func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, fn func(LogLine) error) error {
+	if opts.TailLines != nil && *opts.TailLines < 0 {
+		return fmt.Errorf("lease %s: negative tail: %w", id, ErrInvalidRequest)
+	}
+	ns, err := s.leaseNamespace(ctx, id)
+	if err != nil {
+		return err
+	}
+	if opts.Service != "" {
+		if err := s.checkService(ctx, id, ns, opts.Service); err != nil {
+			return err
+		}
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := &logMux{s: s, id: id, ns: ns, opts: opts, lines: make(chan LogLine, logBuffer), started: map[string]bool{}}
+	var findErr error
+	go func() {
+		if opts.Follow {
+			findErr = m.watchPods(ctx)
+		} else {
+			findErr = m.listPods(ctx)
+		}
+		m.mu.Lock()
+		m.closed = true // no stream starts after this
+		m.mu.Unlock()
+		m.streams.Wait()
+		close(m.lines)
+	}()
+	var fnErr error
+	for l := range m.lines {
+		if fnErr != nil {
+			continue // drain until the streams have seen ctx end
+		}
+		if fnErr = fn(l); fnErr != nil {
+			cancel()
+		}
+	}
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case parent.Err() != nil:
+		return nil // the caller is done; what failed meanwhile does not matter
+	}
+	return findErr // written before lines was closed
+}
+
+// logMux starts one stream per pod (per container instance) and merges their lines.
+type logMux struct {
+	s     *Streams
+	id    market.LeaseID
+	ns    string
+	opts  LogOptions
+	lines chan LogLine
+
+	mu      sync.Mutex // guards started and closed, and the Add side of streams
+	started map[string]bool
+	closed  bool
+	streams sync.WaitGroup
+}
+
+// listPods streams the pods running now.
+func (m *logMux) listPods(ctx context.Context) error {
+	pods, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.opts.Service)})
+	if err != nil {
+		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
+	}
+	for i := range pods.Items {
+		m.start(ctx, &pods.Items[i], m.opts.TailLines)
+	}
+	return nil
+}
+
+// watchPods streams the pods running now, then each pod (or restarted container) as it
+// starts, until ctx ends.
+func (m *logMux) watchPods(ctx context.Context) error {
+	f := informers.NewSharedInformerFactoryWithOptions(m.s.cs, 0, informers.WithNamespace(m.ns),
+		informers.WithTransform(stripManagedFields),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = podSelector(m.opts.Service) }))
+	reg, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(o any, initial bool) {
+			if p, ok := o.(*corev1.Pod); ok {
+				tail := m.opts.TailLines
+				if !initial {
+					tail = nil // all of it is new
+				}
+				m.start(ctx, p, tail)
+			}
+		},
+		UpdateFunc: func(_, o any) {
+			if p, ok := o.(*corev1.Pod); ok {
+				m.start(ctx, p, nil)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("lease %s: watch pods: %w", m.id, err)
+	}
+	return runInformers(ctx, f, "lease "+m.id.String()+" logs", []cache.ResourceEventHandlerRegistration{reg}, func() {})
+}
+
+// start streams a pod's log unless its container has not started or is already
+// being streamed.
+func (m *logMux) start(ctx context.Context, p *corev1.Pod, tail *int64) {
+	container := serviceContainer(p)
+	var restarts int32
+	ready := false
+	for i := range p.Status.ContainerStatuses {
+		if c := &p.Status.ContainerStatuses[i]; c.Name == container {
+			ready = c.State.Running != nil || c.State.Terminated != nil
+			restarts = c.RestartCount
+		}
+	}
+	if !ready {
+		return
+	}
+	// A restarted container has a new log.
+	key := string(p.UID) + "/" + strconv.Itoa(int(restarts))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.started[key] {
+		return
+	}
+	m.started[key] = true
+	name, service := p.Name, p.Labels[LabelService]
+	m.streams.Go(func() { m.stream(ctx, name, service, container, tail) })
+}
+
+// stream reads one pod's log line by line into lines.
+func (m *logMux) stream(ctx context.Context, pod, service, container string, tail *int64) {
+	body, err := m.s.cs.CoreV1().Pods(m.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: m.opts.Follow, TailLines: tail}).Stream(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.s.log.WarnContext(ctx, "pod log unreadable", slog.String("lease", m.id.String()), slog.String("pod", m.ns+"/"+pod), slog.String("error", err.Error()))
+		}
+		return
+	}
+	defer func() { _ = body.Close() }()
+	r := bufio.NewReaderSize(body, MaxLogLine)
+	for {
+		line, _, err := r.ReadLine() // a line, or a MaxLogLine piece of one
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				m.s.log.WarnContext(ctx, "pod log interrupted", slog.String("lease", m.id.String()), slog.String("pod", m.ns+"/"+pod), slog.String("error", err.Error()))
+			}
+			return
+		}
+		select {
+		case m.lines <- LogLine{Service: service, Pod: pod, Message: string(line)}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// stripManagedFields drops what no stream reads from the objects informers keep.
+func stripManagedFields(o any) (any, error) {
+	if m, ok := o.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return o, nil
+}

@@ -1,0 +1,126 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
+)
+
+// Errors of the tenant streams, for the gateway to map to its codes (not found, bad
+// request). Their text names no cluster internals.
+var (
+	// ErrNoSuchLease: the cluster runs nothing for the lease.
+	ErrNoSuchLease = errors.New("the lease runs nothing on this provider")
+	// ErrNoSuchService: the lease's manifest has no such service.
+	ErrNoSuchService = errors.New("the lease has no such service")
+	// ErrNoSuchPod: the service has no running replica at that index.
+	ErrNoSuchPod = errors.New("the service has no running replica at that index")
+	// ErrInvalidRequest: the request lacks what it needs (a service, a command).
+	ErrInvalidRequest = errors.New("invalid request")
+)
+
+// Streams serves a lease's tenant what the provider gateway exposes of the lease's
+// pods: their logs (Logs), the Kubernetes events of the lease's namespace (Events) and
+// commands run in their containers (Exec), all through the API server. It holds no
+// state between calls and is safe for concurrent use. Logs and Events return only
+// after every goroutine they started has exited; Exec's session goroutines are
+// client-go's, and one may still read ExecOptions.Stdin after it returns.
+//
+// The provider's identity needs, in lease namespaces: get namespaces; list pods,
+// deployments and statefulsets; get pods/log; create pods/exec; list and watch events.
+type Streams struct {
+	cs  kubernetes.Interface
+	cfg *rest.Config // for exec's connections
+	log *slog.Logger
+}
+
+// NewStreams returns the tenant streams of the cluster cfg reaches. cfg's Timeout is
+// not applied (a followed log or a shell lasts as long as the tenant wants); ctx ends
+// each call.
+func NewStreams(cfg *rest.Config, log *slog.Logger) (*Streams, error) {
+	if cfg == nil || log == nil {
+		return nil, errors.New("streams: client configuration and logger are required")
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 0
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("streams: kubernetes client: %w", err)
+	}
+	return &Streams{cs: cs, cfg: cfg, log: log}, nil
+}
+
+// leaseNamespace is the lease's namespace, ErrNoSuchLease when the cluster has none
+// (or a namespace of that name belongs to another lease).
+func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string, error) {
+	name := LeaseNamespace(id)
+	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return "", fmt.Errorf("lease %s: %w", id, ErrNoSuchLease)
+	}
+	if err != nil {
+		return "", fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
+	}
+	if got, ok := cluster.LeaseFromLabels(ns.Labels); !ok || got != id {
+		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, ErrNoSuchLease)
+	}
+	return name, nil
+}
+
+// checkService returns ErrNoSuchService unless the lease runs a workload for service.
+func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, service string) error {
+	if len(validation.IsValidLabelValue(service)) > 0 || service == "" {
+		// Not a name the manifest could have (and not to be put in a label selector).
+		return fmt.Errorf("lease %s: service %q: %w", id, service, ErrNoSuchService)
+	}
+	opts := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true," + LabelService + "=" + service}
+	deps, err := s.cs.AppsV1().Deployments(ns).List(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("lease %s: list deployments: %w", id, err)
+	}
+	if len(deps.Items) > 0 {
+		return nil
+	}
+	sets, err := s.cs.AppsV1().StatefulSets(ns).List(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("lease %s: list statefulsets: %w", id, err)
+	}
+	if len(sets.Items) > 0 {
+		return nil
+	}
+	return fmt.Errorf("lease %s: service %q: %w", id, service, ErrNoSuchService)
+}
+
+// podSelector selects the lease's pods, or one service's.
+func podSelector(service string) string {
+	sel := cluster.LabelManaged + "=true"
+	if service != "" {
+		sel += "," + LabelService + "=" + service
+	}
+	return sel
+}
+
+// serviceContainer is the container of a lease pod that runs its service: the one
+// named after it (the builders make one per pod), else the first.
+func serviceContainer(p *corev1.Pod) string {
+	service := p.Labels[LabelService]
+	if i := slices.IndexFunc(p.Spec.Containers, func(c corev1.Container) bool { return c.Name == service }); i >= 0 {
+		return service
+	}
+	if len(p.Spec.Containers) > 0 {
+		return p.Spec.Containers[0].Name
+	}
+	return ""
+}

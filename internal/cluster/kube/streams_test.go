@@ -1,0 +1,178 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	mathrand "math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+// streamsSDL is a lease with two services: web with two replicas, db with one.
+const streamsSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.27
+    expose:
+      - port: 80
+        to: [{global: true}]
+  db:
+    image: postgres:16
+profiles:
+  compute:
+    web:
+      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
+    db:
+      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
+  placement:
+    dc:
+      pricing:
+        web: {denom: uakt, amount: 100}
+        db: {denom: uakt, amount: 100}
+deployment:
+  web: {dc: {profile: web, count: 2}}
+  db: {dc: {profile: db, count: 1}}
+`
+
+// streamsLease is a deployed streamsSDL lease whose pods run.
+type streamsLease struct {
+	id market.LeaseID
+	ns string
+	// pods are the running pods' names by service, sorted.
+	pods map[string][]string
+}
+
+// deployStreamsLease deploys streamsSDL as a new lease (a random dseq: the namespace
+// of a previous run may still be terminating) on a node of its own, waits until its
+// three pods run, and tears it down when the test ends.
+func deployStreamsLease(t *testing.T, kube *testenv.Kube) streamsLease {
+	t.Helper()
+	ctx := t.Context()
+	dseq := mathrand.Uint64N(1 << 40)
+	addNodes(t, kube, localenv.NodeSpec{Name: fmt.Sprintf("streams-%d", dseq)})
+	d := newTestDeployer(t, kube)
+	res, _, err := sdl.Parse([]byte(streamsSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := market.LeaseID{Owner: "akash1streams", DSeq: dseq, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0]); err != nil {
+		t.Fatal(err)
+	}
+	l := streamsLease{id: id, ns: LeaseNamespace(id)}
+	eventually(t, "the lease's 3 pods running", func() bool {
+		l.pods = runningPods(t, kube, l.ns)
+		return len(l.pods["web"]) == 2 && len(l.pods["db"]) == 1
+	})
+	return l
+}
+
+// runningPods are a namespace's running pods' names by service, sorted.
+func runningPods(t *testing.T, kube *testenv.Kube, ns string) map[string][]string {
+	t.Helper()
+	pods, err := kube.Clientset(t).CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := map[string][]string{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			out[p.Labels[LabelService]] = append(out[p.Labels[LabelService]], p.Name)
+		}
+	}
+	for _, names := range out {
+		slices.Sort(names)
+	}
+	return out
+}
+
+func newTestStreams(t *testing.T, kube *testenv.Kube) *Streams {
+	t.Helper()
+	s, err := NewStreams(kube.RESTConfig(), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// marker is a prefix no other test writes.
+func marker(t *testing.T) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "marker-" + hex.EncodeToString(b[:]) + "-"
+}
+
+// appendContainerLog appends lines to the file kwok serves as every container's log,
+// in the CRI format, in one write.
+func appendContainerLog(t *testing.T, kube *testenv.Kube, lines ...string) {
+	t.Helper()
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
+	}
+	f, err := os.OpenFile(kube.ContainerLogFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collected gathers what a stream's callback receives, for polling.
+type collected[T any] struct {
+	mu  sync.Mutex
+	got []T
+}
+
+func (c *collected[T]) add(v T) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, v)
+	return nil
+}
+
+func (c *collected[T]) all() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got)
+}
+
+// lockedBuffer is an io.Writer a test can read while a stream writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

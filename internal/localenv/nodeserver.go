@@ -1,0 +1,309 @@
+package localenv
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/remotecommand"
+	"k8s.io/streaming/pkg/httpstream"
+	"k8s.io/streaming/pkg/httpstream/spdy"
+)
+
+// nodeServer is the kubelet endpoint every simulated node advertises (kwok's
+// --node-port), in front of kwok's own server. It runs `exec` without a terminal
+// itself and hands everything else (logs, exec with a terminal, attach, port-forward,
+// health) to kwok unchanged.
+//
+// kwok v0.8.0's exec loses two things a tenant's shell relies on: a non-zero exit of
+// the command reaches the client as an internal error rather than as the exit code
+// (kwok wraps the *exec.ExitError, and the kubelet streaming library only recognises
+// it unwrapped), and the command's stdin is never closed, so `cat` never sees the end
+// of its input. Here the command runs on this host in the exec directory, as kwok's
+// would, with both right. With a terminal kwok's pty is needed, and its limits stay.
+//
+// Only clients with a certificate from the control plane's CA (the API server) are
+// served. stop ends running commands and returns once every request has finished.
+type nodeServer struct {
+	addr    string // host:port
+	execDir string
+	srv     *http.Server
+	proxy   *httputil.ReverseProxy
+	kwok    *http.Transport
+	log     *slog.Logger
+	// cancel ends the context of every request, and with it every running command.
+	cancel   context.CancelFunc
+	serveErr chan error
+
+	mu       sync.Mutex // guards stopped and the Add side of requests
+	stopped  bool
+	requests sync.WaitGroup
+}
+
+// nodeServerConfig says where kwok listens and which credentials the node server uses.
+type nodeServerConfig struct {
+	kwokAddr string   // kwok's server, host:port
+	serving  certPair // the node server's certificate (kwok's: the API server checks it)
+	client   certPair // presented to kwok
+	caPEM    []byte   // the control plane's CA: clients and kwok must have its certificates
+	execDir  string
+	log      *slog.Logger
+}
+
+// execStreamTimeout bounds how long an exec waits for the client's streams to open.
+const execStreamTimeout = 30 * time.Second
+
+func startNodeServer(ctx context.Context, cfg nodeServerConfig) (*nodeServer, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(cfg.caPEM) {
+		return nil, errors.New("node server: no CA certificate")
+	}
+	serving, err := tls.X509KeyPair(cfg.serving.CertPEM, cfg.serving.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("node server: serving certificate: %w", err)
+	}
+	client, err := tls.X509KeyPair(cfg.client.CertPEM, cfg.client.KeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("node server: client certificate: %w", err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("node server: listen: %w", err)
+	}
+	// The server outlives the start-up call whose context this is.
+	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &nodeServer{addr: ln.Addr().String(), execDir: cfg.execDir, log: cfg.log, cancel: cancel, serveErr: make(chan error, 1)}
+	// HTTP/1.1 only: exec and port-forward upgrade the connection.
+	s.kwok = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{client}, MinVersion: tls.VersionTLS12}}
+	target := &url.URL{Scheme: "https", Host: cfg.kwokAddr}
+	s.proxy = &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     s.kwok,
+		FlushInterval: -1, // followed logs line by line
+		ErrorLog:      slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil { // not just a client that went away
+				cfg.log.WarnContext(r.Context(), "node server: kwok did not answer", slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
+	mux.HandleFunc("/exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+	mux.Handle("/", s.proxy)
+	s.srv = &http.Server{
+		Handler: s.track(mux),
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{serving},
+			ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert,
+			MinVersion: tls.VersionTLS12,
+		},
+		TLSNextProto:      map[string]func(*http.Server, *tls.Conn, http.Handler){},
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(cfg.log.Handler(), slog.LevelWarn),
+	}
+	go func() { s.serveErr <- s.srv.ServeTLS(ln, "", "") }()
+	return s, nil
+}
+
+// port is the port the node server listens on.
+func (s *nodeServer) port() int {
+	_, p, _ := net.SplitHostPort(s.addr)
+	n, _ := strconv.Atoi(p)
+	return n
+}
+
+// track counts requests in flight (hijacked connections included, which
+// http.Server.Close does not wait for) and refuses new ones once stopping.
+func (s *nodeServer) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		if s.stopped {
+			s.mu.Unlock()
+			http.Error(w, "node server stopping", http.StatusServiceUnavailable)
+			return
+		}
+		s.requests.Add(1)
+		s.mu.Unlock()
+		defer s.requests.Done()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// stop kills running commands, closes the listener and connections, and returns once
+// every request has returned. Stop kwok first: proxied upgraded connections end when
+// it does.
+func (s *nodeServer) stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+	_ = s.srv.Close()
+	if err := <-s.serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Warn("node server", slog.String("error", err.Error()))
+	}
+	s.requests.Wait()
+	s.kwok.CloseIdleConnections()
+}
+
+// exec serves the kubelet's exec endpoint with the remote command protocol v4 over
+// SPDY (what the API server speaks to kubelets, translating websocket clients).
+func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if q.Get(corev1.ExecTTYParam) == "1" {
+		s.proxy.ServeHTTP(w, r)
+		return
+	}
+	argv := q[corev1.ExecCommandParam]
+	if len(argv) == 0 {
+		http.Error(w, "no command", http.StatusBadRequest)
+		return
+	}
+	want := map[string]bool{corev1.StreamTypeError: true}
+	for param, typ := range map[string]string{corev1.ExecStdinParam: corev1.StreamTypeStdin, corev1.ExecStdoutParam: corev1.StreamTypeStdout, corev1.ExecStderrParam: corev1.StreamTypeStderr} {
+		if q.Get(param) == "1" {
+			want[typ] = true
+		}
+	}
+	if _, err := httpstream.Handshake(r, w, []string{remotecommand.StreamProtocolV4Name}); err != nil {
+		return // Handshake told the client
+	}
+	type newStream struct {
+		httpstream.Stream
+		replySent <-chan struct{}
+	}
+	arrived := make(chan newStream, len(want))
+	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(st httpstream.Stream, replySent <-chan struct{}) error {
+		select {
+		case arrived <- newStream{st, replySent}:
+			return nil
+		default:
+			return errors.New("unexpected stream")
+		}
+	})
+	if conn == nil {
+		return // the upgrader told the client
+	}
+	defer func() { _ = conn.Close() }()
+	streams := map[string]httpstream.Stream{}
+	timeout := time.NewTimer(execStreamTimeout)
+	defer timeout.Stop()
+	for len(streams) < len(want) {
+		select {
+		case st := <-arrived:
+			typ := st.Headers().Get(corev1.StreamType)
+			if !want[typ] || streams[typ] != nil {
+				_ = st.Reset()
+				continue
+			}
+			select {
+			case <-st.replySent:
+			case <-conn.CloseChan():
+				return
+			}
+			streams[typ] = st.Stream
+		case <-timeout.C:
+			s.log.WarnContext(r.Context(), "exec: streams did not open", slog.String("path", r.URL.Path))
+			return
+		case <-conn.CloseChan():
+			return
+		}
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() { // a client gone ends the command
+		select {
+		case <-conn.CloseChan():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	stdinDone, err := s.run(ctx, argv, streams[corev1.StreamTypeStdin], streams[corev1.StreamTypeStdout], streams[corev1.StreamTypeStderr])
+	if b, jerr := json.Marshal(execStatus(err)); jerr == nil {
+		_, _ = streams[corev1.StreamTypeError].Write(b)
+	}
+	// Closing the connection ends a read of stdin still waiting for the client.
+	_ = conn.Close()
+	<-stdinDone
+}
+
+// run runs a command in the exec directory, in its own process group (killed whole
+// when ctx ends), and returns when it has exited; stdinDone is closed once the copy of
+// stdin, which may wait on the client, has stopped.
+func (s *nodeServer) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (stdinDone <-chan struct{}, err error) {
+	done := make(chan struct{})
+	//nolint:gosec // G204: running the client's command on this host is what this test double is for
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = s.execDir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	// A background child keeping stdout open does not hold the session.
+	cmd.WaitDelay = time.Second
+	if stdout != nil {
+		cmd.Stdout = stdout
+	}
+	if stderr != nil {
+		cmd.Stderr = stderr
+	}
+	var in io.WriteCloser
+	if stdin != nil {
+		if in, err = cmd.StdinPipe(); err != nil {
+			close(done)
+			return done, err
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		close(done)
+		return done, err
+	}
+	if in == nil {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			_, _ = io.Copy(in, stdin)
+			_ = in.Close() // the end of the client's stdin is the end of the command's
+		}()
+	}
+	return done, cmd.Wait()
+}
+
+// execStatus is the v4 protocol's result: success, the exit code, or why the command
+// could not run.
+func execStatus(err error) metav1.Status {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return metav1.Status{Status: metav1.StatusSuccess}
+	case errors.As(err, &exit) && exit.Exited():
+		return metav1.Status{
+			Status: metav1.StatusFailure, Reason: remotecommand.NonZeroExitCodeReason,
+			Message: fmt.Sprintf("command terminated with non-zero exit code: %v", exit),
+			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
+				Type: remotecommand.ExitCodeCauseType, Message: strconv.Itoa(exit.ExitCode()),
+			}}},
+		}
+	default:
+		return metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonInternalError,
+			Message: "error executing command in container: " + err.Error()}
+	}
+}
