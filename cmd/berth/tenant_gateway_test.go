@@ -119,6 +119,36 @@ func TestTenantGatewayCommands(t *testing.T) {
 		t.Fatalf("status with a token: %+v %v", st, err)
 	}
 
+	// Logs, events and a shell, through the provider's gateway and the API server.
+	marker := fmt.Sprintf("cli-gateway-marker-%d", time.Now().UnixNano())
+	k.AppendContainerLog(t, marker)
+	testenv.Eventually(t, 30*time.Second, "the marker in the lease's logs", func() bool {
+		out, err := cli("tenant", "lease", "logs", "5", "--service", "web", "--tail", "50")
+		return err == nil && strings.Contains(out, "] "+marker)
+	})
+	testenv.Eventually(t, 30*time.Second, "the lease's events", func() bool {
+		out, err := cli("tenant", "lease", "events", "5")
+		return err == nil && strings.Contains(out, "pod/web-")
+	})
+	// The ledger flags go before "--": what follows is the remote command.
+	shell := func(flags []string, command ...string) (string, error) {
+		t.Helper()
+		args := append(append(append([]string{"tenant", "lease", "shell", "5"}, flags...), common...), "--")
+		return run(t, append(args, command...)...)
+	}
+	if out, err := shell([]string{"--service", "web"}, "echo", "hello from the shell"); err != nil || out != "hello from the shell\n" {
+		t.Fatalf("shell: %q %v", out, err)
+	}
+	if _, err := shell([]string{"--service", "web"}, "sh", "-c", "exit 3"); exitCode(err) != 3 {
+		t.Fatalf("shell exit code: %v (exit %d)", err, exitCode(err))
+	}
+	if _, err := shell([]string{"--service", "web", "--pod-index", "7"}, "true"); err == nil || !strings.Contains(err.Error(), "index") {
+		t.Fatalf("shell on a pod that does not exist: %v", err)
+	}
+	if _, err := shell([]string{"--service", "db"}, "true"); exitCode(err) != 1 || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("shell in an unknown service: %v", err)
+	}
+
 	// Once the certificate is revoked, the provider refuses it (within its cache time);
 	// a token still works.
 	must("tenant", "cert", "revoke", serial)

@@ -18,6 +18,7 @@ import (
 // reserves in, the deployer and deployment manager that run leases, and the monitor
 // that watches them. The provider and the lease-ready benchmark build it the same way.
 type clusterService struct {
+	rc       *rest.Config
 	cs       kubernetes.Interface
 	dc       dynamic.Interface
 	capacity *cluster.Capacity
@@ -31,7 +32,7 @@ type clusterService struct {
 // asks the ledger about a lease; onStatus (may be nil) receives each lease status
 // change and must not block.
 func newClusterService(rc *rest.Config, cfg ProviderConfig, active cluster.LeaseActive, onStatus func(kube.LeaseStatus), log *slog.Logger) (*clusterService, error) {
-	s := &clusterService{capacity: cluster.NewCapacity()}
+	s := &clusterService{capacity: cluster.NewCapacity(), rc: rc}
 	var err error
 	if s.cs, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/rpc"
@@ -103,8 +104,12 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	if v, err := p.cs.Discovery().ServerVersion(); err == nil {
 		version.Kube = v
 	}
+	streams, err := kube.NewStreams(p.rc, p.log)
+	if err != nil {
+		return nil, err
+	}
 	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, Version: version, Certificate: getCert},
-		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board,
+		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: leaseStreams{streams},
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg}, p.log); err != nil {
 		return nil, err
 	}

@@ -158,6 +158,24 @@ func (cp *Kube) Kubeconfig(t testing.TB) string {
 	return out
 }
 
+// AppendContainerLog appends lines, in the CRI format and in one write, to the file
+// kwok serves as every container's log (shared by all pods: use unique lines).
+func (cp *Kube) AppendContainerLog(t testing.TB, lines ...string) {
+	t.Helper()
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
+	}
+	f, err := os.OpenFile(cp.ContainerLogFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	if _, err := f.WriteString(b.String()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Clientset returns a Kubernetes clientset for the admin user.
 func (cp *Kube) Clientset(t testing.TB) kubernetes.Interface {
 	t.Helper()

@@ -25,7 +25,7 @@ func TestLogs(t *testing.T) {
 	l := deployStreamsLease(t, kube)
 	s := newTestStreams(t, kube)
 	m := marker(t)
-	appendContainerLog(t, kube, m+"1", m+"2")
+	kube.AppendContainerLog(t, m+"1", m+"2")
 
 	// ours: the lines of this test, by pod.
 	ours := func(lines []LogLine) map[string][]string {
@@ -109,7 +109,7 @@ func TestLogs(t *testing.T) {
 			got := ours(c.all())
 			return len(got) == 3 && slices.Equal(got[l.pods["db"][0]], []string{"2"})
 		})
-		appendContainerLog(t, kube, m+"3")
+		kube.AppendContainerLog(t, m+"3")
 		eventually(t, "the new line from each pod", func() bool {
 			got := ours(c.all())
 			for _, lines := range got {

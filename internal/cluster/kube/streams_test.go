@@ -10,10 +10,8 @@ import (
 	mathrand "math/rand/v2"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,24 +118,6 @@ func marker(t *testing.T) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return "marker-" + hex.EncodeToString(b[:]) + "-"
-}
-
-// appendContainerLog appends lines to the file kwok serves as every container's log,
-// in the CRI format, in one write.
-func appendContainerLog(t *testing.T, kube *testenv.Kube, lines ...string) {
-	t.Helper()
-	var b strings.Builder
-	for _, l := range lines {
-		fmt.Fprintf(&b, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), l)
-	}
-	f, err := os.OpenFile(kube.ContainerLogFile, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	if _, err := f.WriteString(b.String()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // collected gathers what a stream's callback receives, for polling.

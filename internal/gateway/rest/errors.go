@@ -13,10 +13,11 @@ import (
 	"berth.dev/berth/internal/manifest"
 )
 
-// Errors the handlers raise themselves.
+// Errors the handlers raise themselves; ErrBadRequest and ErrNotFound are also for the
+// components behind Deps to mark tenant errors (the message is shown).
 var (
-	errBadRequest = errors.New("bad request")
-	errNotFound   = errors.New("not found")
+	ErrBadRequest = errors.New("bad request")
+	ErrNotFound   = errors.New("not found")
 	errForbidden  = errors.New("forbidden")
 )
 
@@ -29,8 +30,8 @@ type apiError struct {
 func (e *apiError) Error() string { return e.msg }
 func (e *apiError) Unwrap() error { return e.kind }
 
-func badRequest(msg string) error { return &apiError{kind: errBadRequest, msg: msg} }
-func notFound(msg string) error   { return &apiError{kind: errNotFound, msg: msg} }
+func badRequest(msg string) error { return &apiError{kind: ErrBadRequest, msg: msg} }
+func notFound(msg string) error   { return &apiError{kind: ErrNotFound, msg: msg} }
 func forbidden(msg string) error  { return &apiError{kind: errForbidden, msg: msg} }
 
 // statusOf maps an error to its HTTP status and the message the tenant sees. Only
@@ -44,11 +45,11 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnauthorized, err.Error()
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, err.Error()
-	case errors.Is(err, errBadRequest), errors.Is(err, manifest.ErrMalformed), errors.Is(err, cluster.ErrMigration):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, manifest.ErrMalformed), errors.Is(err, cluster.ErrMigration):
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, manifest.ErrInvalid), errors.Is(err, manifest.ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
 		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, errNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
+	case errors.Is(err, ErrNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the provider cannot answer right now; try again"

@@ -179,7 +179,7 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 		ws.close(websocket.CloseNormalClosure, "")
 	case errors.Is(err, ErrNoPods):
 		ws.close(closeInternal, "no running pods")
-	case errors.Is(err, errNotFound):
+	case errors.Is(err, ErrNotFound):
 		ws.close(closeNotFound, err.Error())
 	default:
 		code, msg := statusOf(err)
