@@ -74,6 +74,11 @@ func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts EventOptio
 // event's key, and this goroutine delivers the event as the informer's store has it,
 // unless that version was delivered already.
 func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string, fn func(Event) error) error {
+	// An informer retries a failing list forever: a list that cannot be made is an
+	// error here rather than a stream that never starts.
+	if _, err := s.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("lease %s: list events: %w", id, err)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	queue := workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{})

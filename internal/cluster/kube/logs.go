@@ -133,6 +133,11 @@ func (m *logMux) listPods(ctx context.Context) error {
 // watchPods streams the pods running now, then each pod (or restarted container) as it
 // starts, until ctx ends.
 func (m *logMux) watchPods(ctx context.Context) error {
+	// An informer retries a failing list forever: a list that cannot be made (no
+	// permission, say) is an error here rather than a stream that never starts.
+	if _, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.opts.Service), Limit: 1}); err != nil {
+		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
+	}
 	f := informers.NewSharedInformerFactoryWithOptions(m.s.cs, 0, informers.WithNamespace(m.ns),
 		informers.WithTransform(stripManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = podSelector(m.opts.Service) }))
