@@ -75,6 +75,15 @@ type HostnameMigration struct {
 	DestinationGSeq uint32   `json:"destination_gseq"`
 }
 
+// EndpointMigration is POST /endpoint/migrate's body: the tenant's leased-IP
+// endpoints (SDL names) to route to its lease of deployment destination_dseq, group
+// destination_gseq.
+type EndpointMigration struct {
+	Endpoints       []string `json:"endpoints_to_migrate"`
+	DestinationDSeq uint64   `json:"destination_dseq"`
+	DestinationGSeq uint32   `json:"destination_gseq"`
+}
+
 // Transferred is a migration's answer: what moved.
 type Transferred struct {
 	Transferred []string `json:"transferred"`

@@ -34,6 +34,30 @@ type ManifestSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	Group runtime.RawExtension `json:"group"`
+	// Routes are the hostnames and leased-IP ports routed to this lease. What else its
+	// group asks for is withheld: another deployment of the tenant holds it.
+	// +optional
+	Routes *ManifestRoutes `json:"routes,omitempty"`
+}
+
+// ManifestRoutes are what is routed to a lease from outside.
+type ManifestRoutes struct {
+	// +optional
+	Hosts []string `json:"hosts,omitempty"`
+	// +optional
+	LeasedIPs []LeasedIPRoute `json:"leasedIPs,omitempty"`
+}
+
+// LeasedIPRoute is a port on one of the tenant's leased IPs.
+type LeasedIPRoute struct {
+	// Endpoint is the SDL endpoint's name.
+	// +kubebuilder:validation:MinLength=1
+	Endpoint string `json:"endpoint"`
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// +kubebuilder:validation:Enum=TCP;UDP
+	Protocol string `json:"protocol"`
 }
 
 // ManifestStatus is how the lease's deployment stands.

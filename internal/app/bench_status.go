@@ -246,4 +246,8 @@ func (noLeases) MigrateHostnames(string, []string, uint64, uint32) ([]string, er
 	return nil, cluster.ErrMigration
 }
 
+func (noLeases) MigrateEndpoints(string, []string, uint64, uint32) ([]string, error) {
+	return nil, cluster.ErrMigration
+}
+
 func (noLeases) Status(market.LeaseID) (kube.LeaseStatus, bool) { return kube.LeaseStatus{}, false }

@@ -12,16 +12,20 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// Deployed is a lease the cluster runs, as its Manifest resource records it.
+// Deployed is a lease the cluster runs, as its Manifest resource records it, and the
+// routes the cluster has for it.
 type Deployed struct {
 	Lease   market.LeaseID
 	Version []byte
 	Group   market.ManifestGroup
+	Routes  Routes
 }
 
-// Deployer puts leases on the cluster and takes them off (kube.Deployer).
+// Deployer puts leases on the cluster and takes them off (kube.Deployer). Deploy
+// applies the group with only the routes given (the hostnames and leased-IP ports the
+// lease holds); the group is recorded whole.
 type Deployer interface {
-	Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error
+	Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes Routes) error
 	Teardown(ctx context.Context, id market.LeaseID) error
 	Deployed(ctx context.Context) ([]Deployed, error)
 }
@@ -78,7 +82,7 @@ type Manager struct {
 	// closed remembers torn-down leases for an hour, so a late manifest cannot bring
 	// one back.
 	closed  map[market.LeaseID]time.Time
-	hosts   *hostIndex
+	routes  *routeIndex
 	ctx     context.Context //nolint:containedctx // the Run context, handed to workers started by method calls
 	wg      sync.WaitGroup
 	slots   chan struct{} // one per lease being applied or torn down
@@ -114,7 +118,7 @@ func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.L
 		return nil, fmt.Errorf("deployment manager: concurrency %d is negative", cfg.Concurrency)
 	}
 	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{},
-		hosts: newHostIndex(), started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
+		routes: newRouteIndex(), started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
 }
 
 // Started is closed once the manager has rebuilt from the cluster and takes events.
@@ -129,7 +133,8 @@ func (m *Manager) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	keep := make([]bool, len(deployed))
-	for i, d := range deployed {
+	for i := range deployed {
+		d := &deployed[i]
 		ok, err := m.active(ctx, d.Lease)
 		switch {
 		case err != nil:
@@ -144,7 +149,16 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	m.ctx = ctx
-	for i, d := range deployed {
+	// Routes the cluster has go back to the leases that had them, before any lease
+	// asks again: a route withheld before the restart stays withheld.
+	for i := range deployed {
+		d := &deployed[i]
+		if _, queued := m.workers[d.Lease]; !queued && keep[i] {
+			m.routes.claim(d.Lease, d.Routes.intersect(RoutesOf(&d.Group)))
+		}
+	}
+	for i := range deployed {
+		d := &deployed[i]
 		if _, queued := m.workers[d.Lease]; queued {
 			continue // what arrived since is newer
 		}
@@ -204,7 +218,7 @@ func (m *Manager) ManifestsReceived(version []byte, leases []LeaseManifest) erro
 		if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
 			return fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
 		}
-		if err := m.hosts.check(id, groupHosts(&leases[i].Group)); err != nil {
+		if err := m.routes.check(id, RoutesOf(&leases[i].Group)); err != nil {
 			return fmt.Errorf("lease %s: %w", id, err)
 		}
 	}
@@ -231,63 +245,85 @@ func (m *Manager) Manifest(id market.LeaseID) (version []byte, group market.Mani
 }
 
 // MigrateHostnames gives hostnames the owner's deployments hold (or nobody holds) to
-// the owner's lease of deployment dseq, group gseq, whose manifest must list them.
-// The leases losing them, and the destination, are applied again so that the routes
+// the owner's lease of deployment dseq, group gseq, whose manifest must list them. The
+// leases losing them, and the destination, are applied again so that the routes
 // follow. It returns the hostnames moved; nothing moves if one cannot.
 func (m *Manager) MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var dest market.LeaseID
-	var dw *worker
-	for id, w := range m.workers {
-		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !w.close && w.state.Version != nil {
-			dest, dw = id, w
-			break
-		}
+	dest, want, err := m.destinationLocked(owner, dseq, gseq)
+	if err != nil {
+		return nil, err
 	}
-	if dw == nil {
-		return nil, fmt.Errorf("%w: you have no lease of deployment %d group %d here with a manifest", ErrMigration, dseq, gseq)
-	}
-	wants := groupHosts(&dw.group)
+	keys := make([]string, 0, len(hosts))
 	for _, h := range hosts {
-		if !slices.Contains(wants, h) {
-			return nil, fmt.Errorf("%w: the manifest of deployment %d group %d does not list hostname %q", ErrMigration, dseq, gseq, h)
+		if !want.HasHost(h) {
+			return nil, fmt.Errorf("%w: the manifest of deployment %d group %d has no HTTP port accepting hostname %q", ErrMigration, dseq, gseq, h)
 		}
-		if holder, ok := m.hosts.holder(h); ok && holder.Owner != owner {
+		if holder, ok := m.routes.hostHolder(h); ok && holder.Owner != owner {
 			return nil, &HostnameError{Hostname: h}
 		}
+		keys = append(keys, hostKey(h))
 	}
-	var moved []string
-	from := map[market.LeaseID]bool{}
-	for _, h := range hosts {
-		if holder, ok := m.hosts.holder(h); ok {
-			if holder == dest {
-				continue
+	m.moveLocked(keys, dest)
+	return hosts, nil
+}
+
+// MigrateEndpoints gives the owner's leased-IP endpoints (by SDL name) to the owner's
+// lease of deployment dseq, group gseq: every port that lease's manifest exposes on
+// them is routed to it, taken from whichever of the owner's deployments had it.
+func (m *Manager) MigrateEndpoints(owner string, endpoints []string, dseq uint64, gseq uint32) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dest, want, err := m.destinationLocked(owner, dseq, gseq)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, name := range endpoints {
+		n := len(keys)
+		for _, p := range want.IPs {
+			if p.Endpoint == name {
+				keys = append(keys, ipKey(owner, p))
 			}
-			from[holder] = true
 		}
-		m.hosts.byHost[h] = dest
-		moved = append(moved, h)
+		if len(keys) == n {
+			return nil, fmt.Errorf("%w: the manifest of deployment %d group %d exposes no port on IP endpoint %q", ErrMigration, dseq, gseq, name)
+		}
 	}
-	if len(moved) == 0 {
-		return moved, nil
+	m.moveLocked(keys, dest)
+	return endpoints, nil
+}
+
+// destinationLocked finds the owner's lease of deployment dseq, group gseq, with a
+// manifest, and the routes it asks for.
+func (m *Manager) destinationLocked(owner string, dseq uint64, gseq uint32) (market.LeaseID, Routes, error) {
+	for id, w := range m.workers {
+		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !w.close && w.state.Version != nil {
+			return id, m.routes.wants[id], nil
+		}
 	}
-	from[dest] = true
-	for id := range from {
+	return market.LeaseID{}, Routes{}, fmt.Errorf("%w: you have no lease of deployment %d group %d here with a manifest", ErrMigration, dseq, gseq)
+}
+
+// moveLocked gives the routes to dest and applies again the leases whose routes changed.
+func (m *Manager) moveLocked(keys []string, dest market.LeaseID) {
+	changed := m.routes.move(keys, dest)
+	changed[dest] = true
+	for id := range changed {
 		if w, ok := m.workers[id]; ok && !w.close && w.state.Version != nil {
 			w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
 			poke(w.kick)
 			m.startLocked(id, w)
 		}
 	}
-	return moved, nil
 }
 
 // HostnameHolder is the lease a hostname belongs to.
 func (m *Manager) HostnameHolder(hostname string) (market.LeaseID, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.hosts.holder(hostname)
+	return m.routes.hostHolder(hostname)
 }
 
 func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group market.ManifestGroup) {
@@ -298,7 +334,7 @@ func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group mar
 	w.group = group
 	w.state.Version = slices.Clone(version)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
-	m.hosts.set(id, groupHosts(&group))
+	m.routes.set(id, RoutesOf(&group))
 	poke(w.kick)
 	m.startLocked(id, w)
 }
@@ -317,7 +353,7 @@ func (m *Manager) closeLocked(id market.LeaseID) {
 		return
 	}
 	w.close = true
-	m.hosts.release(id)
+	m.routes.release(id)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
 	poke(w.kick)
 	m.startLocked(id, w)
@@ -362,8 +398,8 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 	backoff := m.cfg.RetryMin
 	for {
 		m.mu.Lock()
-		// The cluster routes only the hostnames the lease holds (hostnames.go).
-		closing, phase, group, version := w.close, w.state.Phase, m.hosts.filter(id, w.group), w.state.Version
+		// The cluster routes only what the lease holds (routes.go).
+		closing, phase, group, version, routes := w.close, w.state.Phase, w.group, w.state.Version, m.routes.held(id)
 		m.mu.Unlock()
 		var err error
 		switch {
@@ -384,7 +420,7 @@ func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
 				return
 			}
 		case phase == PhaseDeploying:
-			err = m.limited(ctx, func() error { return m.dep.Deploy(ctx, id, version, group) })
+			err = m.limited(ctx, func() error { return m.dep.Deploy(ctx, id, version, group, routes) })
 			if err == nil {
 				m.mu.Lock()
 				// Unless a newer manifest or the close arrived meanwhile.

@@ -23,13 +23,14 @@ type fakeDeployer struct {
 	mu       sync.Mutex
 	running  map[market.LeaseID][]byte
 	groups   map[market.LeaseID]market.ManifestGroup // what was applied last
-	failures map[market.LeaseID]int                  // the next n calls for the lease fail
-	down     int                                     // the next n Deployed calls fail (API server down)
+	routes   map[market.LeaseID]Routes
+	failures map[market.LeaseID]int // the next n calls for the lease fail
+	down     int                    // the next n Deployed calls fail (API server down)
 	calls    []string
 }
 
 func newFake() *fakeDeployer {
-	return &fakeDeployer{running: map[market.LeaseID][]byte{}, groups: map[market.LeaseID]market.ManifestGroup{}, failures: map[market.LeaseID]int{}}
+	return &fakeDeployer{running: map[market.LeaseID][]byte{}, groups: map[market.LeaseID]market.ManifestGroup{}, routes: map[market.LeaseID]Routes{}, failures: map[market.LeaseID]int{}}
 }
 
 func (f *fakeDeployer) fail(id market.LeaseID) error {
@@ -40,22 +41,22 @@ func (f *fakeDeployer) fail(id market.LeaseID) error {
 	return nil
 }
 
-func (f *fakeDeployer) Deploy(_ context.Context, id market.LeaseID, version []byte, g market.ManifestGroup) error {
+func (f *fakeDeployer) Deploy(_ context.Context, id market.LeaseID, version []byte, g market.ManifestGroup, r Routes) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, fmt.Sprintf("deploy %d v%d", id.DSeq, version[0]))
 	if err := f.fail(id); err != nil {
 		return err
 	}
-	f.running[id], f.groups[id] = version, g
+	f.running[id], f.groups[id], f.routes[id] = version, g, r
 	return nil
 }
 
-func (f *fakeDeployer) group(id market.LeaseID) (market.ManifestGroup, bool) {
+func (f *fakeDeployer) routed(id market.LeaseID) (Routes, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	g, ok := f.groups[id]
-	return g, ok
+	r, ok := f.routes[id]
+	return r, ok
 }
 
 func (f *fakeDeployer) Teardown(_ context.Context, id market.LeaseID) error {
@@ -78,7 +79,7 @@ func (f *fakeDeployer) Deployed(context.Context) ([]Deployed, error) {
 	}
 	var out []Deployed
 	for id, v := range f.running {
-		out = append(out, Deployed{Lease: id, Version: v})
+		out = append(out, Deployed{Lease: id, Version: v, Group: f.groups[id], Routes: f.routes[id]})
 	}
 	return out, nil
 }
@@ -251,7 +252,7 @@ type gatedDeployer struct {
 	in, most int
 }
 
-func (g *gatedDeployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+func (g *gatedDeployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, r Routes) error {
 	g.gmu.Lock()
 	g.in++
 	g.most = max(g.most, g.in)
@@ -266,7 +267,7 @@ func (g *gatedDeployer) Deploy(ctx context.Context, id market.LeaseID, version [
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	return g.fakeDeployer.Deploy(ctx, id, version, group)
+	return g.fakeDeployer.Deploy(ctx, id, version, group, r)
 }
 
 // TestManagerBoundsConcurrency: a burst of leases is applied Concurrency at a time.
@@ -316,14 +317,14 @@ func TestManagerHostnames(t *testing.T) {
 	other.Owner = "akash1other"
 	routed := func(id market.LeaseID) []string {
 		t.Helper()
-		var g market.ManifestGroup
+		var r Routes
 		eventuallyTrue(t, "the lease applied", func() bool {
 			var ok bool
-			g, ok = f.group(id)
+			r, ok = f.routed(id)
 			s, _ := m.State(id)
 			return ok && s.Phase == PhaseDeployed
 		})
-		return groupHosts(&g)
+		return r.Hosts
 	}
 	if err := m.ManifestReceived(a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
 		t.Fatal(err)
@@ -363,11 +364,11 @@ func TestManagerHostnames(t *testing.T) {
 		t.Fatalf("migrate: %v %v", moved, err)
 	}
 	eventuallyTrue(t, "the routes moved", func() bool {
-		g1, _ := f.group(a1)
-		g3, _ := f.group(a3)
-		return slices.Equal(groupHosts(&g1), []string{"b.example.com"}) && slices.Equal(groupHosts(&g3), []string{"a.example.com", "c.example.com"})
+		r1, _ := f.routed(a1)
+		r3, _ := f.routed(a3)
+		return slices.Equal(r1.Hosts, []string{"b.example.com"}) && slices.Equal(r3.Hosts, []string{"a.example.com", "c.example.com"})
 	})
-	if _, g, _ := m.Manifest(a1); len(groupHosts(&g)) != 2 {
+	if _, g, _ := m.Manifest(a1); len(RoutesOf(&g).Hosts) != 2 {
 		t.Fatal("the manifest a lease runs still lists its withheld hostnames")
 	}
 	// Another group of the same deployment may take one over (an update moving it).
@@ -384,5 +385,80 @@ func TestManagerHostnames(t *testing.T) {
 	}
 	if v, g, ok := m.Manifest(other); !ok || v[0] != 1 || g.Services[0].Expose[0].Hosts[0] != "b.example.com" {
 		t.Fatalf("Manifest(other) = %x %+v %v", v, g, ok)
+	}
+}
+
+// ipGroup is a group with a web service on port 443 of leased IP endpoint name.
+func ipGroup(name string) market.ManifestGroup {
+	return market.ManifestGroup{Name: "web", Services: []market.Service{{Name: "web", Image: "nginx", Count: 1,
+		Expose: []market.ServiceExpose{{Port: 443, Proto: market.ProtoTCP, Global: true, IP: name}}}}}
+}
+
+func TestManagerLeasedIPEndpoints(t *testing.T) {
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	a1, a2 := lease(1), lease(2)
+	other := lease(3)
+	other.Owner = "akash1other"
+	ips := func(id market.LeaseID) []IPPort {
+		t.Helper()
+		var r Routes
+		eventuallyTrue(t, "the lease applied", func() bool {
+			var ok bool
+			r, ok = f.routed(id)
+			s, _ := m.State(id)
+			return ok && s.Phase == PhaseDeployed
+		})
+		return r.IPs
+	}
+	for _, id := range []market.LeaseID{a1, a2, other} {
+		if err := m.ManifestReceived(id, version(1), ipGroup("front")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []IPPort{{Endpoint: "front", Port: 443, Proto: market.ProtoTCP}}
+	// The first deployment holds the tenant's "front" port 443; the second's is
+	// withheld; another tenant's IPs are its own.
+	if got := ips(a1); !slices.Equal(got, want) {
+		t.Fatalf("first: %v", got)
+	}
+	if got := ips(a2); len(got) != 0 {
+		t.Fatalf("second: %v, want withheld", got)
+	}
+	if got := ips(other); !slices.Equal(got, want) {
+		t.Fatalf("another tenant: %v", got)
+	}
+	if _, err := m.MigrateEndpoints(a1.Owner, []string{"back"}, 2, 1); !errors.Is(err, ErrMigration) {
+		t.Fatalf("an endpoint the destination does not expose: %v", err)
+	}
+	moved, err := m.MigrateEndpoints(a1.Owner, []string{"front"}, 2, 1)
+	if err != nil || !slices.Equal(moved, []string{"front"}) {
+		t.Fatalf("migrate: %v %v", moved, err)
+	}
+	eventuallyTrue(t, "the port moved", func() bool {
+		r1, _ := f.routed(a1)
+		r2, _ := f.routed(a2)
+		return len(r1.IPs) == 0 && slices.Equal(r2.IPs, want)
+	})
+}
+
+// TestManagerRoutesSurviveRestart: which deployment a hostname was routed to is read
+// back from the cluster, so a restart does not hand it to another.
+func TestManagerRoutesSurviveRestart(t *testing.T) {
+	f := newFake()
+	first, second := lease(1), lease(2)
+	f.running[first], f.groups[first], f.routes[first] = version(1), hosting("a.example.com"), Routes{}
+	f.running[second], f.groups[second], f.routes[second] = version(1), hosting("a.example.com"), Routes{Hosts: []string{"a.example.com"}}
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	if h, ok := m.HostnameHolder("a.example.com"); !ok || h != second {
+		t.Fatalf("a.example.com held by %v, want %v", h, second)
+	}
+	eventuallyTrue(t, "both applied again", func() bool {
+		s1, _ := m.State(first)
+		s2, _ := m.State(second)
+		return s1.Phase == PhaseDeployed && s2.Phase == PhaseDeployed
+	})
+	if r, _ := f.routed(first); len(r.Hosts) != 0 {
+		t.Fatalf("the withheld hostname was routed to the first lease after a restart: %v", r)
 	}
 }

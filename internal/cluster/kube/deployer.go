@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,12 +44,18 @@ func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log 
 // a restart part-way (the manager re-applies from it); then the objects; then the
 // Manifest's status says Applied, or Failed with the API server's reason. Applying the
 // same group again changes nothing; a new version is applied in place.
-func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) error {
 	objs, err := BuildLease(id, group, d.settings)
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
-	m, err := NewManifest(id, version, group)
+	// Only the routes the lease holds: a hostname or leased-IP port another of the
+	// tenant's deployments has stays there until the tenant migrates it.
+	objs.Hosts = slices.DeleteFunc(objs.Hosts, func(h *berthv1.ProviderHost) bool { return !routes.HasHost(h.Spec.Hostname) })
+	objs.LeasedIPs = slices.DeleteFunc(objs.LeasedIPs, func(ip *berthv1.ProviderLeasedIP) bool {
+		return !routes.HasIP(cluster.IPPort{Endpoint: ip.Spec.Name, Port: uint32(ip.Spec.ExternalPort), Proto: ip.Spec.Protocol}) //nolint:gosec // a port, 1–65535
+	})
+	m, err := NewManifest(id, version, group, routes)
 	if err != nil {
 		return err
 	}
@@ -135,7 +142,8 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 	return nil
 }
 
-// Deployed lists the leases the cluster runs, from their Manifest resources.
+// Deployed lists the leases the cluster runs, and the routes each has, from their
+// Manifest resources.
 func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 	ms, err := d.Manifests(ctx)
 	if err != nil {
@@ -151,7 +159,7 @@ func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 		if err := d.restorePasswords(ctx, id, &group); err != nil {
 			return nil, err
 		}
-		out = append(out, cluster.Deployed{Lease: id, Version: version, Group: group})
+		out = append(out, cluster.Deployed{Lease: id, Version: version, Group: group, Routes: ManifestRoutes(m)})
 	}
 	return out, nil
 }

@@ -82,7 +82,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	g1.Services[0].Expose[0].Hosts = []string{"web.example.com"}
 	g1.Services[1].Name, g1.Services[1].Count = "worker", 1
 	g1.Services[1].Expose = []market.ServiceExpose{{Port: 6379, Proto: market.ProtoTCP}}
-	if err := d.Deploy(ctx, id, v1, g1); err != nil {
+	if err := d.Deploy(ctx, id, v1, g1, routesOf(g1)); err != nil {
 		t.Fatal(err)
 	}
 	hosts := func() int {
@@ -94,6 +94,29 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	}
 	if _, err := cs.AppsV1().Deployments(ns).Get(ctx, "worker", metav1.GetOptions{}); err != nil || hosts() != 1 {
 		t.Fatalf("version 1: worker %v, %d provider hosts", err, hosts())
+	}
+	// The hostname withheld (another of the tenant's deployments holds it): its
+	// ProviderHost goes, the recorded group keeps it; routed again, it comes back.
+	if err := d.Deploy(ctx, id, v1, g1, cluster.Routes{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := hosts(); n != 0 {
+		t.Fatalf("%d provider hosts for a withheld hostname", n)
+	}
+	deployed, err := d.Deployed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dl := range deployed {
+		if dl.Lease == id && (len(dl.Routes.Hosts) != 0 || len(cluster.RoutesOf(&dl.Group).Hosts) != 1) {
+			t.Fatalf("recorded routes %+v, group hosts %v", dl.Routes, cluster.RoutesOf(&dl.Group).Hosts)
+		}
+	}
+	if err := d.Deploy(ctx, id, v1, g1, routesOf(g1)); err != nil {
+		t.Fatal(err)
+	}
+	if n := hosts(); n != 1 {
+		t.Fatalf("%d provider hosts once routed again", n)
 	}
 	running := func(image string, n int) func() bool {
 		return func() bool {
@@ -115,7 +138,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	// A new version is applied in place and rolls out.
 	g := res.Manifest[0]
 	g.Services[0].Image = "nginx:1.28"
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{2}, 32), g); err != nil {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{2}, 32), g, routesOf(g)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the update rolled out", running("nginx:1.28", 2))
@@ -231,7 +254,7 @@ func TestDeployFailureIsRecorded(t *testing.T) {
 	}
 	id := market.LeaseID{Owner: "akash1failing", DSeq: 9, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
-	err = d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0])
+	err = d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0], routesOf(res.Manifest[0]))
 	if err == nil || !strings.Contains(err.Error(), "network policy allow-internet") {
 		t.Fatalf("deploy: %v", err)
 	}
@@ -268,7 +291,7 @@ func TestRebuildRestoresRegistryPasswords(t *testing.T) {
 	group.Services[0].Credentials = &market.ServiceCredentials{Host: "registry.example.com", Username: "u", Password: "s3cret"}
 	id := market.LeaseID{Owner: "akash1pull", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), group); err != nil {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), group, routesOf(group)); err != nil {
 		t.Fatal(err)
 	}
 	rebuilt := func() market.ManifestGroup {
@@ -289,7 +312,7 @@ func TestRebuildRestoresRegistryPasswords(t *testing.T) {
 	if c := g.Services[0].Credentials; c == nil || c.Password != "s3cret" || c.Username != "u" {
 		t.Fatalf("rebuilt credentials %+v", c)
 	}
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g); err != nil {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g, routesOf(g)); err != nil {
 		t.Fatalf("the rebuilt lease was not applied again: %v", err)
 	}
 	if err := cs.CoreV1().Secrets(LeaseNamespace(id)).Delete(ctx, "web-pull", metav1.DeleteOptions{}); err != nil {
@@ -299,7 +322,10 @@ func TestRebuildRestoresRegistryPasswords(t *testing.T) {
 	if c := g.Services[0].Credentials; c == nil || c.Password != "" {
 		t.Fatalf("credentials without their secret %+v", c)
 	}
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g); err == nil || !strings.Contains(err.Error(), "credentials") {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), g, routesOf(g)); err == nil || !strings.Contains(err.Error(), "credentials") {
 		t.Fatalf("applied without a password: %v", err)
 	}
 }
+
+// routesOf routes everything the group asks for (a lease alone with its hostnames).
+func routesOf(g market.ManifestGroup) cluster.Routes { return cluster.RoutesOf(&g) }

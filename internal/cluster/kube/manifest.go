@@ -24,7 +24,7 @@ const ManifestName = "lease"
 
 // NewManifest is the Manifest resource recording what a lease runs. Registry passwords
 // are left out (the lease's pull Secrets hold them).
-func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup) (*berthv1.Manifest, error) {
+func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
 	clean := group
 	clean.Services = slices.Clone(group.Services)
 	for i := range clean.Services {
@@ -48,8 +48,32 @@ func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup) 
 			},
 			Version: hex.EncodeToString(version),
 			Group:   runtime.RawExtension{Raw: raw},
+			Routes:  manifestRoutes(routes),
 		},
 	}, nil
+}
+
+func manifestRoutes(r cluster.Routes) *berthv1.ManifestRoutes {
+	if len(r.Hosts) == 0 && len(r.IPs) == 0 {
+		return nil
+	}
+	out := &berthv1.ManifestRoutes{Hosts: slices.Clone(r.Hosts)}
+	for _, p := range r.IPs {
+		out.LeasedIPs = append(out.LeasedIPs, berthv1.LeasedIPRoute{Endpoint: p.Endpoint, Port: int32(min(p.Port, 65535)), Protocol: p.Proto})
+	}
+	return out
+}
+
+// ManifestRoutes reads back the routes a Manifest resource records.
+func ManifestRoutes(m *berthv1.Manifest) cluster.Routes {
+	if m.Spec.Routes == nil {
+		return cluster.Routes{}
+	}
+	r := cluster.Routes{Hosts: slices.Clone(m.Spec.Routes.Hosts)}
+	for _, p := range m.Spec.Routes.LeasedIPs {
+		r.IPs = append(r.IPs, cluster.IPPort{Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), Proto: p.Protocol})
+	}
+	return r
 }
 
 // ManifestLease reads a Manifest resource back: the lease, the version and the group

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -37,7 +39,8 @@ func TestManifestResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	version := bytes.Repeat([]byte{0xab}, 32)
-	m, err := NewManifest(testLease, version, res.Manifest[0])
+	routes := cluster.Routes{Hosts: []string{"web.example.com"}, IPs: []cluster.IPPort{{Endpoint: "front", Port: 443, Proto: "TCP"}}}
+	m, err := NewManifest(testLease, version, res.Manifest[0], routes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +75,9 @@ func TestManifestResource(t *testing.T) {
 	if id != testLease || !bytes.Equal(v, version) || len(g.Services) != 3 || g.Services[1].Name != "web" ||
 		g.Services[1].Credentials == nil || g.Services[1].Credentials.Username != "u" || g.Services[1].Credentials.Password != "" {
 		t.Fatalf("read back %+v %x %+v", id, v, g)
+	}
+	if r := ManifestRoutes(&back); !slices.Equal(r.Hosts, routes.Hosts) || !slices.Equal(r.IPs, routes.IPs) {
+		t.Fatalf("routes read back %+v, want %+v", r, routes)
 	}
 	// The schema refuses a Manifest without a valid version.
 	m.Name, m.Spec.Version = "bad", "xyz"

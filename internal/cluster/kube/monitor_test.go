@@ -61,7 +61,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.Deploy(ctx, monLease, bytes.Repeat([]byte{1}, 32), res.Manifest[0]); err != nil {
+	if err := d.Deploy(ctx, monLease, bytes.Repeat([]byte{1}, 32), res.Manifest[0], routesOf(res.Manifest[0])); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), monLease) })

@@ -72,7 +72,7 @@ func deployStreamsLease(t *testing.T, kube *testenv.Kube) streamsLease {
 	}
 	id := market.LeaseID{Owner: "akash1streams", DSeq: dseq, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0]); err != nil {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0], routesOf(res.Manifest[0])); err != nil {
 		t.Fatal(err)
 	}
 	l := streamsLease{id: id, ns: LeaseNamespace(id)}

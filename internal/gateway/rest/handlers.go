@@ -61,41 +61,51 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request, id market.L
 // maxMigrationBytes bounds a migration request.
 const maxMigrationBytes = 64 << 10
 
-// migrateHostnames moves hostnames between the tenant's deployments: the destination
-// lease's manifest must list them, and no other tenant may hold them.
-func (s *Server) migrateHostnames(w http.ResponseWriter, r *http.Request) {
+// migration is a decoded migration request.
+type migration struct {
+	names      []string
+	dseq       uint64
+	gseq       uint32
+	what       string // "hostname", "endpoint"
+	validName  func(string) bool
+	invalidMsg string
+}
+
+// migrate authenticates, reads and checks a migration, and runs do with the tenant and
+// the names; the answer is {"transferred": [...]}.
+func (s *Server) migrate(w http.ResponseWriter, r *http.Request, scope auth.Scope, decode func(*json.Decoder) (migration, error),
+	do func(owner string, m migration) ([]string, error)) {
 	who, err := s.deps.Auth.Authenticate(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var req api.HostnameMigration
 	d := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxMigrationBytes))
 	d.DisallowUnknownFields()
-	if err := d.Decode(&req); err != nil {
-		s.writeError(w, r, badRequest("body: want {\"hostnames_to_migrate\": [...], \"destination_dseq\": N, \"destination_gseq\": N}"))
+	m, err := decode(d)
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	switch {
-	case len(req.Hostnames) == 0:
-		s.writeError(w, r, badRequest("hostnames_to_migrate is empty"))
+	case len(m.names) == 0:
+		s.writeError(w, r, badRequest(m.what+"s to migrate: none given"))
 		return
-	case req.DestinationDSeq == 0 || req.DestinationGSeq == 0:
+	case m.dseq == 0 || m.gseq == 0:
 		s.writeError(w, r, badRequest("destination_dseq and destination_gseq must be positive"))
 		return
 	}
-	for _, h := range req.Hostnames {
-		if !market.ValidHostname(h) {
-			s.writeError(w, r, badRequest(fmt.Sprintf("hostname %q is not a valid lowercase DNS name", h)))
+	for _, n := range m.names {
+		if !m.validName(n) {
+			s.writeError(w, r, badRequest(fmt.Sprintf("%s %q %s", m.what, n, m.invalidMsg)))
 			return
 		}
 	}
-	dest := market.LeaseID{Owner: who.Owner, DSeq: req.DestinationDSeq, GSeq: req.DestinationGSeq, Provider: s.cfg.Provider}
-	if !who.Allows(auth.ScopeHostnameMigrate, market.LeaseID{Owner: who.Owner, DSeq: dest.DSeq}) {
-		s.writeError(w, r, forbidden(fmt.Sprintf("your credentials do not grant %q on deployment %d", auth.ScopeHostnameMigrate, dest.DSeq)))
+	if !who.Allows(scope, market.LeaseID{Owner: who.Owner, DSeq: m.dseq}) {
+		s.writeError(w, r, forbidden(fmt.Sprintf("your credentials do not grant %q on deployment %d", scope, m.dseq)))
 		return
 	}
-	moved, err := s.deps.Deployments.MigrateHostnames(who.Owner, req.Hostnames, dest.DSeq, dest.GSeq)
+	moved, err := do(who.Owner, m)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -104,6 +114,36 @@ func (s *Server) migrateHostnames(w http.ResponseWriter, r *http.Request) {
 		moved = []string{}
 	}
 	writeJSON(w, http.StatusOK, api.Transferred{Transferred: moved})
+}
+
+// migrateHostnames moves hostnames between the tenant's deployments: the destination
+// lease's manifest must list them, and no other tenant may hold them.
+func (s *Server) migrateHostnames(w http.ResponseWriter, r *http.Request) {
+	s.migrate(w, r, auth.ScopeHostnameMigrate, func(d *json.Decoder) (migration, error) {
+		var req api.HostnameMigration
+		if err := d.Decode(&req); err != nil {
+			return migration{}, badRequest(`body: want {"hostnames_to_migrate": [...], "destination_dseq": N, "destination_gseq": N}`)
+		}
+		return migration{names: req.Hostnames, dseq: req.DestinationDSeq, gseq: req.DestinationGSeq, what: "hostname",
+			validName: market.ValidHostname, invalidMsg: "is not a valid lowercase DNS name"}, nil
+	}, func(owner string, m migration) ([]string, error) {
+		return s.deps.Deployments.MigrateHostnames(owner, m.names, m.dseq, m.gseq)
+	})
+}
+
+// migrateEndpoints routes the tenant's leased-IP endpoints to another of its
+// deployments, whose manifest must expose ports on them.
+func (s *Server) migrateEndpoints(w http.ResponseWriter, r *http.Request) {
+	s.migrate(w, r, auth.ScopeIPMigrate, func(d *json.Decoder) (migration, error) {
+		var req api.EndpointMigration
+		if err := d.Decode(&req); err != nil {
+			return migration{}, badRequest(`body: want {"endpoints_to_migrate": [...], "destination_dseq": N, "destination_gseq": N}`)
+		}
+		return migration{names: req.Endpoints, dseq: req.DestinationDSeq, gseq: req.DestinationGSeq, what: "endpoint",
+			validName: market.ValidEndpointName, invalidMsg: "is not a valid endpoint name"}, nil
+	}, func(owner string, m migration) ([]string, error) {
+		return s.deps.Deployments.MigrateEndpoints(owner, m.names, m.dseq, m.gseq)
+	})
 }
 
 // leaseGroup is the group a lease runs, or a 404.

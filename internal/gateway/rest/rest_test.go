@@ -95,6 +95,21 @@ func (f *fakeDeployments) MigrateHostnames(owner string, hosts []string, dseq ui
 	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
 }
 
+func (f *fakeDeployments) MigrateEndpoints(owner string, names []string, dseq uint64, gseq uint32) ([]string, error) {
+	for id, g := range f.groups {
+		if id.Owner != owner || id.DSeq != dseq || id.GSeq != gseq {
+			continue
+		}
+		for _, n := range names {
+			if !slices.ContainsFunc(g.Services[0].Expose, func(e market.ServiceExpose) bool { return e.IP == n }) {
+				return nil, fmt.Errorf("%w: no port on %s", cluster.ErrMigration, n)
+			}
+		}
+		return names, nil
+	}
+	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
+}
+
 type fakeStatuses map[market.LeaseID]kube.LeaseStatus
 
 func (f fakeStatuses) Status(id market.LeaseID) (kube.LeaseStatus, bool) {
@@ -114,6 +129,7 @@ func webGroup() market.ManifestGroup {
 		Expose: []market.ServiceExpose{
 			{Port: 80, Proto: market.ProtoTCP, Global: true, Hosts: []string{"web.example.com"}},
 			{Port: 9000, Proto: market.ProtoUDP, Global: true},
+			{Port: 443, Proto: market.ProtoTCP, Global: true, IP: "front"},
 		},
 	}}}
 }
@@ -297,6 +313,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"GET", "/lease/7/1/1/kubeevents", nil, auth.ScopeEvents, true},
 		{"GET", "/lease/7/1/1/shell?cmd0=echo&service=web&podIndex=0", nil, auth.ScopeShell, true},
 		{"POST", "/hostname/migrate", []byte(`{"hostnames_to_migrate":["web.example.com"],"destination_dseq":7,"destination_gseq":1}`), auth.ScopeHostnameMigrate, false},
+		{"POST", "/endpoint/migrate", []byte(`{"endpoints_to_migrate":["front"],"destination_dseq":7,"destination_gseq":1}`), auth.ScopeIPMigrate, false},
 	}
 	for _, r := range routes {
 		name := r.method + " " + r.path
@@ -320,7 +337,7 @@ func TestAuthMatrix(t *testing.T) {
 			{"the owner's certificate", &ownerTLS, "", ok},
 		} {
 			want := c.want
-			if want == 404 && r.path == "/hostname/migrate" {
+			if want == 404 && strings.HasSuffix(r.path, "/migrate") {
 				want = 400 // another tenant names no destination of its own
 			}
 			if code, body := e.call(t, r.ws, c.cert, r.method, r.path, c.token, r.body); code != want {
@@ -497,6 +514,31 @@ func TestMigrateHostnames(t *testing.T) {
 	} {
 		if a := e.do(t, c, "POST", "/hostname/migrate", tc.token, tc.body); a.code != tc.want || !json.Valid(a.body) {
 			t.Errorf("%s: %d %s, want %d", tc.name, a.code, a.body, tc.want)
+		}
+	}
+}
+
+func TestMigrateEndpoints(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(nil)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	a := e.do(t, c, "POST", "/endpoint/migrate", tok, []byte(`{"endpoints_to_migrate":["front"],"destination_dseq":7,"destination_gseq":1}`))
+	var tr api.Transferred
+	if a.code != 200 || json.Unmarshal(a.body, &tr) != nil || !slices.Equal(tr.Transferred, []string{"front"}) {
+		t.Fatalf("migrate: %d %s", a.code, a.body)
+	}
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"endpoints_to_migrate":["back"],"destination_dseq":7,"destination_gseq":1}`, 400},
+		{`{"endpoints_to_migrate":["Front!"],"destination_dseq":7,"destination_gseq":1}`, 400},
+		{`{"endpoints_to_migrate":[],"destination_dseq":7,"destination_gseq":1}`, 400},
+		{`{"endpoints_to_migrate":["front"],"destination_dseq":7}`, 400},
+		{`{"hostnames_to_migrate":["front"],"destination_dseq":7,"destination_gseq":1}`, 400},
+	} {
+		if a := e.do(t, c, "POST", "/endpoint/migrate", tok, []byte(tc.body)); a.code != tc.want || !json.Valid(a.body) {
+			t.Errorf("%s: %d %s, want %d", tc.body, a.code, a.body, tc.want)
 		}
 	}
 }

@@ -37,6 +37,7 @@ type Deployments interface {
 	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
 	State(id market.LeaseID) (cluster.DeploymentState, bool)
 	MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error)
+	MigrateEndpoints(owner string, endpoints []string, dseq uint64, gseq uint32) ([]string, error)
 }
 
 // Statuses are the leases' cluster status (kube.Monitor).
@@ -194,6 +195,7 @@ func (s *Server) routes() {
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/manifest", s.tenant(auth.ScopeGetManifest, leaseRoute, s.leaseManifest))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/service/{service}/status", s.tenant(auth.ScopeStatus, leaseRoute, s.serviceStatus))
 	s.handle("POST /hostname/migrate", s.migrateHostnames)
+	s.handle("POST /endpoint/migrate", s.migrateEndpoints)
 	if s.deps.Streams != nil {
 		s.handle("GET /lease/{dseq}/{gseq}/{oseq}/logs", s.tenant(auth.ScopeLogs, leaseRoute, s.leaseLogs))
 		s.handle("GET /lease/{dseq}/{gseq}/{oseq}/kubeevents", s.tenant(auth.ScopeEvents, leaseRoute, s.leaseEvents))
