@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	providerv1 "berth.dev/berth/api/provider/v1"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
@@ -218,6 +219,28 @@ func TestProviderRun(t *testing.T) {
 	if code, body := gw.do(t, "GET", "/status", nil); code != 200 || !strings.Contains(string(body), `"address":"`+me+`"`) {
 		t.Fatalf("provider status: %d %s", code, body)
 	}
+	// The tenant updates the deployment: from then on only the new manifest is
+	// accepted, and it is applied in place.
+	updated := slices.Clone(dep.Manifest)
+	updated[0].Services = slices.Clone(updated[0].Services)
+	updated[0].Services[0].Image += "-v2"
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgUpdateDeployment{ID: market.DeploymentID{Owner: tenant, DSeq: 7}, Version: updated.Version()}); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := gw.do(t, "PUT", "/deployment/7/manifest", manifestJSON); code != 422 || !strings.Contains(string(body), "not the deployment's version") {
+		t.Fatalf("the old manifest after the update: %d %s", code, body)
+	}
+	updatedJSON, err := json.Marshal(updated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := gw.do(t, "PUT", "/deployment/7/manifest", updatedJSON); code != 200 {
+		t.Fatalf("the updated manifest: %d %s", code, body)
+	}
+	waitFor(t, "the update applied", func() bool {
+		st, ok := p.Manager().State(lease)
+		return ok && st.Phase == cluster.PhaseDeployed && bytes.Equal(st.Version, updated.Version())
+	})
 	// gRPC: the status, and the bid engine's answer on a group like the one leased.
 	conn, err := grpc.NewClient(p.GRPCGateway(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}))) // a status client; the certificate is checked below for HTTPS
@@ -311,7 +334,7 @@ func TestProviderRun(t *testing.T) {
 	// after the ledger shows their effect).
 	wants := []string{`berth_bid_decisions_total{reason="priced",result="bid"} 3`, `berth_bid_decisions_total{reason="leased",result="won"} 3`,
 		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 3`,
-		`berth_manifests_received_total{outcome="accepted"} 1`, "provider_deployment_manager 0", "provider_order_manager 0",
+		`berth_manifests_received_total{outcome="accepted"} 2`, `berth_manifests_received_total{outcome="invalid"} 1`, "provider_deployment_manager 0", "provider_order_manager 0",
 		`provider_order_handler_total{action="start"} 3`, `provider_order_handler_total{action="stop"} 3`, "provider_manifest_manager 0", "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total"}
 	var missing []string
 	metricsHave := func(body []byte) bool {
