@@ -199,10 +199,10 @@ type LeaseManifest struct {
 	Group market.ManifestGroup
 }
 
-// ManifestReceived sets the manifest a lease must run (a new one, or an update).
-// Before Run has started, it is queued. It fails, changing nothing, when the lease is
-// closed (ErrLeaseClosed) or another tenant holds one of the group's hostnames (a
-// *HostnameError). A hostname another deployment of the same tenant holds is
+// ManifestReceived sets the manifest a lease must run (a new one, or an update). It
+// fails, changing nothing, before Run has rebuilt from the cluster (ErrStarting: the
+// routes the cluster has are not known yet), when the lease is closed (ErrLeaseClosed),
+// or when another tenant holds one of the group's hostnames (a *HostnameError). A hostname another deployment of the same tenant holds is
 // accepted but withheld: the lease gets no route for it until MigrateHostnames.
 func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	return m.ManifestsReceived(version, []LeaseManifest{{Lease: id, Group: group}})
@@ -213,6 +213,9 @@ func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group mark
 func (m *Manager) ManifestsReceived(version []byte, leases []LeaseManifest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.ctx == nil {
+		return ErrStarting
+	}
 	for i := range leases {
 		id := leases[i].Lease
 		if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
@@ -298,6 +301,9 @@ func (m *Manager) MigrateEndpoints(owner string, endpoints []string, dseq uint64
 // destinationLocked finds the owner's lease of deployment dseq, group gseq, with a
 // manifest, and the routes it asks for.
 func (m *Manager) destinationLocked(owner string, dseq uint64, gseq uint32) (market.LeaseID, Routes, error) {
+	if m.ctx == nil {
+		return market.LeaseID{}, Routes{}, ErrStarting
+	}
 	for id, w := range m.workers {
 		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !w.close && w.state.Version != nil {
 			return id, m.routes.wants[id], nil

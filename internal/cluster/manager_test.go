@@ -217,30 +217,25 @@ func TestManagerRebuildsAfterRestart(t *testing.T) {
 	}
 }
 
-// TestManagerQueuesEventsBeforeRun: a manifest handed over before the manager has
-// rebuilt is not lost, and wins over the older one the cluster records.
-func TestManagerQueuesEventsBeforeRun(t *testing.T) {
+// TestManagerQueuesClosesBeforeRun: a lease closed before the manager has rebuilt is
+// not lost: the rebuild tears it down rather than applying it again.
+func TestManagerQueuesClosesBeforeRun(t *testing.T) {
 	f := newFake()
-	f.running[lease(1)] = version(1)
+	f.running[lease(1)], f.running[lease(2)] = version(1), version(1)
 	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond}, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil },
 		slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ManifestReceived(lease(1), version(2), market.ManifestGroup{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.ManifestReceived(lease(2), version(1), market.ManifestGroup{}); err != nil {
-		t.Fatal(err)
-	}
+	m.LeaseClosed(lease(1))
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = m.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
-	eventuallyTrue(t, "both deployed", func() bool {
-		v1, ok1 := f.version(lease(1))
+	eventuallyTrue(t, "the closed lease torn down, the other applied again", func() bool {
+		_, ok1 := f.version(lease(1))
 		_, ok2 := f.version(lease(2))
-		return ok1 && ok2 && v1[0] == 2 && state(m, lease(1)).Phase == PhaseDeployed
+		return !ok1 && ok2 && state(m, lease(2)).Phase == PhaseDeployed
 	})
 }
 
@@ -460,5 +455,40 @@ func TestManagerRoutesSurviveRestart(t *testing.T) {
 	})
 	if r, _ := f.routed(first); len(r.Hosts) != 0 {
 		t.Fatalf("the withheld hostname was routed to the first lease after a restart: %v", r)
+	}
+}
+
+// TestManagerRefusesManifestsBeforeRebuild: until the manager has read what the cluster
+// runs it cannot know who holds a hostname, so manifests wait (ErrStarting) rather than
+// take a route from a lease about to be rebuilt.
+func TestManagerRefusesManifestsBeforeRebuild(t *testing.T) {
+	f := newFake()
+	victim := lease(1)
+	f.running[victim], f.groups[victim], f.routes[victim] = version(1), hosting("shop.example.com"), Routes{Hosts: []string{"shop.example.com"}}
+	m, err := NewManager(ManagerConfig{RetryMin: time.Millisecond}, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil }, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	attacker := lease(2)
+	attacker.Owner = "akash1attacker"
+	if err := m.ManifestReceived(attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrStarting) {
+		t.Fatalf("a manifest before the rebuild: %v", err)
+	}
+	if _, err := m.MigrateHostnames(attacker.Owner, []string{"shop.example.com"}, 2, 1); !errors.Is(err, ErrStarting) {
+		t.Fatalf("a migration before the rebuild: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	<-m.Started()
+	if h, _ := m.HostnameHolder("shop.example.com"); h != victim {
+		t.Fatalf("held by %v after the rebuild", h)
+	}
+	if err := m.ManifestReceived(attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrHostnameInUse) {
+		t.Fatalf("another tenant's hostname after the rebuild: %v", err)
 	}
 }

@@ -20,6 +20,10 @@ var ErrMigration = errors.New("migration refused")
 // ErrLeaseClosed reports a manifest for a lease that is closed or closing.
 var ErrLeaseClosed = errors.New("lease closed")
 
+// ErrStarting reports a manifest or migration before the manager has rebuilt from the
+// cluster: until then it cannot know which deployment holds which route.
+var ErrStarting = errors.New("the provider is starting; try again shortly")
+
 // HostnameError says which hostname another tenant holds (never which tenant).
 type HostnameError struct {
 	Hostname string

@@ -315,7 +315,7 @@ func outcome(err error) string {
 		return "no_lease"
 	case errors.Is(err, ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
 		return "hostname"
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, cluster.ErrStarting):
 		return "unavailable"
 	}
 	return "error"

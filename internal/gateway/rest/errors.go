@@ -51,6 +51,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, ErrNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
 		return http.StatusNotFound, err.Error()
+	case errors.Is(err, cluster.ErrStarting):
+		return http.StatusServiceUnavailable, cluster.ErrStarting.Error()
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the provider cannot answer right now; try again"
 	}
