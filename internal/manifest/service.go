@@ -87,7 +87,9 @@ type Service struct {
 	mu sync.Mutex
 	// waiting: won leases without a manifest yet, and when the watchdog fires.
 	waiting map[market.LeaseID]time.Time
-	wake    chan struct{}
+	// closed: leases closed while their bid's close was under way (not retried).
+	closed map[market.LeaseID]bool
+	wake   chan struct{}
 }
 
 // New returns a manifest service; it starts nothing (Run runs the watchdog).
@@ -106,7 +108,7 @@ func New(cfg Config, l Ledger, d Deployments, closeBid BidCloser, log *slog.Logg
 		return nil, err
 	}
 	return &Service{cfg: cfg, ledger: l, deploy: d, closeFn: closeBid, log: log, now: time.Now, metrics: m,
-		waiting: map[market.LeaseID]time.Time{}, wake: make(chan struct{}, 1)}, nil
+		waiting: map[market.LeaseID]time.Time{}, closed: map[market.LeaseID]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // Submit accepts a tenant's manifest for its deployment dseq and hands each of our
@@ -223,6 +225,9 @@ func (s *Service) LeaseWon(id market.LeaseID) {
 // LeaseClosed stops the watchdog for a lease.
 func (s *Service) LeaseClosed(id market.LeaseID) {
 	s.mu.Lock()
+	if _, ok := s.waiting[id]; !ok {
+		s.closed[id] = true // its bid's close may be under way: do not retry it
+	}
 	delete(s.waiting, id)
 	s.metrics.waiting.Set(float64(len(s.waiting)))
 	s.mu.Unlock()
@@ -259,15 +264,18 @@ func (s *Service) Run(ctx context.Context) error {
 				continue
 			}
 			s.log.WarnContext(ctx, "no manifest in time; closing the bid", slog.String("lease", id.String()), slog.Duration("timeout", s.cfg.Timeout))
-			if err := s.closeFn(ctx, id.Bid(), ledger.ReasonManifestTimeout); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
+			err := s.closeFn(ctx, id.Bid(), ledger.ReasonManifestTimeout)
+			switch {
+			case err == nil:
+				s.metrics.timeouts.Inc()
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, ledger.ErrNotFound), errors.Is(err, ledger.ErrInvalidState):
+				// The bid is gone or closed already (the tenant closed first).
+			default:
 				s.log.WarnContext(ctx, "close the bid of a lease without manifest; retrying", slog.String("lease", id.String()), slog.String("error", err.Error()))
 				s.retry(id, time.Minute)
-				continue
 			}
-			s.metrics.timeouts.Inc()
 		}
 		t.Reset(next)
 		select {
@@ -294,14 +302,22 @@ func (s *Service) due() ([]market.LeaseID, time.Duration) {
 		}
 		next = min(next, at.Sub(now))
 	}
+	// Closes noted for bids not being closed now are not needed any more.
+	clear(s.closed)
 	s.metrics.waiting.Set(float64(len(s.waiting)))
 	return out, next
 }
 
+// retry watches the lease again unless it closed meanwhile.
 func (s *Service) retry(id market.LeaseID, after time.Duration) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed[id] {
+		delete(s.closed, id)
+		return
+	}
 	s.waiting[id] = s.now().Add(after)
-	s.mu.Unlock()
+	s.metrics.waiting.Set(float64(len(s.waiting)))
 }
 
 // outcome is the metric label for a submission's result.

@@ -3,6 +3,7 @@ package manifest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -235,4 +236,36 @@ func TestWatchdog(t *testing.T) {
 	if n := f.svc.Waiting(); n != 0 {
 		t.Fatalf("a lease with a manifest is watched")
 	}
+}
+
+// TestWatchdogDoesNotResurrectClosedLeases: a lease that closes while its bid's close
+// fails is not watched again, and a bid the ledger already closed is not retried.
+func TestWatchdogDoesNotResurrectClosedLeases(t *testing.T) {
+	f := newFixture(t, Config{Timeout: 20 * time.Millisecond})
+	entered := make(chan market.BidID, 4)
+	release := make(chan error)
+	f.svc.closeFn = func(_ context.Context, id market.BidID, _ string) error {
+		entered <- id
+		return <-release
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		close(release)
+		<-done
+	}()
+	racing := market.LeaseID{Owner: tenant, DSeq: 21, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(racing)
+	<-entered
+	f.svc.LeaseClosed(racing) // the tenant closed it while the close was in flight
+	release <- errors.New("broadcast: connection reset")
+	already := market.LeaseID{Owner: tenant, DSeq: 22, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(already)
+	<-entered
+	release <- fmt.Errorf("close bid: %w", ledger.ErrInvalidState)
+	// The loop is sequential: the second close began only after the first's retry
+	// decision, so a resurrected lease would be waiting now (for a minute).
+	testenv.Eventually(t, 5*time.Second, "nothing left to watch", func() bool { return f.svc.Waiting() == 0 })
 }

@@ -182,8 +182,10 @@ func (c *Client) request(ctx context.Context, method, path string, body []byte) 
 
 func (c *Client) token() (string, error) {
 	now := time.Now()
+	// The audience binds the token to this provider: another provider that receives it
+	// cannot use it against this one's peers (Akash's tools leave it out).
 	return auth.SignToken(auth.Claims{Issuer: c.opts.Tenant, IssuedAt: now.Unix(), NotBefore: now.Unix(), ExpiresAt: now.Add(TokenTTL).Unix(),
-		Version: auth.TokenVersion, Leases: auth.Leases{Access: auth.AccessFull}}, c.opts.Signer)
+		Audience: []string{c.opts.Provider}, Version: auth.TokenVersion, Leases: auth.Leases{Access: auth.AccessFull}}, c.opts.Signer)
 }
 
 // do sends a request and returns the body of a 200 answer; any other status is a

@@ -71,7 +71,8 @@ func TestProviderCertificateChecks(t *testing.T) {
 	}
 	if tok, found := strings.CutPrefix(gotAuth, "Bearer "); !found {
 		t.Fatalf("authorization %q", gotAuth)
-	} else if c, _, _, err := auth.ParseToken(tok); err != nil || c.Issuer != tenant.Address || c.ExpiresAt-c.IssuedAt != int64(TokenTTL/time.Second) {
+	} else if c, _, _, err := auth.ParseToken(tok); err != nil || c.Issuer != tenant.Address || c.ExpiresAt-c.IssuedAt != int64(TokenTTL/time.Second) ||
+		len(c.Audience) != 1 || c.Audience[0] != provider {
 		t.Fatalf("token claims %+v %v", c, err)
 	}
 

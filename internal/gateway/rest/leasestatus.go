@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"fmt"
 	"slices"
 
 	api "berth.dev/berth/api/gateway"
@@ -10,7 +11,12 @@ import (
 )
 
 func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.DeploymentState, host string) api.LeaseStatus {
-	out := api.LeaseStatus{Services: map[string]api.ServiceStatus{}, Berth: api.BerthLeaseStatus{Ready: st.Ready, Phase: dep.Phase, Error: dep.Error}}
+	out := api.LeaseStatus{Services: map[string]api.ServiceStatus{}, Berth: api.BerthLeaseStatus{Ready: st.Ready, Phase: dep.Phase}}
+	if dep.Error != "" {
+		// The cause stays in the provider's log: it can name the cluster's addresses
+		// and accounts. Why replicas are missing is in service_errors.
+		out.Berth.Error = fmt.Sprintf("the provider has not applied this manifest yet (%d attempts); it keeps trying", dep.Attempts)
+	}
 	for _, e := range st.Events {
 		out.Berth.Events = append(out.Berth.Events, api.Event{Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message})
 	}

@@ -59,6 +59,7 @@ func (f *fakeManifests) Submit(_ context.Context, owner string, dseq uint64, m m
 // fakeDeployments holds leases' groups.
 type fakeDeployments struct {
 	groups map[market.LeaseID]market.ManifestGroup
+	failed string // the deployment manager's last error, if any
 }
 
 func (f *fakeDeployments) Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool) {
@@ -69,6 +70,9 @@ func (f *fakeDeployments) Manifest(id market.LeaseID) ([]byte, market.ManifestGr
 func (f *fakeDeployments) State(id market.LeaseID) (cluster.DeploymentState, bool) {
 	if _, ok := f.groups[id]; !ok {
 		return cluster.DeploymentState{}, false
+	}
+	if f.failed != "" {
+		return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeploying, Attempts: 3, Error: f.failed}, true
 	}
 	return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeployed}, true
 }
@@ -540,5 +544,21 @@ func TestMigrateEndpoints(t *testing.T) {
 		if a := e.do(t, c, "POST", "/endpoint/migrate", tok, []byte(tc.body)); a.code != tc.want || !json.Valid(a.body) {
 			t.Errorf("%s: %d %s, want %d", tc.body, a.code, a.body, tc.want)
 		}
+	}
+}
+
+// TestLeaseStatusHidesDeployErrors: why an apply failed can name the cluster's
+// addresses; tenants see that it is retried, not the cause.
+func TestLeaseStatusHidesDeployErrors(t *testing.T) {
+	e := newEnv(t)
+	fd, _ := e.srv.deps.Deployments.(*fakeDeployments)
+	fd.failed = `Post "https://10.0.0.1:6443/apis/apps/v1/namespaces/lease-x/deployments": dial tcp 10.0.0.1:6443: connect: connection refused`
+	a := e.do(t, e.client(nil), "GET", "/lease/7/1/1/status", e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull}), nil)
+	var st api.LeaseStatus
+	if a.code != 200 || json.Unmarshal(a.body, &st) != nil || st.Berth.Phase != cluster.PhaseDeploying || !strings.Contains(st.Berth.Error, "3 attempts") {
+		t.Fatalf("status: %d %s", a.code, a.body)
+	}
+	if strings.Contains(string(a.body), "10.0.0.1") {
+		t.Fatalf("the cluster's address leaked: %s", a.body)
 	}
 }
