@@ -27,6 +27,8 @@ func streamError(err error) error {
 		return nil
 	case errors.Is(err, kube.ErrNoSuchLease), errors.Is(err, kube.ErrNoSuchService):
 		return fmt.Errorf("%w: %w", rest.ErrNotFound, err)
+	case errors.Is(err, kube.ErrNoPods):
+		return fmt.Errorf("%w: %w", rest.ErrNoPods, err)
 	case errors.Is(err, kube.ErrNoSuchPod):
 		return fmt.Errorf("%w: %w", rest.ErrPodIndex, err)
 	case errors.Is(err, kube.ErrInvalidRequest):

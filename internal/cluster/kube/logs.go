@@ -124,6 +124,9 @@ func (m *logMux) listPods(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
 	}
+	if len(pods.Items) == 0 {
+		return fmt.Errorf("lease %s: %w", m.id, ErrNoPods)
+	}
 	for i := range pods.Items {
 		m.start(ctx, &pods.Items[i], m.opts.TailLines)
 	}

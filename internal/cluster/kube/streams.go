@@ -25,6 +25,8 @@ var (
 	ErrNoSuchLease = errors.New("the lease runs nothing on this provider")
 	// ErrNoSuchService: the lease's manifest has no such service.
 	ErrNoSuchService = errors.New("the lease has no such service")
+	// ErrNoPods: the lease (or service) has no pod to read the logs of.
+	ErrNoPods = errors.New("no running pods")
 	// ErrNoSuchPod: the service has no running replica at that index.
 	ErrNoSuchPod = errors.New("the service has no running replica at that index")
 	// ErrInvalidRequest: the request lacks what it needs (a service, a command).

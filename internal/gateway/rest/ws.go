@@ -63,8 +63,6 @@ var (
 	ErrNoPods = errors.New("no running pods")
 	// ErrPodIndex: podIndex is past the service's running pods.
 	ErrPodIndex = errors.New("pod index out of range")
-	// ErrCommand: the command could not be started (not found, not executable).
-	ErrCommand = errors.New("command could not be run")
 )
 
 // Websocket close codes (Akash's): internal error, lease not found, unavailable.
@@ -174,13 +172,17 @@ func (ws *wsConn) close(code int, reason string) {
 
 // closeFor closes with the code fitting err (nil: normal closure).
 func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
+	// Close reasons are fixed texts: a control frame holds at most 123 bytes, and the
+	// error's own text may name the cluster's objects.
 	switch {
 	case err == nil, ws.ctx.Err() != nil:
 		ws.close(websocket.CloseNormalClosure, "")
 	case errors.Is(err, ErrNoPods):
 		ws.close(closeInternal, "no running pods")
 	case errors.Is(err, ErrNotFound):
-		ws.close(closeNotFound, err.Error())
+		ws.close(closeNotFound, "lease or service not found (not deployed yet?)")
+	case errors.Is(err, ErrBadRequest):
+		ws.close(closeInternal, "invalid request")
 	default:
 		code, msg := statusOf(err)
 		if code == http.StatusServiceUnavailable {
@@ -343,8 +345,10 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	switch {
 	case err == nil:
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code}))
-	case errors.Is(err, ErrNoPods), errors.Is(err, ErrPodIndex), errors.Is(err, ErrCommand):
-		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: err.Error()}))
+	case errors.Is(err, ErrNoPods), errors.Is(err, ErrPodIndex):
+		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "no running pod at that index (pod index out of range)"}))
+	case errors.Is(err, ErrNotFound):
+		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "the lease's service is not deployed (yet)"}))
 	case ws.ctx.Err() != nil:
 	default:
 		s.log.WarnContext(r.Context(), "lease shell failed", slog.String("lease", id.String()), slog.String("error", err.Error()))

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -27,6 +28,12 @@ type fakeStreams struct {
 }
 
 func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o LogOptions, emit func(LogLine) error) error {
+	if o.Tail == 99 { // the lease's namespace is not there yet
+		return fmt.Errorf("%w: lease akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/7/1/1/akash1provider: the lease runs nothing on this provider (namespace lease-abcdef)", ErrNotFound)
+	}
+	if o.Tail == 98 {
+		return ErrNoPods
+	}
 	for _, pod := range []string{"web-0", "web-1"} {
 		if err := emit(LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(o.Tail, 10)}); err != nil {
 			return err
@@ -112,6 +119,17 @@ func TestLogsAndEvents(t *testing.T) {
 	var ce *websocket.CloseError
 	if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
 		t.Fatalf("after the logs: %v", err)
+	}
+
+	// Errors after the upgrade end the stream with their close code and a fixed reason.
+	for tail, want := range map[string]int{"99": api.CloseNotFound, "98": api.CloseInternal} {
+		c, _, err := e.dial(t, "/lease/7/1/1/logs?tail="+tail, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != want || strings.Contains(ce.Text, "namespace") {
+			t.Fatalf("tail=%s: %v, want close %d", tail, err, want)
+		}
 	}
 
 	// Follow: lines keep coming until the client leaves; pings keep it alive.
