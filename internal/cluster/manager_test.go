@@ -482,7 +482,9 @@ func TestManagerRefusesManifestsBeforeRebuild(t *testing.T) {
 	go func() { done <- m.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}()
 	<-m.Started()
 	if h, _ := m.HostnameHolder("shop.example.com"); h != victim {

@@ -254,7 +254,9 @@ func TestWatchdogDoesNotResurrectClosedLeases(t *testing.T) {
 	defer func() {
 		cancel()
 		close(release)
-		<-done
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
 	}()
 	racing := market.LeaseID{Owner: tenant, DSeq: 21, GSeq: 1, OSeq: 1, Provider: provider}
 	f.svc.LeaseWon(racing)
