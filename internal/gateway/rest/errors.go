@@ -17,6 +17,8 @@ import (
 // components behind Deps to mark tenant errors (the message is shown).
 var (
 	ErrBadRequest = errors.New("bad request")
+	// ErrTooMany: a limit on streams is reached.
+	ErrTooMany = errors.New("too many")
 	ErrNotFound   = errors.New("not found")
 	errForbidden  = errors.New("forbidden")
 )
@@ -51,6 +53,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnprocessableEntity, err.Error()
 	case errors.Is(err, ErrNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
 		return http.StatusNotFound, err.Error()
+	case errors.Is(err, ErrTooMany):
+		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, cluster.ErrStarting):
 		return http.StatusServiceUnavailable, cluster.ErrStarting.Error()
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
@@ -80,7 +81,15 @@ type Config struct {
 	// PingPeriod is how often websockets are pinged (default 10 s; Akash's tenant
 	// tools drop a socket after 15 s without a ping).
 	PingPeriod time.Duration
+	// MaxConnections bounds open connections (default 4096); MaxSessions the
+	// websocket sessions (default 1024), and MaxTenantSessions one tenant's (default
+	// 32): each session holds streams on the cluster.
+	MaxConnections, MaxSessions, MaxTenantSessions int
 }
+
+// ReadTimeout bounds reading a request, body included (a manifest is at most 1 MiB).
+// A websocket sets its own deadlines once upgraded.
+const ReadTimeout = 30 * time.Second
 
 // Deps are the components the routes use. Metrics, when set, is served at /metrics.
 type Deps struct {
@@ -105,6 +114,10 @@ type Server struct {
 	// sessions counts websocket sessions, which outlive the HTTP server's own
 	// bookkeeping once hijacked.
 	sessions sync.WaitGroup
+	// open and perTenant count sessions for the limits.
+	mu        sync.Mutex
+	open      int
+	perTenant map[string]int
 }
 
 // New builds the server and its routes; it starts nothing.
@@ -120,11 +133,20 @@ func New(cfg Config, deps Deps, log *slog.Logger) (*Server, error) {
 	if cfg.PingPeriod <= 0 {
 		cfg.PingPeriod = 10 * time.Second
 	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 4096
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 1024
+	}
+	if cfg.MaxTenantSessions <= 0 {
+		cfg.MaxTenantSessions = 32
+	}
 	m, err := newMetrics(deps.Registerer)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, deps: deps, log: log, mux: http.NewServeMux(), metrics: m}
+	s := &Server{cfg: cfg, deps: deps, log: log, mux: http.NewServeMux(), metrics: m, perTenant: map[string]int{}}
 	s.routes()
 	return s, nil
 }
@@ -152,6 +174,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s,
 		TLSConfig:         s.TLSConfig(),
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       ReadTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
@@ -166,7 +189,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	go func() { errc <- srv.ServeTLS(netutil.LimitListener(ln, s.cfg.MaxConnections), "", "") }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("gateway: %w", err)

@@ -83,6 +83,28 @@ var upgrader = websocket.Upgrader{
 	// shell with the tenant's client certificate.
 }
 
+// admit counts a session against the limits, or refuses it.
+func (s *Server) admit(owner string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.open >= s.cfg.MaxSessions:
+		return nil, fmt.Errorf("%w: the provider has %d streams open; try again later", ErrTooMany, s.open)
+	case s.perTenant[owner] >= s.cfg.MaxTenantSessions:
+		return nil, fmt.Errorf("%w: you have %d streams open here, the most allowed", ErrTooMany, s.perTenant[owner])
+	}
+	s.open++
+	s.perTenant[owner]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.open--
+		if s.perTenant[owner]--; s.perTenant[owner] <= 0 {
+			delete(s.perTenant, owner)
+		}
+	}, nil
+}
+
 // wsConn is an upgraded connection: writes serialised, pings sent every period, and
 // the connection's context ended when the client goes away.
 type wsConn struct {
@@ -97,17 +119,26 @@ type wsConn struct {
 // upgrade upgrades the request and starts pinging; onMessage (may be nil) gets the
 // client's messages (pongs and close frames are handled). The context ends when the
 // client closes, a read fails, or the server stops.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, onMessage func(kind int, msg []byte) error) (*wsConn, error) {
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, owner string, onMessage func(kind int, msg []byte) error) (*wsConn, error) {
+	release, err := s.admit(owner)
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil, err
+	}
 	// Counted before the hijack, while the server still counts the connection, so
 	// that Serve's wait cannot miss it.
 	s.sessions.Add(1)
+	done := func() {
+		release()
+		s.sessions.Done()
+	}
 	c, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
-		s.sessions.Done()
+		done()
 		return nil, err // the upgrader answered the client
 	}
 	ctx, cancel := context.WithCancel(r.Context())
-	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, done: s.sessions.Done}
+	ws := &wsConn{c: c, ctx: ctx, cancel: cancel, done: done}
 	c.SetReadLimit(64 << 10)
 	_ = c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod))
 	c.SetPongHandler(func(string) error { return c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod)) })
@@ -240,7 +271,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseI
 		s.writeError(w, r, err)
 		return
 	}
-	ws, err := s.upgrade(w, r, nil)
+	ws, err := s.upgrade(w, r, id.Owner, nil)
 	if err != nil {
 		return
 	}
@@ -305,7 +336,7 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	if req.TTY {
 		resize = make(chan TerminalSize, 4)
 	}
-	ws, err := s.upgrade(w, r, func(kind int, msg []byte) error {
+	ws, err := s.upgrade(w, r, id.Owner, func(kind int, msg []byte) error {
 		if kind != websocket.BinaryMessage {
 			return nil
 		}

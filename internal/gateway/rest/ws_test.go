@@ -19,6 +19,7 @@ import (
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
 )
 
 // fakeStreams behaves like a lease with a web service of two pods.
@@ -281,4 +282,30 @@ func TestShell(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d", tc.path, code, err, tc.want)
 		}
 	}
+}
+
+// TestSessionLimits: a tenant cannot open more streams than its share (429), and a
+// closed one frees its place.
+func TestSessionLimits(t *testing.T) {
+	e := newEnv(t)
+	e.srv.cfg.MaxTenantSessions = 1
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	first, _, err := e.dial(t, "/lease/7/1/1/logs?follow=true", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, code, err := e.dial(t, "/lease/7/1/1/kubeevents?follow=true", tok); err == nil || code != 429 {
+		t.Fatalf("a second stream: %d %v, want 429", code, err)
+	}
+	_ = first.Close()
+	testenv.Eventually(t, 5*time.Second, "the first stream's place freed", func() bool {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return e.srv.open == 0
+	})
+	c, _, err := e.dial(t, "/lease/7/1/1/kubeevents", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
 }

@@ -16,6 +16,7 @@ import (
 	"net"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -55,13 +56,22 @@ type Config struct {
 // MaxGroupSpecBytes bounds ValidateGroupSpec's group.
 const MaxGroupSpecBytes = 256 << 10
 
+// Limits: screenings at once (each may run the pricing script, whose slots real
+// bidding needs), connections, and streams per connection.
+const (
+	maxScreenings  = 2
+	maxConnections = 1024
+	maxStreams     = 64
+)
+
 // Server implements providerv1.ProviderRPCServer.
 type Server struct {
 	providerv1.UnimplementedProviderRPCServer
-	cfg    Config
-	board  Board
-	screen Screener
-	log    *slog.Logger
+	cfg     Config
+	board   Board
+	screen  Screener
+	log     *slog.Logger
+	screens chan struct{}
 }
 
 // New returns the server; Serve starts it.
@@ -69,13 +79,13 @@ func New(cfg Config, board Board, screen Screener, log *slog.Logger) (*Server, e
 	if cfg.Certificate == nil || cfg.AddressPrefix == "" || board == nil || screen == nil || log == nil {
 		return nil, errors.New("grpc gateway: certificate, address prefix, status board, screener and logger are required")
 	}
-	return &Server{cfg: cfg, board: board, screen: screen, log: log}, nil
+	return &Server{cfg: cfg, board: board, screen: screen, log: log, screens: make(chan struct{}, maxScreenings)}, nil
 }
 
 // Serve serves on ln until ctx ends, then stops gracefully (streams get 5 s).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	creds := credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: s.cfg.Certificate})
-	srv := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxGroupSpecBytes+4096),
+	srv := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxGroupSpecBytes+4096), grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}))
 	providerv1.RegisterProviderRPCServer(srv, s)
 	hs := health.NewServer()
@@ -84,7 +94,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(netutil.LimitListener(ln, maxConnections)) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("grpc gateway: %w", err)
@@ -142,11 +152,28 @@ func (s *Server) ValidateGroupSpec(ctx context.Context, req *providerv1.Validate
 			return nil, grpcstatus.Errorf(codes.InvalidArgument, "owner %q is not an account address", o)
 		}
 	}
+	select {
+	case s.screens <- struct{}{}:
+		defer func() { <-s.screens }()
+	default:
+		return nil, grpcstatus.Error(codes.ResourceExhausted, "too many groups being screened at once; try again")
+	}
 	sc, err := s.screen.Screen(ctx, req.GetOwner(), spec)
 	if err != nil {
-		return nil, grpcstatus.FromContextError(err).Err()
+		if ctx.Err() != nil {
+			return nil, grpcstatus.FromContextError(ctx.Err()).Err()
+		}
+		s.log.WarnContext(ctx, "screen a group", slog.String("error", err.Error()))
+		return nil, grpcstatus.Error(codes.Internal, "the provider could not screen the group")
 	}
-	resp := &providerv1.ValidateGroupSpecResponse{Bid: sc.Bid, Reason: sc.Reason, Detail: sc.Detail}
+	detail := sc.Detail
+	switch sc.Reason {
+	case bidengine.ReasonError, bidengine.ReasonScriptFailed, bidengine.ReasonScriptOutput:
+		// The operator's script and its output, or an internal error: for the log.
+		s.log.InfoContext(ctx, "group screened: pricing failed", slog.String("reason", sc.Reason), slog.String("detail", sc.Detail))
+		detail = "the provider's pricing did not give a price"
+	}
+	resp := &providerv1.ValidateGroupSpecResponse{Bid: sc.Bid, Reason: sc.Reason, Detail: detail}
 	if sc.Bid {
 		resp.Price = &providerv1.DecCoin{Denom: sc.Price.Denom, Amount: sc.Price.Amount.String()}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type screener struct{}
 
 func (screener) Screen(_ context.Context, _ string, spec market.GroupSpec) (bidengine.Screening, error) {
-	if spec.Name != "web" {
+	switch spec.Name {
+	case "scripted":
+		return bidengine.Screening{Reason: bidengine.ReasonScriptFailed, Detail: `pricing script /etc/berth/price.sh failed: exit status 1; stderr: "secret"`}, nil
+	case "web":
+	default:
 		return bidengine.Screening{Reason: bidengine.ReasonAttributes, Detail: "provider lacks attribute region=eu"}, nil
 	}
 	return bidengine.Screening{Bid: true, Price: market.DecCoin{Denom: "uakt", Amount: market.NewDec(5)}, Reason: bidengine.ReasonPriced}, nil
@@ -110,6 +115,10 @@ func TestValidateGroupSpec(t *testing.T) {
 	resp, err = c.ValidateGroupSpec(t.Context(), &providerv1.ValidateGroupSpecRequest{GroupSpecJson: spec("db")})
 	if err != nil || resp.GetBid() || resp.GetReason() != bidengine.ReasonAttributes || resp.GetDetail() == "" {
 		t.Fatalf("db: %v %v", resp, err)
+	}
+	resp, err = c.ValidateGroupSpec(t.Context(), &providerv1.ValidateGroupSpecRequest{GroupSpecJson: spec("scripted")})
+	if err != nil || resp.GetReason() != bidengine.ReasonScriptFailed || strings.Contains(resp.GetDetail(), "price.sh") || strings.Contains(resp.GetDetail(), "secret") {
+		t.Fatalf("script failure: %v %v", resp, err)
 	}
 	for _, bad := range []*providerv1.ValidateGroupSpecRequest{
 		{},
