@@ -18,9 +18,9 @@ import (
 var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrTooMany: a limit on streams is reached.
-	ErrTooMany = errors.New("too many")
-	ErrNotFound   = errors.New("not found")
-	errForbidden  = errors.New("forbidden")
+	ErrTooMany   = errors.New("too many")
+	ErrNotFound  = errors.New("not found")
+	errForbidden = errors.New("forbidden")
 )
 
 // apiError is a tenant-facing error: its message is safe to show.

@@ -99,7 +99,8 @@ func (s *Server) admit(owner string) (release func(), err error) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.open--
-		if s.perTenant[owner]--; s.perTenant[owner] <= 0 {
+		s.perTenant[owner]--
+		if s.perTenant[owner] <= 0 {
 			delete(s.perTenant, owner)
 		}
 	}, nil
