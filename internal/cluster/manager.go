@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -316,7 +317,12 @@ func (m *Manager) destinationLocked(owner string, dseq uint64, gseq uint32) (mar
 func (m *Manager) moveLocked(keys []string, dest market.LeaseID) {
 	changed := m.routes.move(keys, dest)
 	changed[dest] = true
-	for id := range changed {
+	m.reapplyLocked(slices.Collect(maps.Keys(changed)))
+}
+
+// reapplyLocked applies again leases whose routes changed.
+func (m *Manager) reapplyLocked(ids []market.LeaseID) {
+	for _, id := range ids {
 		if w, ok := m.workers[id]; ok && !w.close && w.state.Version != nil {
 			w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
 			poke(w.kick)
@@ -340,7 +346,7 @@ func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group mar
 	w.group = group
 	w.state.Version = slices.Clone(version)
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
-	m.routes.set(id, RoutesOf(&group))
+	m.reapplyLocked(m.routes.set(id, RoutesOf(&group)))
 	poke(w.kick)
 	m.startLocked(id, w)
 }
@@ -359,7 +365,7 @@ func (m *Manager) closeLocked(id market.LeaseID) {
 		return
 	}
 	w.close = true
-	m.routes.release(id)
+	m.reapplyLocked(m.routes.release(id))
 	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
 	poke(w.kick)
 	m.startLocked(id, w)

@@ -373,8 +373,13 @@ func TestManagerHostnames(t *testing.T) {
 	if h, _ := m.HostnameHolder("b.example.com"); h != a1g2 {
 		t.Fatalf("b.example.com held by %v, want %v", h, a1g2)
 	}
-	// Closing releases: then another tenant may use it.
+	// Closing hands it back to the tenant's lease still asking for it; once no lease
+	// of the tenant asks for it, another tenant may use it.
 	m.LeaseClosed(a1g2)
+	if h, _ := m.HostnameHolder("b.example.com"); h != a1 {
+		t.Fatalf("after the group closed, b.example.com held by %v, want %v", h, a1)
+	}
+	m.LeaseClosed(a1)
 	if err := m.ManifestReceived(other, version(1), hosting("b.example.com")); err != nil {
 		t.Fatalf("after the holder closed: %v", err)
 	}
@@ -493,4 +498,35 @@ func TestManagerRefusesManifestsBeforeRebuild(t *testing.T) {
 	if err := m.ManifestReceived(attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrHostnameInUse) {
 		t.Fatalf("another tenant's hostname after the rebuild: %v", err)
 	}
+}
+
+// TestManagerHandsOverFreedRoutes: when the deployment holding a hostname closes (or
+// drops it), the tenant's deployment that had it withheld gets it, with no window for
+// another tenant.
+func TestManagerHandsOverFreedRoutes(t *testing.T) {
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	blue, green := lease(1), lease(2)
+	other := lease(3)
+	other.Owner = "akash1other"
+	for _, id := range []market.LeaseID{blue, green} {
+		if err := m.ManifestReceived(id, version(1), hosting("www.example.com")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, _ := m.HostnameHolder("www.example.com"); h != blue {
+		t.Fatalf("held by %v", h)
+	}
+	m.LeaseClosed(blue)
+	if h, _ := m.HostnameHolder("www.example.com"); h != green {
+		t.Fatalf("after the holder closed, held by %v, want %v", h, green)
+	}
+	if err := m.ManifestReceived(other, version(1), hosting("www.example.com")); !errors.Is(err, ErrHostnameInUse) {
+		t.Fatalf("another tenant after the hand-over: %v", err)
+	}
+	eventuallyTrue(t, "the new holder applied with the route", func() bool {
+		r, _ := f.routed(green)
+		s, _ := m.State(green)
+		return s.Phase == PhaseDeployed && slices.Equal(r.Hosts, []string{"www.example.com"})
+	})
 }

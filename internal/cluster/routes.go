@@ -153,12 +153,15 @@ func (x *routeIndex) claim(id market.LeaseID, r Routes) {
 }
 
 // set records the routes the lease asks for: it takes those free or held within its
-// deployment; the others stay withheld. Routes it no longer asks for are released.
-func (x *routeIndex) set(id market.LeaseID, r Routes) {
+// deployment; the others stay withheld. Routes it no longer asks for go to another
+// lease that asks for them, or are freed. It returns the other leases that gained
+// routes (to be applied again).
+func (x *routeIndex) set(id market.LeaseID, r Routes) []market.LeaseID {
 	keep := routeKeys(id.Owner, r)
+	var dropped []string
 	for _, k := range routeKeys(id.Owner, x.wants[id]) {
 		if !slices.Contains(keep, k) && x.holder[k] == id {
-			delete(x.holder, k)
+			dropped = append(dropped, k)
 		}
 	}
 	x.wants[id] = r
@@ -167,16 +170,46 @@ func (x *routeIndex) set(id market.LeaseID, r Routes) {
 			x.holder[k] = id
 		}
 	}
+	return x.handOver(id, dropped)
 }
 
-// release frees every route the lease holds and forgets what it asks for.
-func (x *routeIndex) release(id market.LeaseID) {
+// release frees every route the lease holds (handing each to another lease that asks
+// for it) and forgets what it asks for. It returns the leases that gained routes.
+func (x *routeIndex) release(id market.LeaseID) []market.LeaseID {
+	var held []string
 	for _, k := range routeKeys(id.Owner, x.wants[id]) {
 		if x.holder[k] == id {
-			delete(x.holder, k)
+			held = append(held, k)
 		}
 	}
 	delete(x.wants, id)
+	return x.handOver(id, held)
+}
+
+// handOver gives each of keys, which from stops holding, to the first other lease (by
+// ID) that asks for it — the tenant's deployment that had it withheld — or frees it.
+func (x *routeIndex) handOver(from market.LeaseID, keys []string) []market.LeaseID {
+	var gained []market.LeaseID
+	for _, k := range keys {
+		delete(x.holder, k)
+		var next market.LeaseID
+		found := false
+		for id, w := range x.wants {
+			if id == from || !slices.Contains(routeKeys(id.Owner, w), k) {
+				continue
+			}
+			if !found || id.String() < next.String() {
+				next, found = id, true
+			}
+		}
+		if found {
+			x.holder[k] = next
+			if !slices.Contains(gained, next) {
+				gained = append(gained, next)
+			}
+		}
+	}
+	return gained
 }
 
 // held are the routes of r the lease holds (what the cluster routes for it).
