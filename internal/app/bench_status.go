@@ -250,4 +250,6 @@ func (noLeases) MigrateEndpoints(string, []string, uint64, uint32) ([]string, er
 	return nil, cluster.ErrMigration
 }
 
+func (noLeases) Routes(market.LeaseID) cluster.Routes { return cluster.Routes{} }
+
 func (noLeases) Status(market.LeaseID) (kube.LeaseStatus, bool) { return kube.LeaseStatus{}, false }

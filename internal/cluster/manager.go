@@ -331,6 +331,14 @@ func (m *Manager) reapplyLocked(ids []market.LeaseID) {
 	}
 }
 
+// Routes are what the cluster routes to a lease (its manifest's hostnames and leased
+// IP ports it holds; the others are withheld).
+func (m *Manager) Routes(id market.LeaseID) Routes {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.routes.held(id)
+}
+
 // HostnameHolder is the lease a hostname belongs to.
 func (m *Manager) HostnameHolder(hostname string) (market.LeaseID, bool) {
 	m.mu.Lock()

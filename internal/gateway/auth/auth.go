@@ -41,11 +41,14 @@ const (
 	ScopeRestart         Scope = "restart"
 	ScopeHostnameMigrate Scope = "hostname-migrate"
 	ScopeIPMigrate       Scope = "ip-migrate"
+	// ScopeAttestation is Akash's (TEE attestation quotes); berth has no route for it,
+	// but a token listing it is valid.
+	ScopeAttestation Scope = "attestation"
 )
 
 var knownScopes = map[Scope]bool{
 	ScopeSendManifest: true, ScopeGetManifest: true, ScopeLogs: true, ScopeShell: true, ScopeEvents: true,
-	ScopeStatus: true, ScopeRestart: true, ScopeHostnameMigrate: true, ScopeIPMigrate: true,
+	ScopeStatus: true, ScopeRestart: true, ScopeHostnameMigrate: true, ScopeIPMigrate: true, ScopeAttestation: true,
 }
 
 // Identity is an authenticated tenant and what it may do.
@@ -115,6 +118,25 @@ type Authenticator struct {
 	mu    sync.Mutex
 	certs map[string]cached[ledger.Certificate] // owner/serial
 	accts map[string]cached[ledger.Account]
+	// lookups bounds the ledger queries in flight: credentials naming unknown serials
+	// or issuers cost a query each, and the ledger serves bidding too.
+	lookups chan struct{}
+}
+
+// maxLookups bounds the authenticator's ledger queries in flight.
+const maxLookups = 16
+
+// lookup runs a ledger query within the bound, or fails as unavailable.
+func (a *Authenticator) lookup(ctx context.Context, q func() error) error {
+	select {
+	case a.lookups <- struct{}{}:
+		defer func() { <-a.lookups }()
+		return q()
+	case <-ctx.Done():
+		return ctx.Err()
+	default:
+		return errors.New("too many credential checks at once")
+	}
 }
 
 type cached[T any] struct {
@@ -129,7 +151,7 @@ func NewAuthenticator(l Ledger, prefix, provider string) (*Authenticator, error)
 	if l == nil || prefix == "" || provider == "" {
 		return nil, errors.New("authenticator: ledger, address prefix and provider are required")
 	}
-	return &Authenticator{ledger: l, prefix: prefix, provider: provider, now: time.Now,
+	return &Authenticator{ledger: l, prefix: prefix, provider: provider, now: time.Now, lookups: make(chan struct{}, maxLookups),
 		certs: map[string]cached[ledger.Certificate]{}, accts: map[string]cached[ledger.Account]{}}, nil
 }
 
@@ -193,7 +215,11 @@ func (a *Authenticator) certificate(ctx context.Context, owner, serial string) (
 		return c.v, c.err
 	}
 	a.mu.Unlock()
-	v, err := a.ledger.Certificate(ctx, owner, serial)
+	var v ledger.Certificate
+	err := a.lookup(ctx, func() (err error) {
+		v, err = a.ledger.Certificate(ctx, owner, serial)
+		return err
+	})
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return v, err // not cached: the next request asks again
 	}
@@ -211,7 +237,11 @@ func (a *Authenticator) account(ctx context.Context, addr string) (ledger.Accoun
 		return c.v, c.err
 	}
 	a.mu.Unlock()
-	v, err := a.ledger.Account(ctx, addr)
+	var v ledger.Account
+	err := a.lookup(ctx, func() (err error) {
+		v, err = a.ledger.Account(ctx, addr)
+		return err
+	})
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return v, err
 	}

@@ -135,6 +135,11 @@ func TestToken(t *testing.T) {
 	if err != nil || !id.Allows(auth.ScopeStatus, mine) || !id.Allows(auth.ScopeLogs, mine) || id.Allows(auth.ScopeShell, mine) {
 		t.Fatalf("scoped token: %+v %v", id, err)
 	}
+	// Akash's attestation scope is known (no route uses it): the token stays valid.
+	id, err = a.Token(ctx, sign(t, claims(tk.Address, *now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeAttestation, auth.ScopeLogs}}), tk.Key))
+	if err != nil || !id.Allows(auth.ScopeLogs, mine) || id.Allows(auth.ScopeShell, mine) {
+		t.Fatalf("a token with the attestation scope: %+v %v", id, err)
+	}
 	// Granular: this provider's permissions only, per deployment or lease.
 	g := auth.Leases{Access: auth.AccessGranular, Permissions: []auth.Permission{
 		{Provider: "akash1else", Access: auth.AccessFull},

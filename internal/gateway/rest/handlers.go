@@ -163,7 +163,7 @@ func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request, id market.L
 	}
 	st, _ := s.deps.Statuses.Status(id)
 	dep, _ := s.deps.Deployments.State(id)
-	writeJSON(w, http.StatusOK, leaseStatusOf(&g, st, dep, s.cfg.PublicHostname))
+	writeJSON(w, http.StatusOK, leaseStatusOf(&g, st, dep, s.deps.Deployments.Routes(id), s.cfg.PublicHostname))
 }
 
 func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
@@ -176,7 +176,7 @@ func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market
 	for i := range g.Services {
 		if g.Services[i].Name == name {
 			st, _ := s.deps.Statuses.Status(id)
-			writeJSON(w, http.StatusOK, serviceStatusOf(&g.Services[i], findService(st, name)))
+			writeJSON(w, http.StatusOK, serviceStatusOf(&g.Services[i], findService(st, name), s.deps.Deployments.Routes(id)))
 			return
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.DeploymentState, host string) api.LeaseStatus {
+func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.DeploymentState, routes cluster.Routes, host string) api.LeaseStatus {
 	out := api.LeaseStatus{Services: map[string]api.ServiceStatus{}, Berth: api.BerthLeaseStatus{Ready: st.Ready, Phase: dep.Phase}}
 	if dep.Error != "" {
 		// The cause stays in the provider's log: it can name the cluster's addresses
@@ -23,7 +23,7 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 	for i := range g.Services {
 		svc := &g.Services[i]
 		ks := findService(st, svc.Name)
-		out.Services[svc.Name] = serviceStatusOf(svc, ks)
+		out.Services[svc.Name] = serviceStatusOf(svc, ks, routes)
 		if ks == nil {
 			continue
 		}
@@ -46,15 +46,15 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 }
 
 // serviceStatusOf reports a service; its URIs are the hostnames its HTTP ports
-// accept. A service the cluster has no workload for yet counts its manifest replicas
+// accept and the lease holds (not those withheld). A service the cluster has no workload for yet counts its manifest replicas
 // as wanted, none available.
-func serviceStatusOf(svc *market.Service, ks *kube.ServiceStatus) api.ServiceStatus {
+func serviceStatusOf(svc *market.Service, ks *kube.ServiceStatus, routes cluster.Routes) api.ServiceStatus {
 	out := api.ServiceStatus{Name: svc.Name, Total: int32(svc.Count), Replicas: 0} //nolint:gosec // count ≤ the ledger's limit
 	var uris []string
 	for i := range svc.Expose {
 		if e := &svc.Expose[i]; e.IsIngress() {
 			for _, h := range e.Hosts {
-				if !slices.Contains(uris, h) {
+				if routes.HasHost(h) && !slices.Contains(uris, h) {
 					uris = append(uris, h)
 				}
 			}

@@ -20,7 +20,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "berth_gateway_requests_total", Help: "Gateway requests by route pattern and status code.",
 		}, []string{"route", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "berth_gateway_request_duration_seconds", Help: "Time to answer gateway requests (websockets: until the upgrade), by route pattern.",
+			Name: "berth_gateway_request_duration_seconds", Help: "Time to answer gateway requests (websockets: the whole session), by route pattern.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route"}),
 	}

@@ -114,6 +114,14 @@ func (f *fakeDeployments) MigrateEndpoints(owner string, names []string, dseq ui
 	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
 }
 
+// Routes: everything the group asks for, except withheld.example.com.
+func (f *fakeDeployments) Routes(id market.LeaseID) cluster.Routes {
+	g := f.groups[id]
+	r := cluster.RoutesOf(&g)
+	r.Hosts = slices.DeleteFunc(r.Hosts, func(h string) bool { return h == "withheld.example.com" })
+	return r
+}
+
 type fakeStatuses map[market.LeaseID]kube.LeaseStatus
 
 func (f fakeStatuses) Status(id market.LeaseID) (kube.LeaseStatus, bool) {
@@ -131,7 +139,7 @@ func webGroup() market.ManifestGroup {
 		Name: "web", Image: "nginx", Count: 2,
 		Credentials: &market.ServiceCredentials{Host: "registry.example.com", Username: "u", Password: "secret-password"},
 		Expose: []market.ServiceExpose{
-			{Port: 80, Proto: market.ProtoTCP, Global: true, Hosts: []string{"web.example.com"}},
+			{Port: 80, Proto: market.ProtoTCP, Global: true, Hosts: []string{"web.example.com", "withheld.example.com"}},
 			{Port: 9000, Proto: market.ProtoUDP, Global: true},
 			{Port: 443, Proto: market.ProtoTCP, Global: true, IP: "front"},
 		},

@@ -39,6 +39,7 @@ type Deployments interface {
 	State(id market.LeaseID) (cluster.DeploymentState, bool)
 	MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error)
 	MigrateEndpoints(owner string, endpoints []string, dseq uint64, gseq uint32) ([]string, error)
+	Routes(id market.LeaseID) cluster.Routes
 }
 
 // Statuses are the leases' cluster status (kube.Monitor).
