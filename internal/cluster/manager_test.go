@@ -296,6 +296,20 @@ func TestManagerBoundsConcurrency(t *testing.T) {
 	}
 }
 
+// appliedRoutes waits for the lease to be deployed and returns the routes it was
+// applied with.
+func appliedRoutes(t *testing.T, m *Manager, f *fakeDeployer, id market.LeaseID) Routes {
+	t.Helper()
+	var r Routes
+	eventuallyTrue(t, "the lease applied", func() bool {
+		var ok bool
+		r, ok = f.routed(id)
+		s, _ := m.State(id)
+		return ok && s.Phase == PhaseDeployed
+	})
+	return r
+}
+
 // hosting is a group with one web service accepting hosts.
 func hosting(hosts ...string) market.ManifestGroup {
 	return market.ManifestGroup{Name: "web", Services: []market.Service{{Name: "web", Image: "nginx", Count: 1,
@@ -310,17 +324,7 @@ func TestManagerHostnames(t *testing.T) {
 	a1g2.GSeq = 2
 	other := lease(2)
 	other.Owner = "akash1other"
-	routed := func(id market.LeaseID) []string {
-		t.Helper()
-		var r Routes
-		eventuallyTrue(t, "the lease applied", func() bool {
-			var ok bool
-			r, ok = f.routed(id)
-			s, _ := m.State(id)
-			return ok && s.Phase == PhaseDeployed
-		})
-		return r.Hosts
-	}
+	routed := func(id market.LeaseID) []string { return appliedRoutes(t, m, f, id).Hosts }
 	if err := m.ManifestReceived(a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
 		t.Fatal(err)
 	}
@@ -400,17 +404,7 @@ func TestManagerLeasedIPEndpoints(t *testing.T) {
 	a1, a2 := lease(1), lease(2)
 	other := lease(3)
 	other.Owner = "akash1other"
-	ips := func(id market.LeaseID) []IPPort {
-		t.Helper()
-		var r Routes
-		eventuallyTrue(t, "the lease applied", func() bool {
-			var ok bool
-			r, ok = f.routed(id)
-			s, _ := m.State(id)
-			return ok && s.Phase == PhaseDeployed
-		})
-		return r.IPs
-	}
+	ips := func(id market.LeaseID) []IPPort { return appliedRoutes(t, m, f, id).IPs }
 	for _, id := range []market.LeaseID{a1, a2, other} {
 		if err := m.ManifestReceived(id, version(1), ipGroup("front")); err != nil {
 			t.Fatal(err)
