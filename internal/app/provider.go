@@ -48,6 +48,7 @@ type Provider struct {
 	unhealthyTick time.Duration
 	metrics       net.Listener
 	gw            *gatewayService
+	ready         chan struct{}
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -56,7 +57,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
 	c, err := chain.Dial(ctx, cfg.Node)
 	if err != nil {
 		return nil, fmt.Errorf("ledger node %s: %w", cfg.Node, err)
@@ -181,8 +182,9 @@ func (p *Provider) Engine() *bidengine.Engine { return p.engine }
 // LeaseWon is the bus LeaseWon events are published on.
 func (p *Provider) LeaseWon() *bus.Bus[bidengine.LeaseWon] { return p.won }
 
-// Ready is closed once the bid engine has rebuilt its state and caught up.
-func (p *Provider) Ready() <-chan struct{} { return p.bids.Ready() }
+// Ready is closed once the bid engine has rebuilt its state and caught up, and the
+// deployment manager has rebuilt from the cluster (so manifests are taken).
+func (p *Provider) Ready() <-chan struct{} { return p.ready }
 
 // MetricsAddr is where /metrics is served ("" when it is not).
 func (p *Provider) MetricsAddr() string {
@@ -231,6 +233,17 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return p.followClosed(ctx, closed) })
 	g.Go(func() error { return p.followWon(ctx, won) })
+	g.Go(func() error {
+		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.manager.Started()} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		close(p.ready)
+		return nil
+	})
 	p.gw.run(ctx, g, p)
 	g.Go(func() error { return p.removeOrphans(ctx) })
 	if p.unhealthyOn {
