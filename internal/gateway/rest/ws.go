@@ -75,6 +75,9 @@ const (
 // wsWriteTimeout bounds one websocket write (a client that stops reading is dropped).
 const wsWriteTimeout = 10 * time.Second
 
+// stdinQueue is how many input frames wait for a command that is not reading.
+const stdinQueue = 64
+
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:   1024,
 	WriteBufferSize:  1024,
@@ -328,8 +331,12 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 		s.writeError(w, r, notFound(fmt.Sprintf("the lease has no service %q", req.Service)))
 		return
 	}
+	// Input goes through a queue to the command, so that the socket's reader keeps
+	// answering pings while the command is not reading (up to stdinQueue frames).
 	var stdinR *io.PipeReader
 	var stdinW *io.PipeWriter
+	stdinQ := make(chan []byte, stdinQueue)
+	writerDone := make(chan struct{})
 	if req.Stdin {
 		stdinR, stdinW = io.Pipe()
 	}
@@ -347,8 +354,9 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 		}
 		switch {
 		case f.code == frameStdin && stdinW != nil:
-			if _, err := stdinW.Write(f.stdin); err != nil {
-				return nil //nolint:nilerr // the command stopped reading its input; keep the session
+			select {
+			case stdinQ <- f.stdin:
+			case <-writerDone:
 			}
 		case f.code == frameResize && resize != nil:
 			select {
@@ -363,12 +371,30 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	}
 	er := ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
 		Stdout: frameWriter{ws, frameStdout}, Stderr: frameWriter{ws, frameStderr}}
+	var writer sync.WaitGroup
+	defer writer.Wait()
 	if stdinR != nil {
 		er.Stdin = stdinR
-		go func() {
-			<-ws.ctx.Done()
-			_ = stdinW.CloseWithError(io.EOF)
-		}()
+		// The end of the session ends the input (and any write waiting on it).
+		context.AfterFunc(ws.ctx, func() { _ = stdinW.CloseWithError(io.EOF) })
+		writer.Go(func() {
+			defer close(writerDone)
+			failed := false
+			for {
+				select {
+				case b := <-stdinQ:
+					if !failed {
+						// A command that stopped reading its input keeps its session.
+						_, err := stdinW.Write(b)
+						failed = err != nil
+					}
+				case <-ws.ctx.Done():
+					return
+				}
+			}
+		})
+	} else {
+		close(writerDone)
 	}
 	if resize != nil {
 		er.Resize = resize
