@@ -219,14 +219,30 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	return data, nil
 }
 
-// SendManifest sends a deployment's manifest (the JSON array of groups).
+// SendManifest sends a deployment's manifest (the JSON array of groups). A provider
+// that answers 503 (starting, or its ledger unreachable) is asked again, with backoff,
+// until ctx ends.
 func (c *Client) SendManifest(ctx context.Context, dseq uint64, m market.Manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	_, err = c.do(ctx, http.MethodPut, fmt.Sprintf("/deployment/%d/manifest", dseq), b)
-	return err
+	backoff := 250 * time.Millisecond
+	for {
+		_, err = c.do(ctx, http.MethodPut, fmt.Sprintf("/deployment/%d/manifest", dseq), b)
+		var re *ResponseError
+		if !errors.As(err, &re) || re.Status != http.StatusServiceUnavailable {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 4*time.Second)
+	}
 }
 
 func leasePath(id market.LeaseID, rest string) string {

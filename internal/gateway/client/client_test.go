@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +114,38 @@ func TestNewChecksOptions(t *testing.T) {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v) accepted", o)
 		}
+	}
+}
+
+// TestSendManifestRetriesUnavailable: a provider that is starting (503) is asked again.
+func TestSendManifestRetriesUnavailable(t *testing.T) {
+	l := authtest.NewLedger()
+	tenant := authtest.NewTenant(t, l)
+	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serial, _ := own.Serial()
+	tc := authtest.TLS(t, own)
+	var calls atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"message":"the provider is starting; try again shortly"}`))
+		}
+	}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tc}, MinVersion: tls.VersionTLS13}
+	srv.StartTLS()
+	defer srv.Close()
+	c, err := New(Options{HostURI: srv.URL, Provider: provider, Signer: tenant.Key, Tenant: tenant.Address,
+		Certs: func(context.Context, string, string) (ledger.Certificate, error) {
+			return ledger.Certificate{Owner: provider, Serial: serial, State: ledger.CertValid, Cert: own.Cert}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.http.CloseIdleConnections()
+	if err := c.SendManifest(t.Context(), 5, market.Manifest{}); err != nil || calls.Load() != 3 {
+		t.Fatalf("after two 503s: %v (%d calls)", err, calls.Load())
 	}
 }
