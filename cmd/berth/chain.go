@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
@@ -19,15 +18,7 @@ import (
 
 // defaultHome is where berth keeps its node home and keyring unless --home says
 // otherwise: $BERTH_HOME, else ~/.berth.
-func defaultHome() string {
-	if h := os.Getenv("BERTH_HOME"); h != "" {
-		return h
-	}
-	if d, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(d, ".berth")
-	}
-	return ".berth"
-}
+func defaultHome() string { return app.DefaultHome() }
 
 func newChainCommand(log *slog.Logger) *cobra.Command {
 	cmd := &cobra.Command{

@@ -12,10 +12,15 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	cfg := app.DefaultDevConfig()
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run a local environment on embedded defaults (simulated Kubernetes cluster)",
-		Long: "dev starts a private Kubernetes control plane on this machine (etcd, kube-apiserver,\n" +
-			"controller manager, scheduler) with kwok-simulated nodes, prints how to reach it,\n" +
-			"and runs until interrupted. The binaries come from hack/testbin.sh ($BERTH_TESTBIN).",
+		Short: "Run the whole marketplace on this machine: ledger, simulated cluster, provider",
+		Long: "dev runs berth's main job on its embedded defaults: a ledger node (1 block/s, the funded\n" +
+			"dev accounts \"tenant\" and \"provider\"; kept in --home and resumed on the next start,\n" +
+			"--reset for a new chain), a private Kubernetes control plane (etcd, kube-apiserver,\n" +
+			"controller manager, scheduler) with kwok-simulated nodes and simulated persistent\n" +
+			"volumes, berth's CRDs, and the provider, registered on the ledger with its gateway.\n" +
+			"It prints what a tenant needs and runs until interrupted; Ctrl-C stops everything.\n" +
+			"Every server listens on 127.0.0.1 on free ports. The Kubernetes binaries come from\n" +
+			"$BERTH_TESTBIN, else hack/testbin.sh in the source tree (built when missing).",
 		GroupID: groupRun,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -26,7 +31,8 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&cfg.Home, "home", cfg.Home, "directory for the environment's state")
+	f.StringVar(&cfg.Home, "home", cfg.Home, "berth home: the chain, keyring and provider state (resumed when present)")
+	f.BoolVar(&cfg.Reset, "reset", false, "remove the home's chain and state first, for a new chain")
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of simulated CPU nodes")
 	f.IntVar(&cfg.GPUNodes, "gpu-nodes", cfg.GPUNodes, "number of simulated GPU nodes")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", cfg.GPUsPerNode, "GPUs on each GPU node")

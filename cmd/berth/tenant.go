@@ -147,7 +147,10 @@ func newTenantCommand() *cobra.Command {
 	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease), close a lease, or see it on its provider"}
 	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
 	lease.AddCommand(newLeaseStatusCommand(&f), newLeaseLogsCommand(&f), newLeaseEventsCommand(&f), newLeaseShellCommand(&f))
-	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f), newCertCommand(&f), newSendManifestCommand(&f))
+	closeCmd := newDeploymentCloseCommand(&f)
+	closeCmd.Short = "Close a deployment (same as `deployment close`): its leases end, its escrow balance comes back"
+	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f), newCertCommand(&f), newSendManifestCommand(&f),
+		newTenantDeployCommand(&f), closeCmd)
 	return cmd
 }
 

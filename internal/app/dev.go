@@ -12,13 +12,16 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/node"
 )
 
 // DevConfig configures `berth dev`.
 type DevConfig struct {
-	// Home holds the dev environment's state; the cluster directory in it is recreated
-	// on every start.
+	// Home is the ledger node's home (keyring, chain data, the provider's state),
+	// resumed when it holds a chain; its cluster directory is recreated on every start.
 	Home string
+	// Reset removes the home first, for a new chain.
+	Reset bool
 	// Nodes is the number of simulated CPU nodes; GPUNodes the number of simulated GPU
 	// nodes, each with GPUsPerNode devices of GPUModel with GPUMemoryMiB each.
 	Nodes, GPUNodes, GPUsPerNode int
@@ -28,17 +31,23 @@ type DevConfig struct {
 	NodeCPU, NodeMemory string
 }
 
-// DefaultDevConfig returns the embedded defaults: three CPU nodes and one node with
-// eight 80 GiB A100 GPUs, state under the user's data directory.
-func DefaultDevConfig() DevConfig {
-	home := os.Getenv("XDG_DATA_HOME")
-	if home == "" {
-		if h, err := os.UserHomeDir(); err == nil {
-			home = filepath.Join(h, ".local", "share")
-		}
+// DefaultHome is berth's home unless told otherwise: $BERTH_HOME, else ~/.berth (what
+// every berth command reads its keyring and node address from).
+func DefaultHome() string {
+	if h := os.Getenv("BERTH_HOME"); h != "" {
+		return h
 	}
+	if d, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(d, ".berth")
+	}
+	return ".berth"
+}
+
+// DefaultDevConfig returns the embedded defaults: three CPU nodes and one node with
+// eight 80 GiB A100 GPUs, in the default home.
+func DefaultDevConfig() DevConfig {
 	return DevConfig{
-		Home:         filepath.Join(home, "berth", "dev"),
+		Home:         DefaultHome(),
 		Nodes:        3,
 		GPUNodes:     1,
 		GPUsPerNode:  8,
@@ -82,55 +91,123 @@ func (c DevConfig) nodes() []localenv.NodeSpec {
 	return specs
 }
 
-// RunDev starts the local environment, prints what is available on out, and runs until
-// ctx ends; then it stops every process it started.
-func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer) error {
+// RunDev starts the local marketplace — the ledger node (resumed from the home when it
+// holds one), the Kubernetes control plane with its simulated nodes, and the provider
+// registered on the ledger — prints what a tenant needs on out, and runs until ctx
+// ends; then it stops everything it started, the provider first.
+func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer) (retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	start := time.Now()
-	log.InfoContext(ctx, "starting local Kubernetes control plane", slog.String("home", cfg.Home))
+	if cfg.Reset {
+		if err := resetDevHome(cfg.Home); err != nil {
+			return err
+		}
+	}
+	bin, err := devBinaries(ctx, out)
+	if err != nil {
+		return err
+	}
+
+	// The ledger.
+	chainInfo, err := prepareDevChain(cfg, out)
+	if err != nil {
+		return err
+	}
+	ports, err := localenv.FreePorts(ctx, 2)
+	if err != nil {
+		return err
+	}
+	rpc := fmt.Sprintf("tcp://127.0.0.1:%d", ports[0])
+	if err := node.SetListenAddresses(cfg.Home, rpc, fmt.Sprintf("tcp://127.0.0.1:%d", ports[1])); err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "starting the ledger node", slog.String("home", cfg.Home), slog.String("rpc", rpc))
+	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger"))})
+	if err != nil {
+		return fmt.Errorf("start the ledger node: %w", err)
+	}
+	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- n.Run(nodeCtx) }()
+	defer func() {
+		stopNode()
+		if err := <-nodeDone; err != nil && retErr == nil {
+			retErr = fmt.Errorf("ledger node: %w", err)
+		}
+	}()
+
+	// The cluster.
+	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(cfg.Home, "cluster")))
 	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
-		Dir:    filepath.Join(cfg.Home, "cluster"),
-		Logger: log,
+		Dir: filepath.Join(cfg.Home, "cluster"), BinDir: bin, Logger: log,
 	})
 	if err != nil {
-		return fmt.Errorf("start local cluster: %w", err)
+		return fmt.Errorf("start the local cluster: %w", err)
 	}
 	defer cp.Stop()
 	specs := cfg.nodes()
 	if err := cp.AddNodes(ctx, specs...); err != nil {
 		return fmt.Errorf("add simulated nodes: %w", err)
 	}
-	printDevBanner(out, cfg, cp, specs, time.Since(start))
-
-	<-ctx.Done()
-	log.InfoContext(ctx, "stopping local environment")
-	return nil
-}
-
-func printDevBanner(out io.Writer, cfg DevConfig, cp *localenv.ControlPlane, specs []localenv.NodeSpec, took time.Duration) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nberth dev: local environment ready in %s\n\n", took.Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "  Kubernetes API   %s\n", cp.APIServerURL)
-	fmt.Fprintf(&b, "  kubeconfig       %s\n", cp.KubeconfigPath)
-	fmt.Fprintf(&b, "  state            %s (its cluster is recreated on every start)\n", cfg.Home)
-	fmt.Fprintf(&b, "  nodes (kwok)     ")
-	for i, s := range specs {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(s.Name)
-		if s.GPUs > 0 {
-			fmt.Fprintf(&b, " (%d× %s)", s.GPUs, s.GPUProduct)
-		}
+	kubeconfig := filepath.Join(cp.Dir, "berth.kubeconfig")
+	if err := localenv.WriteFlatKubeconfig(cp.KubeconfigPath, kubeconfig); err != nil {
+		return err
 	}
-	b.WriteString("\n\n")
-	b.WriteString("  Available now: a simulated cluster (real etcd, kube-apiserver, controller manager and\n")
-	b.WriteString("  scheduler; kwok simulates the nodes and runs no containers). Point any Kubernetes client\n")
-	b.WriteString("  at the kubeconfig above. `kubectl exec` into a pod runs the command on THIS machine,\n")
-	b.WriteString("  in " + cp.ExecDir + ": it is not a sandbox.\n")
-	b.WriteString("  Not in this build yet: the marketplace ledger, the provider and the tenant commands.\n\n")
-	b.WriteString("  Press Ctrl-C to stop; nothing is left running.\n")
-	_, _ = io.WriteString(out, b.String())
+	stopProvisioner, err := startDevProvisioner(ctx, kubeconfig, filepath.Join(cp.Dir, "volumes"), log)
+	if err != nil {
+		return err
+	}
+	defer stopProvisioner()
+
+	// The provider.
+	p, hostURI, err := startDevProvider(ctx, cfg, rpc, kubeconfig, log)
+	if err != nil {
+		return err
+	}
+	provCtx, stopProvider := context.WithCancel(ctx)
+	provDone := make(chan error, 1)
+	go func() { provDone <- p.Run(provCtx) }()
+	defer func() {
+		stopProvider()
+		if err := <-provDone; err != nil && retErr == nil {
+			retErr = fmt.Errorf("provider: %w", err)
+		}
+	}()
+	select {
+	case <-p.Ready():
+	case err := <-nodeDone:
+		nodeDone <- err
+		return fmt.Errorf("the ledger node stopped: %v", err)
+	case err := <-provDone:
+		provDone <- err
+		return fmt.Errorf("the provider stopped before it was ready: %v", err)
+	case <-ctx.Done():
+		return nil
+	}
+	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
+	if err != nil {
+		return err
+	}
+	printDevBanner(out, devBanner{
+		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
+		resumed: chainInfo.resumed, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
+		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
+	})
+
+	select {
+	case <-ctx.Done():
+	case err := <-nodeDone:
+		nodeDone <- err
+		return fmt.Errorf("the ledger node stopped: %v", err)
+	case err := <-provDone:
+		provDone <- err
+		if err == nil {
+			return errors.New("the provider stopped")
+		}
+		return nil // reported by the deferred wait
+	}
+	log.InfoContext(ctx, "stopping the local environment")
+	return nil
 }

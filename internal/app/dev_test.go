@@ -3,12 +3,16 @@ package app
 import (
 	"context"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,8 +104,10 @@ func TestRunDev(t *testing.T) {
 		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
 	}
 	banner := out.String()
-	kubeconfig := filepath.Join(cfg.Home, "cluster", "admin.kubeconfig")
-	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB)", "not a sandbox"} {
+	kubeconfig := filepath.Join(cfg.Home, "cluster", "berth.kubeconfig")
+	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB)", "not a sandbox",
+		"chain berth-dev (new)", `tenant key    "tenant" akash1`, "balance 1000000000000uakt", "export BERTH_HOME=" + cfg.Home,
+		"berth tenant deploy examples/web.yaml"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}
@@ -128,6 +134,7 @@ func TestRunDev(t *testing.T) {
 	if q := gpu.Status.Allocatable[localenv.ResourceGPU]; q.Value() != 4 {
 		t.Errorf("GPU node has %s GPUs, want 4", q.String())
 	}
+	checkDevVolumes(ctx, t, cs)
 
 	cancel()
 	select {
@@ -140,5 +147,96 @@ func TestRunDev(t *testing.T) {
 	}
 	if _, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Error("API server still answers after berth dev stopped")
+	}
+
+	// A second start resumes the chain; the provider's registration follows its new
+	// gateway address.
+	ctx2, cancel2 := context.WithCancel(t.Context())
+	defer cancel2()
+	out2 := &syncBuffer{marker: "Press Ctrl-C", seen: make(chan struct{})}
+	go func() { done <- RunDev(ctx2, cfg, slog.New(slog.DiscardHandler), out2) }()
+	select {
+	case <-out2.seen:
+	case err := <-done:
+		t.Fatalf("second RunDev returned before it was ready: %v\n%s", err, out2.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("second berth dev not ready after 3 minutes:\n%s", out2.String())
+	}
+	if !strings.Contains(out2.String(), "chain berth-dev (resumed)") {
+		t.Errorf("second start did not resume the chain:\n%s", out2.String())
+	}
+	cancel2()
+	if err := <-done; err != nil {
+		t.Fatalf("second RunDev: %v", err)
+	}
+}
+
+// checkDevVolumes: a claim of a dev storage class is bound to a volume of its size,
+// and the volume goes when the claim does.
+func checkDevVolumes(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "dev-volumes"}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class := "beta3"
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: ns.Name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("3Gi")}},
+		},
+	}
+	created, err := cs.CoreV1().PersistentVolumeClaims(ns.Name).Create(ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the claim is bound", func() bool {
+		c, err := cs.CoreV1().PersistentVolumeClaims(ns.Name).Get(ctx, pvc.Name, metav1.GetOptions{})
+		return err == nil && c.Status.Phase == corev1.ClaimBound
+	})
+	pv, err := cs.CoreV1().PersistentVolumes().Get(ctx, "pvc-"+string(created.UID), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q := pv.Spec.Capacity[corev1.ResourceStorage]; q.Cmp(resource.MustParse("3Gi")) != 0 || pv.Spec.StorageClassName != class {
+		t.Errorf("volume %s: %s of class %q, want 3Gi of %q", pv.Name, q.String(), pv.Spec.StorageClassName, class)
+	}
+	if err := cs.CoreV1().PersistentVolumeClaims(ns.Name).Delete(ctx, pvc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "the released volume is deleted", func() bool {
+		_, err := cs.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestResetDevHomeRefusesOtherDirectories(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("keep me"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := resetDevHome(dir)
+	if err == nil || !strings.Contains(err.Error(), "is not a berth home") {
+		t.Fatalf("resetDevHome = %v, want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatalf("the file is gone: %v", err)
+	}
+	if err := resetDevHome(filepath.Join(dir, "missing")); err != nil {
+		t.Fatalf("a missing home: %v", err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(filepath.Join(home, "config"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config", "genesis.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetDevHome(home); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Fatalf("home still there: %v", err)
 	}
 }

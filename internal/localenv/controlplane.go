@@ -144,7 +144,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		}
 	}()
 
-	ports, err := freePorts(ctx, 6)
+	ports, err := FreePorts(ctx, 6)
 	if err != nil {
 		return nil, err
 	}
@@ -602,4 +602,21 @@ func procCPUTime(pid int) (time.Duration, bool) {
 		return 0, false
 	}
 	return time.Duration(utime+stime) * (time.Second / 100), true
+}
+
+// WriteFlatKubeconfig writes the kubeconfig at src to dst with its certificates inline,
+// readable only by the user. Clients of a kubeconfig naming certificate files start a
+// process-wide certificate rotation watcher; an inline one does not.
+func WriteFlatKubeconfig(src, dst string) error {
+	cfg, err := clientcmd.LoadFromFile(src)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", src, err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", src, err)
+	}
+	if err := clientcmd.WriteToFile(*cfg, dst); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", dst, err)
+	}
+	return os.Chmod(dst, 0o600)
 }

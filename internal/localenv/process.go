@@ -110,10 +110,10 @@ func (p *process) tail(n int) string {
 	return string(b)
 }
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners are closed
+// FreePorts reserves n distinct free TCP ports on 127.0.0.1. The listeners are closed
 // before returning, so a port can in rare cases be taken by someone else before the
 // child binds it; callers retry start-up on bind failures.
-func freePorts(ctx context.Context, n int) ([]int, error) {
+func FreePorts(ctx context.Context, n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	var ls []net.Listener
 	defer func() {

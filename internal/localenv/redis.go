@@ -32,7 +32,7 @@ func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
 	}
 	const attempts = 3
 	for range attempts {
-		ports, err := freePorts(ctx, 1)
+		ports, err := FreePorts(ctx, 1)
 		if err != nil {
 			return nil, err
 		}

@@ -360,3 +360,44 @@ func setPeers(home, peers string) error {
 var hostnameRe = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
 
 func validHostname(h string) bool { return len(h) <= 253 && hostnameRe.MatchString(h) }
+
+// SetListenAddresses records new RPC and p2p listen addresses in the home's config.toml
+// (empty: unchanged), so that clients reading the home (`--home`) find the node where it
+// now listens.
+func SetListenAddresses(home, rpc, p2pAddr string) error {
+	c, err := LoadConfig(home)
+	if err != nil {
+		return err
+	}
+	if rpc != "" {
+		c.RPC.ListenAddress = rpc
+	}
+	if p2pAddr != "" {
+		c.P2P.ListenAddress = p2pAddr
+	}
+	if err := c.ValidateBasic(); err != nil {
+		return fmt.Errorf("node home %s: listen addresses: %w", home, err)
+	}
+	cfg.WriteConfigFile(filepath.Join(home, "config", "config.toml"), c)
+	return nil
+}
+
+// HasGenesis reports whether home holds a chain (a genesis file).
+func HasGenesis(home string) bool {
+	_, err := os.Stat(filepath.Join(home, "config", "genesis.json"))
+	return err == nil
+}
+
+// LoadGenesisParams reads the ledger's params from the home's genesis.
+func LoadGenesisParams(home string) (ledger.Params, error) {
+	path := filepath.Join(home, "config", "genesis.json")
+	gd, err := types.GenesisDocFromFile(path)
+	if err != nil {
+		return ledger.Params{}, fmt.Errorf("genesis %s: %w", path, err)
+	}
+	st, err := ledger.ParseGenesis(gd.AppState)
+	if err != nil {
+		return ledger.Params{}, fmt.Errorf("genesis %s: %w", path, err)
+	}
+	return st.Params, nil
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/cometbft/cometbft/privval"
 	"github.com/cometbft/cometbft/proxy"
 	"github.com/cometbft/cometbft/types"
+	"github.com/gorilla/websocket"
 	"github.com/spf13/viper"
 
 	"berth.dev/berth/internal/ledger"
@@ -328,7 +329,7 @@ func isShutdownNoise(kv []any) bool {
 		// Clients going away: the RPC server reports the writes it cannot finish.
 		if errors.Is(err, context.Canceled) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
 			errors.Is(err, service.ErrAlreadyStopped) ||
-			strings.Contains(err.Error(), "use of closed network connection") {
+			errors.Is(err, websocket.ErrCloseSent) || strings.Contains(err.Error(), "use of closed network connection") {
 			return true
 		}
 	}

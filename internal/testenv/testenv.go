@@ -25,8 +25,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"berth.dev/berth/internal/localenv"
 )
@@ -144,15 +142,8 @@ func Require(t testing.TB, err error) {
 // watcher that outlives the test).
 func (cp *Kube) Kubeconfig(t testing.TB) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(cp.KubeconfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
 	out := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, out); err != nil {
+	if err := localenv.WriteFlatKubeconfig(cp.KubeconfigPath, out); err != nil {
 		t.Fatal(err)
 	}
 	return out

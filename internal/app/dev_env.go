@@ -1,0 +1,274 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/node"
+)
+
+// Dev key names: the funded accounts of a new dev chain.
+const (
+	DevTenantKey   = "tenant"
+	DevProviderKey = "provider"
+)
+
+// devAttributes are what the dev provider registers (and so what SDL placement
+// requirements can ask for).
+var devAttributes = market.Attributes{{Key: "host", Value: "berth-dev"}, {Key: "region", Value: "local"}, {Key: "tier", Value: "community"}}
+
+// resetDevHome removes a dev home, refusing a directory that does not look like one (a
+// berth node home, or empty) so that a mistyped --home cannot delete unrelated files.
+func resetDevHome(home string) error {
+	entries, err := os.ReadDir(home)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--reset: %w", err)
+	case len(entries) > 0 && !node.HasGenesis(home):
+		return fmt.Errorf("--reset: %s is not a berth home (no config/genesis.json); not removing it", home)
+	}
+	if err := os.RemoveAll(home); err != nil {
+		return fmt.Errorf("--reset: %w", err)
+	}
+	return nil
+}
+
+// devBinaries finds the control-plane binaries, building them (with the build's
+// progress on out) when they are missing and $BERTH_TESTBIN does not name them.
+func devBinaries(ctx context.Context, out io.Writer) (string, error) {
+	dir, err := localenv.FindBinaries(ctx)
+	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(localenv.BinDirEnv) != "" {
+		return dir, err
+	}
+	if _, werr := fmt.Fprintln(out, "berth dev: building the Kubernetes binaries from the Go module proxy (about 10 minutes, once)"); werr != nil {
+		return "", werr
+	}
+	return localenv.BuildBinaries(ctx, out)
+}
+
+type devChain struct {
+	resumed bool
+	tenant  keys.Info
+}
+
+// prepareDevChain makes the home's chain when it has none: 1 s blocks, the tenant and
+// provider accounts funded.
+func prepareDevChain(cfg DevConfig, out io.Writer) (devChain, error) {
+	var c devChain
+	if node.HasGenesis(cfg.Home) {
+		c.resumed = true
+	} else {
+		res, err := node.Init(cfg.Home, node.InitOptions{
+			ChainID: node.DefaultChainID, BlockInterval: time.Second, DevAccounts: []string{DevTenantKey, DevProviderKey},
+		})
+		if err != nil {
+			return c, fmt.Errorf("create the dev chain: %w", err)
+		}
+		if _, err := fmt.Fprintf(out, "berth dev: new chain %s in %s\n", res.ChainID, cfg.Home); err != nil {
+			return c, err
+		}
+	}
+	gen, err := node.LoadGenesisParams(cfg.Home)
+	if err != nil {
+		return c, err
+	}
+	kr, err := keys.Open(node.KeyringDir(cfg.Home), gen.AddressPrefix)
+	if err != nil {
+		return c, err
+	}
+	for _, name := range []string{DevTenantKey, DevProviderKey} {
+		info, err := kr.Show(name)
+		if err != nil {
+			return c, fmt.Errorf("%s: the chain has no %q key in %s (berth dev needs the dev accounts %q and %q; --reset makes a new chain): %w",
+				cfg.Home, name, kr.Dir(), DevTenantKey, DevProviderKey, err)
+		}
+		if name == DevTenantKey {
+			c.tenant = info
+		}
+	}
+	return c, nil
+}
+
+// startDevProvider registers the provider on the ledger (or updates its registration
+// with this run's gateway address) and returns it, not yet running.
+func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string, log *slog.Logger) (*Provider, string, error) {
+	pc := DefaultProviderConfig()
+	pc.Home, pc.From, pc.Node, pc.Kubeconfig = cfg.Home, DevProviderKey, rpc, kubeconfig
+	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
+	pc.Cluster.InstallCRDs = true
+	pc.Cluster.OrphanInterval = "1m"
+	pc.Inventory.Storage = map[string]string{}
+	for _, class := range localenv.DevStorageClasses {
+		pc.Inventory.Storage[class] = "1Ti"
+		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
+	}
+	for _, a := range devAttributes {
+		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
+	}
+	p, err := NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
+	if err != nil {
+		return nil, "", fmt.Errorf("provider: %w", err)
+	}
+	hostURI := "https://" + p.Gateway()
+	if err := registerDevProvider(ctx, p, hostURI); err != nil {
+		p.gw.close()
+		return nil, "", err
+	}
+	return p, hostURI, nil
+}
+
+// registerDevProvider creates the provider's registration or updates its host URI.
+func registerDevProvider(ctx context.Context, p *Provider, hostURI string) error {
+	if err := waitForBlock(ctx, p.client); err != nil {
+		return err
+	}
+	m := ledger.MsgCreateProvider{Owner: p.bcast.Address(), HostURI: hostURI, Attributes: devAttributes,
+		Info: ledger.ProviderInfo{Website: "https://berth.dev"}}
+	var existing ledger.Provider
+	err := p.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: m.Owner}, &existing)
+	var msg ledger.Msg = &m
+	switch {
+	case err == nil:
+		u := ledger.MsgUpdateProvider(m)
+		msg = &u
+	case !errors.Is(err, ledger.ErrNotFound):
+		return fmt.Errorf("read the provider's registration: %w", err)
+	}
+	if _, err := p.bcast.Broadcast(ctx, msg); err != nil {
+		return fmt.Errorf("register the provider on the ledger: %w", err)
+	}
+	return nil
+}
+
+// waitForBlock waits until the node has made a block since it started, so that
+// queries and transactions see its state.
+func waitForBlock(ctx context.Context, c *chain.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	h, err := c.Height(ctx)
+	if err != nil {
+		return fmt.Errorf("ledger node: %w", err)
+	}
+	if _, err := c.WaitHeight(ctx, h+1); err != nil {
+		return fmt.Errorf("ledger node makes no blocks: %w", err)
+	}
+	return nil
+}
+
+// devTenant is what the banner says of the tenant.
+type devTenant struct {
+	keys.Info
+	balance []market.Coin
+}
+
+// devTenantView reads the tenant's balance and the provider's active leases (from an
+// earlier run: their workloads were on the cluster that run made).
+func devTenantView(ctx context.Context, p *Provider, tenant keys.Info) ([]ledger.LeaseResponse, devTenant, error) {
+	t := devTenant{Info: tenant}
+	var acct ledger.AccountResponse
+	if err := p.client.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: tenant.Address}, &acct); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return nil, t, fmt.Errorf("tenant account: %w", err)
+	}
+	t.balance = acct.Balances
+	var r ledger.LeasesResponse
+	if err := p.client.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: p.bcast.Address(), State: ledger.LeaseActive}, &r); err != nil {
+		return nil, t, fmt.Errorf("provider leases: %w", err)
+	}
+	return r.Leases, t, nil
+}
+
+// startDevProvisioner provisions the simulated cluster's persistent volumes.
+func startDevProvisioner(ctx context.Context, kubeconfig, dir string, log *slog.Logger) (func(), error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := localenv.StartProvisioner(ctx, cs, localenv.DevStorageClasses, dir, log.With(slog.String("component", "storage")))
+	if err != nil {
+		return nil, err
+	}
+	return pr.Stop, nil
+}
+
+type devBanner struct {
+	cfg                          DevConfig
+	cp                           *localenv.ControlPlane
+	kubeconfig                   string
+	specs                        []localenv.NodeSpec
+	took                         time.Duration
+	chainID, rpc                 string
+	resumed                      bool
+	provider                     string
+	providerAddr                 string
+	gateway, grpc, metrics       string
+	tenant                       devTenant
+	leases                       []ledger.LeaseResponse
+	manifestTimeout, defaultHome string
+}
+
+func printDevBanner(out io.Writer, d devBanner) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nberth dev: the marketplace is ready (%s)\n\n", d.took.Round(100*time.Millisecond))
+	state := "new"
+	if d.resumed {
+		state = "resumed"
+	}
+	fmt.Fprintf(&b, "  ledger        chain %s (%s), RPC %s, 1 block/s\n", d.chainID, state, d.rpc)
+	fmt.Fprintf(&b, "  home          %s (keyring in %s)\n", d.cfg.Home, node.KeyringDir(d.cfg.Home))
+	fmt.Fprintf(&b, "  Kubernetes    %s, kubeconfig %s\n", d.cp.APIServerURL, d.kubeconfig)
+	fmt.Fprintf(&b, "  nodes (kwok)  ")
+	for i, s := range d.specs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(s.Name)
+		if s.GPUs > 0 {
+			fmt.Fprintf(&b, " (%d× %s)", s.GPUs, s.GPUProduct)
+		}
+	}
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
+	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
+	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
+	bal := make([]string, 0, len(d.tenant.balance))
+	for _, c := range d.tenant.balance {
+		bal = append(bal, c.String())
+	}
+	fmt.Fprintf(&b, "  tenant key    %q %s, balance %s\n", d.tenant.Name, d.tenant.Address, strings.Join(bal, ", "))
+	if n := len(d.leases); n > 0 {
+		fmt.Fprintf(&b, "\n  %d lease(s) from the last run are still active on the ledger; their workloads were on\n", n)
+		b.WriteString("  the previous cluster. Send each manifest again (berth tenant send-manifest FILE DSEQ)\n")
+		fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", d.manifestTimeout)
+	}
+	b.WriteString("\n  Deploy an example as the tenant (in another terminal, in the berth source tree):\n\n")
+	if d.cfg.Home != d.defaultHome {
+		fmt.Fprintf(&b, "    export BERTH_HOME=%s\n", d.cfg.Home)
+	}
+	b.WriteString("    berth tenant deploy examples/web.yaml\n\n")
+	b.WriteString("  kwok simulates the nodes and runs no containers: pods report Running, logs come from\n")
+	fmt.Fprintf(&b, "  %s, and a shell command runs on THIS machine in\n", d.cp.ContainerLogFile)
+	fmt.Fprintf(&b, "  %s: it is not a sandbox.\n", d.cp.ExecDir)
+	b.WriteString("  The ledger is kept in the home (--reset starts a new one); the cluster is new each start.\n")
+	b.WriteString("  Press Ctrl-C to stop; nothing is left running.\n")
+	_, _ = io.WriteString(out, b.String())
+}
