@@ -143,7 +143,7 @@ func newTenantCommand() *cobra.Command {
 	}
 	f.register(cmd.PersistentFlags(), "tenant")
 	dep := &cobra.Command{Use: "deployment", Short: "Create, fund, list and close deployments"}
-	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
+	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentUpdateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
 	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease), close a lease, or see it on its provider"}
 	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
 	lease.AddCommand(newLeaseStatusCommand(&f), newLeaseLogsCommand(&f), newLeaseEventsCommand(&f), newLeaseShellCommand(&f))

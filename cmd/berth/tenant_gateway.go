@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 )
 
@@ -171,6 +172,83 @@ func providersOf(ctx context.Context, s *session, dseq uint64, only string) ([]m
 	return out, nil
 }
 
+func newDeploymentUpdateCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	var strict, noSend bool
+	cmd := &cobra.Command{
+		Use:   "update FILE DSEQ",
+		Short: "Update a deployment to a new SDL file: record its version, then send its manifest to the providers",
+		Long: "update records the SDL file's manifest version on the deployment and sends the manifest\n" +
+			"to the providers of its active leases, which apply it in place. The groups' resources\n" +
+			"and prices cannot change (that needs a new deployment): the providers refuse a manifest\n" +
+			"that does not fit the leased groups, and the deployment keeps the new version; send a\n" +
+			"fitting manifest, or the previous file's version again.",
+		Args: exactArgs(2),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			r, err := readSDL(cmd, args[0], strict)
+			if err != nil {
+				return err
+			}
+			if err := manifest.Validate(r.Manifest); err != nil {
+				return fmt.Errorf("%s: %w", displayName(args[0]), err)
+			}
+			dseq, err := parseDSeq(args[1])
+			if err != nil {
+				return err
+			}
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
+				var d ledger.DeploymentResponse
+				if err := s.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d); err != nil {
+					return fmt.Errorf("deployment %d: %w", dseq, err)
+				}
+				if err := sameGroups(d.Groups, r.Groups); err != nil {
+					return fmt.Errorf("%s cannot update deployment %d: %w", displayName(args[0]), dseq, err)
+				}
+				if !bytes.Equal(d.Deployment.Version, r.Version) {
+					res, err := s.br.Broadcast(ctx, &ledger.MsgUpdateDeployment{ID: id, Version: r.Version})
+					if err != nil {
+						return fmt.Errorf("update deployment %d: %w", dseq, err)
+					}
+					if err := s.report("update deployment", res); err != nil {
+						return err
+					}
+				}
+				if noSend {
+					return nil
+				}
+				return sendManifest(ctx, f, &g, s, dseq, r.Manifest, "")
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat SDL warnings as errors")
+	cmd.Flags().BoolVar(&noSend, "no-send", false, "only record the version on the ledger (send the manifest later with send-manifest)")
+	return cmd
+}
+
+// sameGroups checks that an SDL file's groups are the deployment's: a deployment
+// update changes the manifest, not what was ordered.
+func sameGroups(have []ledger.Group, want []market.GroupSpec) error {
+	if len(have) != len(want) {
+		return fmt.Errorf("it has %d group(s), the deployment %d", len(want), len(have))
+	}
+	for i := range want {
+		a, err := json.Marshal(have[i].Spec)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(want[i])
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(a, b) {
+			return fmt.Errorf("group %q differs from the deployment's (resources, counts, prices and placement must stay as ordered; close the deployment and create a new one)", want[i].Name)
+		}
+	}
+	return nil
+}
+
 func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
 	var g gatewayFlags
 	var provider string
@@ -196,33 +274,7 @@ func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
 				if !bytes.Equal(d.Deployment.Version, r.Version) {
 					return fmt.Errorf("%s is not the file deployment %d was created or last updated with (version %x, the deployment has %x)", args[0], dseq, r.Version, d.Deployment.Version)
 				}
-				ids, err := providersOf(ctx, s, dseq, provider)
-				if err != nil {
-					return err
-				}
-				sent := map[string]bool{}
-				var failed []string
-				for _, id := range ids {
-					if sent[id.Provider] {
-						continue
-					}
-					sent[id.Provider] = true
-					gc, err := g.gateway(ctx, f, s, id.Provider)
-					if err == nil {
-						err = gc.SendManifest(ctx, dseq, r.Manifest)
-					}
-					if err != nil {
-						failed = append(failed, fmt.Sprintf("%s: %v", id.Provider, err))
-						continue
-					}
-					if err := writeString(s.out, fmt.Sprintf("manifest sent to %s\n", id.Provider)); err != nil {
-						return err
-					}
-				}
-				if len(failed) > 0 {
-					return errors.New("manifest not accepted by\n  " + strings.Join(failed, "\n  "))
-				}
-				return nil
+				return sendManifest(ctx, f, &g, s, dseq, r.Manifest, provider)
 			})
 		}),
 	}
@@ -230,6 +282,38 @@ func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
 	cmd.Flags().StringVar(&provider, "provider", "", "only this provider (default: every provider with an active lease of the deployment)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat SDL warnings as errors")
 	return cmd
+}
+
+// sendManifest sends m to each provider of the deployment's active leases (only
+// provider when given) and says which took it.
+func sendManifest(ctx context.Context, f *ledgerFlags, g *gatewayFlags, s *session, dseq uint64, m market.Manifest, provider string) error {
+	ids, err := providersOf(ctx, s, dseq, provider)
+	if err != nil {
+		return err
+	}
+	sent := map[string]bool{}
+	var failed []string
+	for _, id := range ids {
+		if sent[id.Provider] {
+			continue
+		}
+		sent[id.Provider] = true
+		gc, err := g.gateway(ctx, f, s, id.Provider)
+		if err == nil {
+			err = gc.SendManifest(ctx, dseq, m)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v", id.Provider, err))
+			continue
+		}
+		if err := writeString(s.out, fmt.Sprintf("manifest sent to %s\n", id.Provider)); err != nil {
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return errors.New("manifest not accepted by\n  " + strings.Join(failed, "\n  "))
+	}
+	return nil
 }
 
 // leaseRef resolves DSEQ/GSEQ/OSEQ (or DSEQ alone) and --provider to one active lease.
