@@ -47,9 +47,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, active cluster.Lease
 	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts}, log); err != nil {
 		return nil, err
 	}
-	settings := kube.Settings{StorageClasses: cfg.Cluster.StorageClasses, GPURuntimeClass: cfg.Cluster.GPURuntimeClass,
-		IngressNamespace: cfg.Cluster.IngressNamespace, EgressDeny: cfg.Cluster.EgressDeny, Overcommit: cfg.Cluster.overcommit()}
-	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {
+	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, cfg.Cluster.settings(), log); err != nil {
 		return nil, err
 	}
 	if s.manager, err = cluster.NewManager(cluster.ManagerConfig{Concurrency: cfg.Cluster.DeployConcurrency}, s.deploy, active, log); err != nil {

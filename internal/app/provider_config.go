@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
@@ -106,6 +107,12 @@ type ClusterConfig struct {
 
 func (c *ClusterConfig) overcommit() cluster.Overcommit {
 	return cluster.Overcommit{CPU: c.Overcommit.CPU, Memory: c.Overcommit.Memory, Storage: c.Overcommit.Storage}
+}
+
+// settings are how the deployer builds leases' objects.
+func (c *ClusterConfig) settings() kube.Settings {
+	return kube.Settings{StorageClasses: c.StorageClasses, GPURuntimeClass: c.GPURuntimeClass,
+		IngressNamespace: c.IngressNamespace, EgressDeny: c.EgressDeny, Overcommit: c.overcommit()}
 }
 
 // AttributeConfig is one key/value attribute.

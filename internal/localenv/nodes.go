@@ -41,8 +41,10 @@ type NodeSpec struct {
 	Labels       map[string]string
 }
 
-// node builds the Node object, validating quantities.
-func (s NodeSpec) node() (*corev1.Node, error) {
+// Object is the Node object AddNodes creates for s (without the status conditions kwok
+// adds once the node runs), validating quantities. Pure: callers may use it to see the
+// simulated nodes as the cluster will report them.
+func (s NodeSpec) Object() (*corev1.Node, error) {
 	if s.Name == "" {
 		return nil, errors.New("node spec: name is empty")
 	}
@@ -126,7 +128,7 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	nodes := make([]*corev1.Node, 0, len(specs))
 	want := make(map[string]bool, len(specs))
 	for _, s := range specs {
-		n, err := s.node()
+		n, err := s.Object()
 		if err != nil {
 			return err
 		}

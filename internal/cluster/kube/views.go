@@ -70,12 +70,18 @@ type nodeView struct {
 }
 
 func newNodeView(n *corev1.Node) *nodeView {
-	v := &nodeView{view: view{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}},
-		node: cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}}
-	if v.node.Allocatable.GPUs > 0 {
-		v.node.GPU, _ = cluster.GPUFromLabels(n.Labels)
+	return &nodeView{view: view{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}, node: NodeOf(n)}
+}
+
+// NodeOf is a node as the inventory counts it: its allocatable resources, the model
+// of its GPUs (from its labels, when it has GPUs), and whether it takes pods (Ready,
+// not cordoned, no NoSchedule or NoExecute taint).
+func NodeOf(n *corev1.Node) cluster.Node {
+	node := cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}
+	if node.Allocatable.GPUs > 0 {
+		node.GPU, _ = cluster.GPUFromLabels(n.Labels)
 	}
-	return v
+	return node
 }
 
 func (v *nodeView) DeepCopyObject() runtime.Object { c := *v; return &c }
