@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 )
@@ -83,10 +84,16 @@ func (c DevConfig) nodes() []localenv.NodeSpec {
 		specs = append(specs, localenv.NodeSpec{Name: fmt.Sprintf("dev-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory})
 	}
 	for i := range c.GPUNodes {
-		specs = append(specs, localenv.NodeSpec{
+		spec := localenv.NodeSpec{
 			Name: fmt.Sprintf("dev-gpu-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory,
 			GPUs: c.GPUsPerNode, GPUProduct: c.GPUModel, GPUMemoryMiB: c.GPUMemoryMiB,
-		})
+		}
+		// GPU pods' node affinity selects on berth's model label, which an operator sets
+		// on a real cluster; here the model comes from the product name.
+		if model := cluster.ParseGPUProduct(c.GPUModel).Model; model != "" {
+			spec.Labels = map[string]string{cluster.LabelGPUModel: model}
+		}
+		specs = append(specs, spec)
 	}
 	return specs
 }
