@@ -28,8 +28,14 @@ const (
 )
 
 // devAttributes are what the dev provider registers (and so what SDL placement
-// requirements can ask for).
-var devAttributes = market.Attributes{{Key: "host", Value: "berth-dev"}, {Key: "region", Value: "local"}, {Key: "tier", Value: "community"}}
+// requirements can ask for): where it is, and the capabilities of its cluster.
+func devAttributes(cfg DevConfig) (market.Attributes, error) {
+	caps, err := cfg.capabilities(localenv.DevStorageClasses)
+	if err != nil {
+		return nil, err
+	}
+	return append(market.Attributes{{Key: "host", Value: "berth-dev"}, {Key: "region", Value: "local"}, {Key: "tier", Value: "community"}}, caps...), nil
+}
 
 // resetDevHome removes a dev home, refusing a directory that does not look like one (a
 // berth node home, or empty) so that a mistyped --home cannot delete unrelated files.
@@ -118,7 +124,11 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 		pc.Inventory.Storage[class] = "1Ti"
 		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
 	}
-	for _, a := range devAttributes {
+	attrs, err := devAttributes(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, a := range attrs {
 		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	p, err := NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
@@ -126,7 +136,7 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 		return nil, "", fmt.Errorf("provider: %w", err)
 	}
 	hostURI := "https://" + p.Gateway()
-	if err := registerDevProvider(ctx, p, hostURI); err != nil {
+	if err := registerDevProvider(ctx, p, hostURI, attrs); err != nil {
 		p.gw.close()
 		return nil, "", err
 	}
@@ -134,11 +144,11 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 }
 
 // registerDevProvider creates the provider's registration or updates its host URI.
-func registerDevProvider(ctx context.Context, p *Provider, hostURI string) error {
+func registerDevProvider(ctx context.Context, p *Provider, hostURI string, attrs market.Attributes) error {
 	if err := waitForBlock(ctx, p.client); err != nil {
 		return err
 	}
-	m := ledger.MsgCreateProvider{Owner: p.bcast.Address(), HostURI: hostURI, Attributes: devAttributes,
+	m := ledger.MsgCreateProvider{Owner: p.bcast.Address(), HostURI: hostURI, Attributes: attrs,
 		Info: ledger.ProviderInfo{Website: "https://berth.dev"}}
 	var existing ledger.Provider
 	err := p.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: m.Owner}, &existing)
