@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,7 +23,42 @@ func newProviderCommand() *cobra.Command {
 	}
 	f.register(cmd.PersistentFlags(), "provider")
 	cmd.AddCommand(newProviderRegisterCommand(&f), newProviderBidCommand(&f), newProviderCloseBidCommand(&f),
-		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f), newProviderRunCommand(&f))
+		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f), newProviderRunCommand(&f), newProviderStatusCommand(&f))
+	return cmd
+}
+
+func newProviderStatusCommand(f *ledgerFlags) *cobra.Command {
+	var g gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "status [ADDRESS]",
+		Short: "Show a provider's status from its gateway (default: the --from key's provider)",
+		Long: "status asks a provider's gateway (at the host URI it registered on the ledger) for its\n" +
+			"status: leases, inventory, bid engine, manifests, and berth's additions, among them the\n" +
+			"balance checker's view of the account and earnings. It prints the JSON as served.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				addr := s.key.Address
+				if len(args) == 1 {
+					addr = args[0]
+				}
+				gc, err := g.gateway(ctx, f, s, addr)
+				if err != nil {
+					return err
+				}
+				raw, err := gc.Status(ctx)
+				if err != nil {
+					return err
+				}
+				var v any
+				if err := json.Unmarshal(raw, &v); err != nil {
+					return fmt.Errorf("provider %s status: %w", addr, err)
+				}
+				return writeJSON(s.out, v)
+			})
+		}),
+	}
+	g.register(cmd.Flags())
 	return cmd
 }
 

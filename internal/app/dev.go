@@ -30,6 +30,9 @@ type DevConfig struct {
 	GPUMemoryMiB                 int
 	// NodeCPU and NodeMemory size every node (Kubernetes quantities).
 	NodeCPU, NodeMemory string
+	// WithdrawPeriod is how often the provider withdraws its leases' earnings (0:
+	// only when a deployment's escrow runs low or the provider's balance does).
+	WithdrawPeriod time.Duration
 }
 
 // DefaultHome is berth's home unless told otherwise: $BERTH_HOME, else ~/.berth (what
@@ -56,6 +59,8 @@ func DefaultDevConfig() DevConfig {
 		GPUMemoryMiB: 81920,
 		NodeCPU:      "16",
 		NodeMemory:   "64Gi",
+
+		WithdrawPeriod: 10 * time.Minute,
 	}
 }
 
@@ -74,6 +79,8 @@ func (c DevConfig) Validate() error {
 		return fmt.Errorf("--gpus-per-node: %d is outside 1–64", c.GPUsPerNode)
 	case c.GPUNodes > 0 && strings.TrimSpace(c.GPUModel) == "":
 		return errors.New("--gpu-model: empty")
+	case c.WithdrawPeriod < 0 || c.WithdrawPeriod > 0 && c.WithdrawPeriod < time.Second:
+		return fmt.Errorf("--withdraw-period: %s is neither 0 nor at least 1s", c.WithdrawPeriod)
 	}
 	return nil
 }

@@ -119,6 +119,11 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
 	pc.Cluster.InstallCRDs = true
 	pc.Cluster.OrphanInterval = "1m"
+	check := 10 * time.Second
+	if cfg.WithdrawPeriod > 0 {
+		check = min(check, cfg.WithdrawPeriod)
+	}
+	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod.String(), check.String()
 	pc.Inventory.Storage = map[string]string{}
 	for _, class := range localenv.DevStorageClasses {
 		pc.Inventory.Storage[class] = "1Ti"

@@ -251,6 +251,12 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	}
 	s.Berth.ManifestsWaiting = gw.manifests.Waiting()
 	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
+	if b := p.balance.Status(); !b.LastCheck.IsZero() {
+		s.Berth.Balance = &status.Balance{
+			Account: coinStrings(b.Balance), MinBalance: b.MinBalance.String(), Low: b.Low, Earnings: coinStrings(b.Earnings),
+			Leases: b.Leases, LowFundsLeases: b.LowFundsLeases, LastWithdrawalHeight: b.LastWithdrawalHeight, LastError: b.LastError,
+		}
+	}
 	snap := p.capacity.Snapshot()
 	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
 	if snap.Active > 0 {
@@ -270,6 +276,14 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 		}
 	}
 	return s
+}
+
+func coinStrings(cs []market.Coin) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
 }
 
 func metricsOf(a cluster.Amounts) status.Metrics {

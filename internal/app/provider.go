@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
@@ -48,6 +49,10 @@ type Provider struct {
 	unhealthyTick time.Duration
 	metrics       net.Listener
 	gw            *gatewayService
+	// balance withdraws earnings and keeps the bid-deposit reserve; balanceEvents is
+	// where it publishes.
+	balance       *balance.Checker
+	balanceEvents *bus.Bus[balance.Event]
 	ready         chan struct{}
 }
 
@@ -143,6 +148,16 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		bidengine.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
 		return nil, err
 	}
+	bcfg, err := cfg.balance(p.bcast.Address())
+	if err != nil {
+		return nil, err
+	}
+	if p.balanceEvents, err = bus.New[balance.Event]("balance", p.reg); err != nil {
+		return nil, err
+	}
+	if p.balance, err = balance.New(bcfg, c, p.bcast, p.balanceEvents, log.With(slog.String("component", "balance")), p.reg); err != nil {
+		return nil, err
+	}
 	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
 		return nil, err
 	}
@@ -181,6 +196,12 @@ func (p *Provider) Engine() *bidengine.Engine { return p.engine }
 
 // LeaseWon is the bus LeaseWon events are published on.
 func (p *Provider) LeaseWon() *bus.Bus[bidengine.LeaseWon] { return p.won }
+
+// Balance is the balance checker (earnings, withdrawals).
+func (p *Provider) Balance() *balance.Checker { return p.balance }
+
+// BalanceEvents is the bus balance events are published on.
+func (p *Provider) BalanceEvents() *bus.Bus[balance.Event] { return p.balanceEvents }
 
 // Ready is closed once the bid engine has rebuilt its state and caught up, and the
 // deployment manager has rebuilt from the cluster (so manifests are taken).
@@ -246,6 +267,16 @@ func (p *Provider) Run(ctx context.Context) error {
 	})
 	p.gw.run(ctx, g, p)
 	g.Go(func() error { return p.removeOrphans(ctx) })
+	g.Go(func() error {
+		// Withdrawals wait for the broadcaster's account to be known (the bid engine
+		// is ready once it has caught up).
+		select {
+		case <-p.bids.Ready():
+		case <-ctx.Done():
+			return nil
+		}
+		return p.balance.Run(ctx)
+	})
 	if p.unhealthyOn {
 		g.Go(func() error { return p.closeUnhealthy(ctx) })
 	}
@@ -278,6 +309,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	err = g.Wait()
 	p.won.Close()
 	p.closed.Close()
+	p.balanceEvents.Close()
 	return err
 }
 
@@ -295,6 +327,10 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
 		p.gw.manifests.LeaseClosed(ev.Lease)
 		p.manager.LeaseClosed(ev.Lease)
+		// The ledger paid the lease out as it closed: record it.
+		if err := p.balance.LeaseClosed(ctx, ev.Lease, ev.Reason); err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Lease.String()), slog.String("error", err.Error()))
+		}
 	}, func(err error) {
 		p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
 		p.orphanPass(ctx)

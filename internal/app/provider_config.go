@@ -6,12 +6,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -48,9 +50,57 @@ type ProviderConfig struct {
 	Inventory InventoryConfig `yaml:"inventory"`
 	Cluster   ClusterConfig   `yaml:"cluster"`
 	Gateway   GatewayConfig   `yaml:"gateway"`
+	Balance   BalanceConfig   `yaml:"balance"`
 
 	// Build describes the running binary (set by main, reported by GET /version).
 	Build rest.BuildInfo `yaml:"-"`
+}
+
+// BalanceConfig configures the balance checker (internal/balance).
+type BalanceConfig struct {
+	// WithdrawPeriod: every lease is withdrawn this often ("0": only on thresholds).
+	WithdrawPeriod string `yaml:"withdraw_period"`
+	// CheckInterval is how often escrows and the provider's balance are read.
+	CheckInterval string `yaml:"check_interval"`
+	// LowFundsBlocks: a deployment whose escrow pays for fewer blocks has our leases
+	// withdrawn at once (0: never).
+	LowFundsBlocks int64 `yaml:"low_funds_blocks"`
+	// MinBalance is kept for bid deposits: below it, every lease is withdrawn at once
+	// ("": the ledger's bid_min_deposit; "0uakt": never).
+	MinBalance string `yaml:"min_balance"`
+	// EarningsFile is the earnings record ("": HOME/provider/earnings.json).
+	EarningsFile string `yaml:"earnings_file"`
+}
+
+// balance builds the balance checker's configuration.
+func (c *ProviderConfig) balance(provider string) (balance.Config, error) {
+	b := balance.DefaultConfig()
+	b.Provider, b.LowFundsBlocks = provider, c.Balance.LowFundsBlocks
+	b.EarningsFile = c.Balance.EarningsFile
+	if b.EarningsFile == "" {
+		b.EarningsFile = filepath.Join(c.Home, "provider", "earnings.json")
+	}
+	for key, v := range map[string]struct {
+		s   string
+		out *time.Duration
+	}{"balance.withdraw_period": {c.Balance.WithdrawPeriod, &b.WithdrawPeriod}, "balance.check_interval": {c.Balance.CheckInterval, &b.CheckInterval}} {
+		d, err := time.ParseDuration(v.s)
+		if err != nil {
+			return b, fmt.Errorf("%s %q: not a duration (like 1h or 30s)", key, v.s)
+		}
+		*v.out = d
+	}
+	if c.Balance.MinBalance != "" {
+		m, err := market.ParseCoin(c.Balance.MinBalance)
+		if err != nil {
+			return b, fmt.Errorf("balance.min_balance %q: %w", c.Balance.MinBalance, err)
+		}
+		b.MinBalance = m
+	}
+	if err := b.Validate(); err != nil {
+		return b, err
+	}
+	return b, nil
 }
 
 // GatewayConfig configures the tenant gateway and the manifest service.
@@ -213,6 +263,7 @@ func DefaultProviderConfig() ProviderConfig {
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
 	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
+	c.Balance = BalanceConfig{WithdrawPeriod: balance.DefaultWithdrawPeriod.String(), CheckInterval: balance.DefaultCheckInterval.String(), LowFundsBlocks: balance.DefaultLowFundsBlocks}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
@@ -266,6 +317,9 @@ func (c *ProviderConfig) Validate() error {
 		return fmt.Errorf("cluster.deploy_concurrency: %d is outside 1–1024", c.Cluster.DeployConcurrency)
 	}
 	if _, err := c.bidTimeout(); err != nil {
+		return err
+	}
+	if _, err := c.balance("validating"); err != nil {
 		return err
 	}
 	// The chain's address prefix is known only once connected: here each address is

@@ -92,6 +92,27 @@ type Berth struct {
 	// LeasesReady and LeasesNotReady count leases by readiness.
 	LeasesReady    int `json:"leases_ready"`
 	LeasesNotReady int `json:"leases_not_ready"`
+	// Balance is the balance checker's view (nil when it has not checked yet).
+	Balance *Balance `json:"balance,omitempty"`
+}
+
+// Balance is the provider's account and earnings, as its balance checker last saw
+// them (all of it public on the ledger).
+type Balance struct {
+	// Account is the provider account's balances; Low says the bid-deposit reserve
+	// (MinBalance) is not covered.
+	Account    []string `json:"account"`
+	MinBalance string   `json:"min_balance"`
+	Low        bool     `json:"low"`
+	// Earnings are the totals paid out to the provider by its leases.
+	Earnings []string `json:"earnings"`
+	// Leases watched, and those whose deployment's escrow runs low.
+	Leases         int `json:"leases"`
+	LowFundsLeases int `json:"low_funds_leases"`
+	// LastWithdrawalHeight is the block of the last withdrawal (0: none yet).
+	LastWithdrawalHeight int64 `json:"last_withdrawal_height,omitempty"`
+	// LastError is the last check's error, if it failed.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Board holds the latest status and tells watchers when it changes.

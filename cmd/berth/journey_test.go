@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/testenv"
+)
+
+// markerWriter collects output and tells when a marker has been written.
+type markerWriter struct {
+	mu     sync.Mutex
+	b      strings.Builder
+	marker string
+	seen   chan struct{}
+	once   sync.Once
+}
+
+func newMarkerWriter(marker string) *markerWriter {
+	return &markerWriter{marker: marker, seen: make(chan struct{})}
+}
+
+func (w *markerWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.b.Write(p)
+	if strings.Contains(w.b.String(), w.marker) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
+}
+
+func (w *markerWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// startDev runs `berth dev` with args in the background until the test ends, and
+// returns once it is ready (its banner printed).
+func startDev(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	out := newMarkerWriter("Press Ctrl-C")
+	root := newRootCommand(slog.New(slog.DiscardHandler))
+	root.SetOut(out)
+	root.SetErr(out)
+	root.SetArgs(append([]string{"dev"}, args...))
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("berth dev: %v", err)
+			}
+		case <-time.After(2 * time.Minute):
+			t.Error("berth dev did not stop within 2 minutes of Ctrl-C")
+		}
+	})
+	select {
+	case <-out.seen:
+	case err := <-done:
+		done <- err
+		t.Fatalf("berth dev ended before it was ready: %v\n%s", err, out.String())
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("berth dev not ready within 5 minutes:\n%s", out.String())
+	}
+	return out.String()
+}
+
+// TestTenantJourney is the capstone: `berth dev` and a tenant's whole journey through
+// the CLI and the public APIs (the ledger, the provider's gateway, the Kubernetes
+// API): deploy → bid → lease → manifest → pods Running → ready → logs → a shell
+// command's output → manifest update → close → namespace gone, and the provider was
+// paid exactly what the lease accrued, block for block.
+func TestTenantJourney(t *testing.T) {
+	if _, err := localenv.FindBinaries(t.Context()); err != nil {
+		testenv.Require(t, err)
+	}
+	home := filepath.Join(t.TempDir(), "home")
+	banner := startDev(t, "--home", home, "--nodes", "2", "--gpu-nodes", "1", "--gpus-per-node", "2", "--withdraw-period", "2s")
+	for _, want := range []string{"chain berth-dev (new)", "tenant key", "berth tenant deploy examples/web.yaml"} {
+		if !strings.Contains(banner, want) {
+			t.Fatalf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	cli := func(args ...string) (string, error) {
+		t.Helper()
+		// --home goes before a command's own arguments ("--").
+		at := slices.Index(args, "--")
+		if at < 0 {
+			at = len(args)
+		}
+		return run(t, slices.Concat(args[:at], []string{"--home", home}, args[at:])...)
+	}
+	must := func(args ...string) string {
+		t.Helper()
+		out, err := cli(args...)
+		if err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(home, "cluster", "berth.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+
+	// Deploy: deployment, bid, lease, manifest, until ready.
+	sdlFile := filepath.Join("..", "..", "examples", "web.yaml")
+	out, progress, err := runSplit(t, "tenant", "deploy", sdlFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy: %v\n%s%s", err, progress, out)
+	}
+	for _, want := range []string{"created in block", "bid on ", "lease ", "manifest sent to", "ready"} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("deploy progress lacks %q:\n%s", want, progress)
+		}
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	if len(res.Leases) != 1 || !res.Leases[0].Status.Berth.Ready {
+		t.Fatalf("deploy: want one ready lease, got %+v", res)
+	}
+	lease := res.Leases[0].ID
+	dseq := strconv.FormatUint(res.DSeq, 10)
+
+	// Its pods run on the cluster, in the lease's namespace.
+	ns := kube.LeaseNamespace(lease)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelDSeq + "=" + dseq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) == 0 {
+		t.Fatalf("no pods in %s", ns)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s is %s, want Running", p.Name, p.Status.Phase)
+		}
+	}
+
+	// Its status on the provider says ready.
+	var st api.LeaseStatus
+	if err := json.Unmarshal([]byte(must("tenant", "lease", "status", dseq, "-o", "json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Berth.Ready || st.Services["web"].ReadyReplicas != st.Services["web"].Total {
+		t.Fatalf("lease status not ready: %+v", st)
+	}
+
+	// Logs: a line the (simulated) container writes reaches the tenant.
+	marker := fmt.Sprintf("journey-log-%d", time.Now().UnixNano())
+	logFile := filepath.Join(home, "cluster", "kwok", "containers.log")
+	f, err := os.OpenFile(logFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), marker); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if logs := must("tenant", "lease", "logs", dseq, "--tail", "5"); !strings.Contains(logs, marker) {
+		t.Errorf("logs lack %q:\n%s", marker, logs)
+	}
+
+	// A shell command's output.
+	if sh := must("tenant", "lease", "shell", dseq, "--service", "web", "--", "echo", "hello from the journey"); !strings.Contains(sh, "hello from the journey") {
+		t.Errorf("shell output %q", sh)
+	}
+
+	// A manifest update: a new image, applied in place.
+	sdlData, err := os.ReadFile(sdlFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := webImage(t, sdlData)
+	updated := strings.Replace(string(sdlData), image, image+"-alpine", 1)
+	updatedFile := filepath.Join(t.TempDir(), "web-updated.yaml")
+	if err := os.WriteFile(updatedFile, []byte(updated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("tenant", "deployment", "update", updatedFile, dseq)
+	testenv.Eventually(t, time.Minute, "the new image is deployed", func() bool {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && d.Spec.Template.Spec.Containers[0].Image == image+"-alpine"
+	})
+	testenv.EventuallyNoError(t, time.Minute, "the updated lease is ready", func() error {
+		var st api.LeaseStatus
+		if err := json.Unmarshal([]byte(must("tenant", "lease", "status", dseq, "-o", "json")), &st); err != nil {
+			return err
+		}
+		if !st.Berth.Ready {
+			return fmt.Errorf("not ready: %+v", st.Berth)
+		}
+		return nil
+	})
+
+	// Close: the namespace goes.
+	must("tenant", "close", dseq)
+	testenv.Eventually(t, 2*time.Minute, "the lease's namespace is gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+
+	checkPaidToTheBlock(t, must, lease)
+}
+
+// runSplit runs berth with args and returns its standard output and error apart.
+func runSplit(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	root := newRootCommand(slog.New(slog.DiscardHandler))
+	var o, e strings.Builder
+	root.SetOut(&o)
+	root.SetErr(&e)
+	root.SetArgs(args)
+	err = root.ExecuteContext(t.Context())
+	return o.String(), e.String(), err
+}
+
+// webImage is the web service's image in an SDL file.
+func webImage(t *testing.T, sdlData []byte) string {
+	t.Helper()
+	for line := range strings.SplitSeq(string(sdlData), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "image:"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`)
+		}
+	}
+	t.Fatal("no image in the SDL file")
+	return ""
+}
+
+// checkPaidToTheBlock: the closed lease paid its provider its price for every block
+// from its creation to its close, in whole units (what the ledger withdrew and paid
+// out at close), and the provider's records agree with the ledger.
+func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.LeaseID) {
+	t.Helper()
+	var leases []ledger.LeaseResponse
+	if err := json.Unmarshal([]byte(must("provider", "leases", "--from", "provider", "--state", ledger.LeaseClosed, "-o", "json")), &leases); err != nil {
+		t.Fatal(err)
+	}
+	var l *ledger.LeaseResponse
+	for i := range leases {
+		if leases[i].Lease.ID == id {
+			l = &leases[i]
+		}
+	}
+	if l == nil {
+		t.Fatalf("lease %s is not among the provider's closed leases", id)
+	}
+	blocks := l.Lease.ClosedOn - l.Lease.CreatedAt
+	accrued := l.Lease.Price.Amount.MulUint(uint64(blocks))
+	whole, _ := accrued.TruncateUint()
+	withdrawn, _ := l.Payment.Withdrawn.Amount.TruncateUint()
+	if blocks <= 0 || withdrawn != whole {
+		t.Errorf("lease %s: %d blocks at %s accrue %s (%d whole units), but %d were paid to the provider",
+			id, blocks, l.Lease.Price, accrued, whole, withdrawn)
+	}
+	if rest := accrued.Sub(l.Payment.Withdrawn.Amount); rest.Cmp(l.Payment.Balance.Amount) != 0 {
+		t.Errorf("lease %s: accrued %s, withdrawn %s, but %s left in the payment, want %s", id, accrued, l.Payment.Withdrawn.Amount, l.Payment.Balance.Amount, rest)
+	}
+
+	// The provider's balance checker withdrew while the lease ran (every 2 s), and its
+	// record of earnings is what the ledger paid, to the unit.
+	want := fmt.Sprintf("%d%s", withdrawn, l.Lease.Price.Denom)
+	testenv.EventuallyNoError(t, time.Minute, "the provider's earnings match the ledger", func() error {
+		var st struct {
+			Berth struct {
+				Balance *struct {
+					Earnings             []string `json:"earnings"`
+					LastWithdrawalHeight int64    `json:"last_withdrawal_height"`
+				} `json:"balance"`
+			} `json:"berth"`
+		}
+		if err := json.Unmarshal([]byte(must("provider", "status", "--from", "provider")), &st); err != nil {
+			return err
+		}
+		b := st.Berth.Balance
+		switch {
+		case b == nil:
+			return errors.New("no balance in the provider's status")
+		case len(b.Earnings) != 1 || b.Earnings[0] != want:
+			return fmt.Errorf("provider's earnings %v, the ledger paid %s", b.Earnings, want)
+		case b.LastWithdrawalHeight <= l.Lease.CreatedAt || b.LastWithdrawalHeight >= l.Lease.ClosedOn:
+			return fmt.Errorf("last withdrawal at height %d, want one while the lease ran (%d–%d)", b.LastWithdrawalHeight, l.Lease.CreatedAt, l.Lease.ClosedOn)
+		}
+		return nil
+	})
+}
