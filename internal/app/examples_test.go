@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -26,10 +27,6 @@ import (
 // and the deployer would each say of it, given berth dev's nodes and its provider's
 // configuration.
 
-// exampleStorageClasses are the persistent storage classes berth dev's cluster offers
-// (a StorageClass each, with the simulated provisioner). Keep in step with berth dev.
-var exampleStorageClasses = []string{"beta1", "beta2", "beta3"}
-
 // exampleProvider is berth dev's provider as far as bidding and lease objects go: its
 // bid engine over an inventory of berth dev's nodes, and its deployer's settings.
 type exampleProvider struct {
@@ -39,27 +36,35 @@ type exampleProvider struct {
 	nodes []*corev1.Node
 }
 
-// exampleProviderConfig is the configuration berth dev gives its provider: the
-// defaults, with a pool of 1Ti and a price for each of the cluster's storage classes.
-// Keep in step with berth dev.
-func exampleProviderConfig() ProviderConfig {
+// exampleProviderConfig is what berth dev's provider bids with (as startDevProvider
+// configures it): the defaults, with a pool of 1Ti and a price for each of the
+// cluster's storage classes, and the attributes it registers.
+func exampleProviderConfig(t *testing.T, dev DevConfig) ProviderConfig {
+	t.Helper()
 	pc := DefaultProviderConfig()
+	attrs, err := devAttributes(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attrs {
+		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
+	}
 	pc.Inventory.Storage = map[string]string{}
-	for _, class := range exampleStorageClasses {
+	for _, class := range localenv.DevStorageClasses {
 		pc.Inventory.Storage[class] = "1Ti"
 		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
 	}
 	return pc
 }
 
-// newExampleProvider builds the bid engine as NewProvider does (policy, pricer, bid
-// timeout, overcommit from the configuration; attributes as registered: the dev
-// cluster's capabilities) and fills its inventory as the kube inventory would from
-// berth dev's nodes and the configured pools.
+// newExampleProvider builds the bid engine from berth dev's provider configuration as
+// NewProvider does (policy, pricer, bid timeout, overcommit; the attributes it
+// registers), and fills its inventory as the kube inventory would from berth dev's
+// nodes and the configured pools.
 func newExampleProvider(t *testing.T) *exampleProvider {
 	t.Helper()
 	dev := DefaultDevConfig()
-	pc := exampleProviderConfig()
+	pc := exampleProviderConfig(t, dev)
 	if err := pc.Validate(); err != nil {
 		t.Fatalf("dev provider configuration: %v", err)
 	}
@@ -67,7 +72,7 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policy.Attributes, err = dev.capabilities(exampleStorageClasses); err != nil {
+	if policy.Attributes, err = attributes("attributes", pc.Attributes); err != nil {
 		t.Fatal(err)
 	}
 	pricer, err := pc.pricer()
@@ -255,8 +260,8 @@ func (p *exampleProvider) checkSchedulable(t *testing.T, objs *kube.LeaseObjects
 			t.Errorf("%s: its pod fits none of berth dev's nodes (%s)", w.name, describePod(&w.pod))
 		}
 		for _, c := range w.claims {
-			if c.Spec.StorageClassName == nil || !slices.Contains(exampleStorageClasses, *c.Spec.StorageClassName) {
-				t.Errorf("%s: volume %s asks for storage class %v; berth dev has %v", w.name, c.Name, c.Spec.StorageClassName, exampleStorageClasses)
+			if c.Spec.StorageClassName == nil || !slices.Contains(localenv.DevStorageClasses, *c.Spec.StorageClassName) {
+				t.Errorf("%s: volume %s asks for storage class %v; berth dev has %v", w.name, c.Name, c.Spec.StorageClassName, localenv.DevStorageClasses)
 			}
 		}
 	}
@@ -371,9 +376,9 @@ func TestExamplesOversizedDeclined(t *testing.T) {
 }
 
 // TestDevCapabilities pins the capability attributes berth dev's provider registers,
-// and checks that the ledger accepts them in a registration.
+// and checks that the ledger accepts its registration.
 func TestDevCapabilities(t *testing.T) {
-	attrs, err := DefaultDevConfig().capabilities(exampleStorageClasses)
+	attrs, err := DefaultDevConfig().capabilities(localenv.DevStorageClasses)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,8 +394,18 @@ func TestDevCapabilities(t *testing.T) {
 	if !slices.Equal(attrs, want) {
 		t.Fatalf("capabilities:\n got %v\nwant %v", attrs, want)
 	}
+
+	// The provider registers them with the others (devAttributes), and the ledger
+	// takes the registration.
+	registered, err := devAttributes(DefaultDevConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(registered) < len(want) || !slices.Equal(registered[len(registered)-len(want):], want) {
+		t.Fatalf("registered attributes %v do not end with the capabilities", registered)
+	}
 	params := ledger.DefaultParams()
-	reg := ledger.MsgCreateProvider{Owner: exampleAddress(t, 2), HostURI: "https://localhost:8443", Attributes: attrs}
+	reg := ledger.MsgCreateProvider{Owner: exampleAddress(t, 2), HostURI: "https://localhost:8443", Attributes: registered}
 	if err := reg.ValidateBasic(&params); err != nil {
 		t.Fatalf("the ledger refuses the registration: %v", err)
 	}
