@@ -141,7 +141,7 @@ func (d *deployer) run(ctx context.Context) (retErr error) {
 		defer cancel()
 		res, err := d.s.br.Broadcast(cctx, &ledger.MsgCloseDeployment{ID: d.id})
 		if err != nil {
-			retErr = fmt.Errorf("%w\nclosing deployment %d failed too: %v (close it with `berth tenant close %d`)", retErr, d.id.DSeq, err, d.id.DSeq)
+			retErr = fmt.Errorf("%w\nclosing deployment %d failed too: %w (close it with `berth tenant close %d`)", retErr, d.id.DSeq, err, d.id.DSeq)
 			return
 		}
 		d.say("deployment %d closed in block %d; its escrow balance is back in your account", d.id.DSeq, res.Height)
@@ -260,8 +260,8 @@ func (d *deployer) openBids(ctx context.Context) (map[market.OrderID][]ledger.Bi
 		return nil, fmt.Errorf("bids on deployment %d: %w", d.id.DSeq, err)
 	}
 	out := map[market.OrderID][]ledger.Bid{}
-	for _, b := range all {
-		out[b.ID.Order()] = append(out[b.ID.Order()], b)
+	for i := range all {
+		out[all[i].ID.Order()] = append(out[all[i].ID.Order()], all[i])
 	}
 	for oid := range out {
 		slices.SortFunc(out[oid], func(a, b ledger.Bid) int {
@@ -292,7 +292,8 @@ func (d *deployer) noBids(got map[market.OrderID][]ledger.Bid) error {
 
 func (d *deployer) showBids(byOrder map[market.OrderID][]ledger.Bid) {
 	for _, oid := range sortedOrders(byOrder) {
-		for i, b := range byOrder[oid] {
+		for i := range byOrder[oid] {
+			b := &byOrder[oid][i]
 			mark := " "
 			if i == 0 {
 				mark = "*"
@@ -480,7 +481,8 @@ func (d *deployer) report(ids []market.LeaseID, bids map[market.OrderID][]ledger
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\ndeployment %d is ready (%.1fs)\n", d.id.DSeq, time.Since(d.start).Seconds())
-	for _, l := range res.Leases {
+	for i := range res.Leases {
+		l := &res.Leases[i]
 		fmt.Fprintf(&b, "  lease %d/%d/%d with %s at %s/block\n", l.ID.DSeq, l.ID.GSeq, l.ID.OSeq, l.ID.Provider, l.Price)
 		names := make([]string, 0, len(l.Status.Services))
 		for n := range l.Status.Services {

@@ -193,10 +193,10 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	case <-p.Ready():
 	case err := <-nodeDone:
 		nodeDone <- err
-		return fmt.Errorf("the ledger node stopped: %v", err)
+		return fmt.Errorf("the ledger node stopped: %w", err)
 	case err := <-provDone:
 		provDone <- err
-		return fmt.Errorf("the provider stopped before it was ready: %v", err)
+		return fmt.Errorf("the provider stopped before it was ready: %w", err)
 	case <-ctx.Done():
 		return nil
 	}
@@ -214,7 +214,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	case <-ctx.Done():
 	case err := <-nodeDone:
 		nodeDone <- err
-		return fmt.Errorf("the ledger node stopped: %v", err)
+		return fmt.Errorf("the ledger node stopped: %w", err)
 	case err := <-provDone:
 		provDone <- err
 		if err == nil {

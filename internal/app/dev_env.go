@@ -235,7 +235,7 @@ type devBanner struct {
 	resumed                      bool
 	provider                     string
 	providerAddr                 string
-	gateway, grpc, metrics       string
+	grpc, metrics                string
 	tenant                       devTenant
 	leases                       []ledger.LeaseResponse
 	manifestTimeout, defaultHome string

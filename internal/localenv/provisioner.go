@@ -122,11 +122,13 @@ func (p *Provisioner) next(ctx context.Context) bool {
 // sync handles a claim (namespace/name) or a volume (name).
 func (p *Provisioner) sync(ctx context.Context, key string) error {
 	if obj, ok, _ := p.claims.GetByKey(key); ok {
-		return p.provision(ctx, obj.(*corev1.PersistentVolumeClaim))
+		if c, isClaim := obj.(*corev1.PersistentVolumeClaim); isClaim {
+			return p.provision(ctx, c)
+		}
 	}
 	if obj, ok, _ := p.vols.GetByKey(key); ok {
-		pv := obj.(*corev1.PersistentVolume)
-		if pv.Spec.StorageClassName != "" && slices.Contains(p.classes, pv.Spec.StorageClassName) &&
+		pv, isVolume := obj.(*corev1.PersistentVolume)
+		if isVolume && pv.Spec.StorageClassName != "" && slices.Contains(p.classes, pv.Spec.StorageClassName) &&
 			pv.Status.Phase == corev1.VolumeReleased && pv.Spec.PersistentVolumeReclaimPolicy == corev1.PersistentVolumeReclaimDelete {
 			err := p.cs.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pv.UID}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
