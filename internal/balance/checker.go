@@ -35,6 +35,12 @@ type Broadcaster interface {
 	Broadcast(ctx context.Context, msgs ...ledger.Msg) (*chain.Result, error)
 }
 
+// The chain package's client and broadcaster are what the app passes.
+var (
+	_ Ledger      = (*chain.Client)(nil)
+	_ Broadcaster = (*chain.Broadcaster)(nil)
+)
+
 // reconcileInterval is how often Run lists our leases in every state (see the package
 // comment).
 const reconcileInterval = time.Hour

@@ -3,6 +3,7 @@ package balance
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -37,7 +38,7 @@ func TestWithdrawBatches(t *testing.T) {
 	e := newEnv(t)
 	var deps []dep
 	for range 5 {
-		deps = append(deps, dep{ours: prices(20, "1")})
+		deps = append(deps, dep{ours: ones(20)})
 	}
 	ours, _ := e.deploy(deps...)
 	all := flatten(ours)
@@ -97,7 +98,7 @@ func TestWithdrawBatches(t *testing.T) {
 // transaction does not stop the others.
 func TestWithdrawLeaseClosedMeanwhile(t *testing.T) {
 	e := newEnv(t)
-	ours, _ := e.deploy(dep{ours: prices(5, "1")}, dep{ours: []string{"1"}})
+	ours, _ := e.deploy(dep{ours: ones(5)}, dep{ours: []string{"1"}})
 	gone := ours[1][0]
 	e.advance(1)
 	cb := &countingBroadcaster{b: e.prov}
@@ -195,7 +196,7 @@ func TestLowFunds(t *testing.T) {
 // every lease.
 func TestMinBalance(t *testing.T) {
 	e := newEnv(t)
-	ours, _ := e.deploy(dep{deposit: 100_000_000, ours: prices(3, "1")}, dep{deposit: 100_000_000, ours: []string{"2"}})
+	ours, _ := e.deploy(dep{deposit: 100_000_000, ours: ones(3)}, dep{deposit: 100_000_000, ours: []string{"2"}})
 	e.advance(1)
 	cfg := testConfig()
 	cfg.MinBalance = uakt(10_000_000_000_000) // more than any dev account holds
@@ -376,4 +377,102 @@ func TestNew(t *testing.T) {
 	if _, err := os.Stat(cfg.EarningsFile); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWithdrawPeriod: every lease is withdrawn when WithdrawPeriod has passed since the
+// last withdrawal of every lease, also across a restart.
+func TestWithdrawPeriod(t *testing.T) {
+	e := newEnv(t)
+	ours, _ := e.deploy(dep{deposit: 100_000_000, ours: ones(3)})
+	cfg := testConfig()
+	cfg.WithdrawPeriod = time.Hour
+	cfg.EarningsFile = t.TempDir() + "/earnings.json"
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func(c *Checker) { c.now = func() time.Time { return now } }
+	c, _, _ := e.checker(cfg, nil)
+	clock(c)
+	step := func(c *Checker, after time.Duration, want string) {
+		t.Helper()
+		now = now.Add(after)
+		e.advance(1)
+		w, err := c.check(t.Context(), false, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Reason != want || (want != "") != (len(w.Leases) == len(ours[0])) {
+			t.Fatalf("after %s: withdrawal %+v, want reason %q", after, w, want)
+		}
+	}
+	step(c, 0, ReasonPeriod) // no withdrawal of everything recorded yet
+	step(c, 30*time.Minute, "")
+	step(c, 30*time.Minute, ReasonPeriod)
+	// A restart remembers when.
+	c2, _, _ := e.checker(cfg, nil)
+	clock(c2)
+	step(c2, 0, "")
+	step(c2, time.Hour, ReasonPeriod)
+	// WithdrawAll counts as a withdrawal of everything.
+	now = now.Add(30 * time.Minute)
+	if _, err := c2.WithdrawAll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	step(c2, 45*time.Minute, "")
+	e.assertEarnings(c2)
+}
+
+// flakyLedger fails the next fail queries.
+type flakyLedger struct {
+	Ledger
+	mu   sync.Mutex
+	fail int
+}
+
+func (f *flakyLedger) Query(ctx context.Context, path string, req, resp any) error {
+	f.mu.Lock()
+	failing := f.fail > 0
+	if failing {
+		f.fail--
+	}
+	f.mu.Unlock()
+	if failing {
+		return errors.New("node unreachable")
+	}
+	return f.Ledger.Query(ctx, path, req, resp)
+}
+
+// TestLedgerErrors: a check that cannot read the ledger fails, says so in its status
+// and changes nothing; the next one works.
+func TestLedgerErrors(t *testing.T) {
+	e := newEnv(t)
+	ours, _ := e.deploy(dep{ours: ones(2)})
+	e.advance(1)
+	cfg := testConfig()
+	cfg.Provider, cfg.EarningsFile = e.me, t.TempDir()+"/earnings.json"
+	fl := &flakyLedger{Ledger: e.c}
+	c, err := New(cfg, fl, e.prov, nil, testLogger(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl.mu.Lock()
+	fl.fail = 1
+	fl.mu.Unlock()
+	if _, err := c.WithdrawAll(t.Context()); err == nil || !strings.Contains(err.Error(), "node unreachable") {
+		t.Fatalf("WithdrawAll with the node down: %v", err)
+	}
+	if st := c.Status(); !strings.Contains(st.LastError, "node unreachable") || !st.LastCheck.IsZero() {
+		t.Fatalf("status %+v", st)
+	}
+	for _, id := range ours[0] {
+		if e.paid(id) != 0 {
+			t.Fatalf("lease %s withdrawn by a failed check", id)
+		}
+	}
+	w, err := c.WithdrawAll(t.Context())
+	if err != nil || len(w.Leases) != 2 {
+		t.Fatalf("WithdrawAll: %+v %v", w, err)
+	}
+	if st := c.Status(); st.LastError != "" || st.LastCheck.IsZero() {
+		t.Fatalf("status %+v", st)
+	}
+	e.assertEarnings(c)
 }

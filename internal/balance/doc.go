@@ -18,8 +18,8 @@
 // It then withdraws, with MsgWithdrawLease:
 //
 //   - every active lease, when Config.WithdrawPeriod (default 1 h; 0 turns it off) has
-//     passed since the last such withdrawal of everything (the first check after a
-//     start without an earnings record withdraws at once);
+//     passed since every lease was last withdrawn (recorded in the earnings file, so a
+//     restart does not reset it; with nothing recorded, the first check withdraws);
 //   - every active lease, when the provider's balance in Config.MinBalance's
 //     denomination is below it (default: the ledger's bid_min_deposit, one more bid),
 //     so that bids and their deposits can go on;
@@ -29,14 +29,16 @@
 //
 // A lease is withdrawn only when its payment holds at least one whole unit (the ledger
 // pays out whole units only): no empty withdrawals. Withdrawals go in as few
-// transactions as the ledger allows, up to its max_msgs_per_tx (100) messages each. A
+// transactions as the ledger allows, up to its max_msgs_per_tx (100) messages each
+// (fewer if max_tx_bytes would not hold them), sent one after the other. A
 // lease that closes between the listing and the transaction fails the whole
 // transaction (invalid_state); the checker then reads each lease of the batch again and
 // sends the batch without the ones no longer active, until it succeeds or nothing is
 // left: every retry is smaller, so it ends.
 //
-// Ledger errors (a node restarting, a timeout) fail the check: they are logged,
-// counted, shown in Status, and the next check starts afresh. Run never returns them.
+// Ledger errors (a node restarting, a timeout) fail the check: they are logged and
+// shown in Status (last_error), berth_balance_last_check_timestamp_seconds stops
+// advancing, and the next check starts afresh. Run never returns them.
 //
 // # Earnings
 //
@@ -50,7 +52,9 @@
 // first check of Run, and one every hour after it, lists every lease of ours in any
 // state, so that leases opened and closed between two checks are counted too. Amounts
 // only ever grow (Withdrawn does on the ledger), so updates in any order converge on
-// the ledger's values: the totals equal the sum of Withdrawn over our leases.
+// the ledger's values: the totals equal the sum of Withdrawn over our leases. (A
+// withdrawal made meanwhile with the same key by another process, such as the CLI, is
+// counted at the next check.)
 //
 // The record is kept in Config.EarningsFile (JSON, written to a temporary file then
 // renamed, so a crash leaves the old record or the new one), loaded by New; a file that

@@ -72,10 +72,11 @@ type dep struct {
 	theirs  []string
 }
 
-func prices(n int, price string) []string {
+// ones are n prices of 1 a block.
+func ones(n int) []string {
 	out := make([]string, n)
 	for i := range out {
-		out[i] = price
+		out[i] = "1"
 	}
 	return out
 }

@@ -193,6 +193,7 @@ func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, erro
 func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, b.opts.Timeout, errInclusionTimeout)
 	defer cancel()
+	pause := indexPollFirst
 	for {
 		h, herr := b.c.Height(ctx)
 		if r, err := b.c.rpc.Tx(ctx, hash, false); err == nil {
@@ -207,20 +208,38 @@ func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
 			res.Events = convertEvents(r.TxResult.Events, int(r.Index))
 			return res, nil
 		}
-		// Not indexed yet, or the node is briefly unreachable: wait for the next block.
+		// Not in a block yet, or in one the node is still indexing (it indexes after the
+		// commit, concurrently), or the node is briefly unreachable: look again at the
+		// next block, or after a pause if that comes first. A node that makes blocks
+		// only for transactions may make no next block while we wait.
 		if herr != nil {
 			h = 0
 		}
-		if _, err := b.c.WaitHeight(ctx, h+1); err != nil {
+		wctx, wcancel := context.WithTimeout(ctx, pause)
+		_, err := b.c.WaitHeight(wctx, h+1)
+		wcancel()
+		if ctx.Err() != nil {
 			// The sequence stays counted: if the mempool dropped the transaction, the
 			// node's wrong-sequence answer to the next one repairs it.
 			if errors.Is(context.Cause(ctx), errInclusionTimeout) {
 				return nil, fmt.Errorf("%w: %X after %s", ErrTimeout, hash, b.opts.Timeout)
 			}
-			return nil, err
+			return nil, ctx.Err()
+		}
+		if err == nil {
+			pause = indexPollFirst
+		} else {
+			pause = min(2*pause, indexPollLongest)
 		}
 	}
 }
+
+// While a transaction is awaited, its lookup is retried at each new block, and between
+// blocks after a pause growing from indexPollFirst to indexPollLongest.
+const (
+	indexPollFirst   = 50 * time.Millisecond
+	indexPollLongest = time.Second
+)
 
 func (b *Broadcaster) forgetSequence() {
 	b.mu.Lock()
