@@ -167,8 +167,13 @@ func Request(limit int64, pct uint32) int64 {
 	return (limit*100 + d - 1) / d
 }
 
-// maxQuantity bounds any single quantity so that sums stay far from overflow.
-const maxQuantity = math.MaxInt64 / (1 << 24)
+// maxQuantity bounds any single quantity: 64 TiB (or 64 Ti millicores), above the
+// largest an SDL unit may ask for (32 TiB of storage).
+const maxQuantity = 1 << 46
+
+// maxTotal bounds a group's total of each resource (64 PiB), so that sums of the
+// demands a cluster can hold stay far from overflow.
+const maxTotal = math.MaxInt64 / (1 << 7)
 
 // DemandOf converts an order's group into what the cluster must provide, under oc:
 // ephemeral volumes count as the node's ephemeral storage, "ram" volumes as memory,
@@ -176,6 +181,15 @@ const maxQuantity = math.MaxInt64 / (1 << 24)
 func DemandOf(spec market.GroupSpec, oc Overcommit) (Demand, error) {
 	d := Demand{Storage: map[string]int64{}}
 	ips := map[uint32]bool{}
+	var total Amounts
+	// within adds n × each to *sum, refusing totals over maxTotal.
+	within := func(i int, field string, sum *int64, each int64, n uint32) error {
+		if each > 0 && (int64(n) > maxTotal/each || *sum > maxTotal-each*int64(n)) {
+			return fmt.Errorf("resources[%d].%s: %d × %d replicas takes the group's total out of range", i, field, each, n)
+		}
+		*sum += each * int64(n)
+		return nil
+	}
 	for i, ru := range spec.Resources {
 		res := ru.Resources
 		u := Unit{ID: res.ID, Count: ru.Count, Each: Amounts{Pods: 1}}
@@ -206,7 +220,11 @@ func DemandOf(spec market.GroupSpec, oc Overcommit) (Demand, error) {
 			case class == market.StorageClassRAM:
 				u.Each.Memory += size
 			case persistent:
-				d.Storage[class] += size * int64(ru.Count)
+				sum := d.Storage[class]
+				if err := within(i, fmt.Sprintf("storage[%d]", j), &sum, size, ru.Count); err != nil {
+					return Demand{}, err
+				}
+				d.Storage[class] = sum
 			default:
 				u.Each.EphemeralStorage += size
 			}
@@ -228,6 +246,15 @@ func DemandOf(spec market.GroupSpec, oc Overcommit) (Demand, error) {
 				d.NodePorts++
 			case market.EndpointLeasedIP:
 				ips[ep.SequenceNumber] = true
+			}
+		}
+		for _, f := range []struct {
+			name string
+			sum  *int64
+			each int64
+		}{{"cpu", &total.CPU, u.Each.CPU}, {"memory", &total.Memory, u.Each.Memory}, {"storage", &total.EphemeralStorage, u.Each.EphemeralStorage}, {"gpu", &total.GPUs, u.Each.GPUs}} {
+			if err := within(i, f.name, f.sum, f.each, ru.Count); err != nil {
+				return Demand{}, err
 			}
 		}
 		u.Each.CPU = Request(u.Each.CPU, oc.CPU)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -187,5 +188,39 @@ func TestOvercommitRequest(t *testing.T) {
 	}
 	if d.Storage["beta3"] != 15<<30 {
 		t.Fatalf("overcommitted pool %d", d.Storage["beta3"])
+	}
+}
+
+// TestDemandOfLimits: the largest quantities SDL allows are taken (a 32 TiB volume, 2 TiB
+// of memory), while counts that take a group's total out of range are refused.
+func TestDemandOfLimits(t *testing.T) {
+	unit := func(storage, memory uint64, count uint32) market.GroupSpec {
+		return market.GroupSpec{Name: "g", Resources: []market.ResourceUnit{{
+			Count: count,
+			Resources: market.Resources{
+				ID:     1,
+				CPU:    &market.CPU{Units: market.ResourceValue{Val: 1000}},
+				Memory: &market.Memory{Size: market.ResourceValue{Val: market.Uint(memory)}},
+				Storage: []market.Storage{{Name: "data", Size: market.ResourceValue{Val: market.Uint(storage)},
+					Attributes: market.Attributes{{Key: market.StorageAttributeClass, Value: "beta3"}, {Key: market.StorageAttributePersistent, Value: "true"}}}},
+			},
+		}}}
+	}
+	d, err := DemandOf(unit(32<<40, 2<<40, 2), Overcommit{})
+	if err != nil {
+		t.Fatalf("the largest SDL quantities: %v", err)
+	}
+	if d.Storage["beta3"] != 64<<40 || d.Units[0].Each.Memory != 2<<40 {
+		t.Fatalf("demand %+v", d)
+	}
+	for name, g := range map[string]market.GroupSpec{
+		"quantity over 64 TiB":    unit(65<<40, 1<<30, 1),
+		"storage total overflows": unit(32<<40, 1<<30, 1<<20),
+		"memory total overflows":  unit(1<<30, 2<<40, 1<<30),
+		"count at uint32's limit": unit(1<<40, 1<<40, math.MaxUint32),
+	} {
+		if _, err := DemandOf(g, Overcommit{}); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("%s: err = %v, want out of range", name, err)
+		}
 	}
 }
