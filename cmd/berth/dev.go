@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/gateway/rest"
 )
 
 func newDevCommand(log *slog.Logger) *cobra.Command {
@@ -27,6 +28,8 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
 			}
+			cfg.Command = selfName()
+			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
 			return app.RunDev(cmd.Context(), cfg, log, cmd.OutOrStdout())
 		}),
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -103,4 +104,13 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "berth: %v\n", err)
 	os.Exit(2)
+}
+
+// selfName is how to name berth in the commands it suggests: as it was started (say
+// ./bin/berth), else "berth".
+func selfName() string {
+	if a := os.Args[0]; filepath.Base(a) == "berth" {
+		return a
+	}
+	return "berth"
 }

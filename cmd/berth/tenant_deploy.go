@@ -298,7 +298,7 @@ func (d *deployer) showBids(byOrder map[market.OrderID][]ledger.Bid) {
 			if i == 0 {
 				mark = "*"
 			}
-			d.say("  %s bid on %d/%d/%d from %s: %s/block", mark, oid.DSeq, oid.GSeq, oid.OSeq, b.ID.Provider, b.Price)
+			d.say("  %s bid on %d/%d/%d from %s: %s/block", mark, oid.DSeq, oid.GSeq, oid.OSeq, b.ID.Provider, b.Price.Short())
 		}
 	}
 }
@@ -483,7 +483,7 @@ func (d *deployer) report(ids []market.LeaseID, bids map[market.OrderID][]ledger
 	fmt.Fprintf(&b, "\ndeployment %d is ready (%.1fs)\n", d.id.DSeq, time.Since(d.start).Seconds())
 	for i := range res.Leases {
 		l := &res.Leases[i]
-		fmt.Fprintf(&b, "  lease %d/%d/%d with %s at %s/block\n", l.ID.DSeq, l.ID.GSeq, l.ID.OSeq, l.ID.Provider, l.Price)
+		fmt.Fprintf(&b, "  lease %d/%d/%d with %s at %s/block\n", l.ID.DSeq, l.ID.GSeq, l.ID.OSeq, l.ID.Provider, l.Price.Short())
 		names := make([]string, 0, len(l.Status.Services))
 		for n := range l.Status.Services {
 			names = append(names, n)
@@ -504,9 +504,10 @@ func (d *deployer) report(ids []market.LeaseID, bids map[market.OrderID][]ledger
 			b.WriteString("\n")
 		}
 	}
-	fmt.Fprintf(&b, "\n  status:  berth tenant lease status %d\n", d.id.DSeq)
-	fmt.Fprintf(&b, "  logs:    berth tenant lease logs %d\n", d.id.DSeq)
-	fmt.Fprintf(&b, "  shell:   berth tenant lease shell %d --service NAME -- COMMAND\n", d.id.DSeq)
-	fmt.Fprintf(&b, "  close:   berth tenant close %d\n", d.id.DSeq)
+	self := selfName()
+	fmt.Fprintf(&b, "\n  status:  %s tenant lease status %d\n", self, d.id.DSeq)
+	fmt.Fprintf(&b, "  logs:    %s tenant lease logs %d\n", self, d.id.DSeq)
+	fmt.Fprintf(&b, "  shell:   %s tenant lease shell %d --service NAME -- COMMAND\n", self, d.id.DSeq)
+	fmt.Fprintf(&b, "  close:   %s tenant close %d\n", self, d.id.DSeq)
 	return writeString(d.s.out, b.String())
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 )
@@ -30,6 +31,10 @@ type DevConfig struct {
 	GPUMemoryMiB                 int
 	// NodeCPU and NodeMemory size every node (Kubernetes quantities).
 	NodeCPU, NodeMemory string
+	// Build describes the binary (the provider's GET /version).
+	Build rest.BuildInfo
+	// Command is how the banner names berth in the commands it suggests ("berth").
+	Command string
 	// WithdrawPeriod is how often the provider withdraws its leases' earnings (0:
 	// only when a deployment's escrow runs low or the provider's balance does).
 	WithdrawPeriod time.Duration
@@ -60,6 +65,7 @@ func DefaultDevConfig() DevConfig {
 		NodeCPU:      "16",
 		NodeMemory:   "64Gi",
 
+		Command:        "berth",
 		WithdrawPeriod: 10 * time.Minute,
 	}
 }

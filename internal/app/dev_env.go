@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,6 +119,7 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 	pc.Home, pc.From, pc.Node, pc.Kubeconfig = cfg.Home, DevProviderKey, rpc, kubeconfig
 	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
 	pc.Cluster.InstallCRDs = true
+	pc.Build = cfg.Build
 	pc.Cluster.OrphanInterval = "1m"
 	check := 10 * time.Second
 	if cfg.WithdrawPeriod > 0 {
@@ -272,14 +274,14 @@ func printDevBanner(out io.Writer, d devBanner) {
 	fmt.Fprintf(&b, "  tenant key    %q %s, balance %s\n", d.tenant.Name, d.tenant.Address, strings.Join(bal, ", "))
 	if n := len(d.leases); n > 0 {
 		fmt.Fprintf(&b, "\n  %d lease(s) from the last run are still active on the ledger; their workloads were on\n", n)
-		b.WriteString("  the previous cluster. Send each manifest again (berth tenant send-manifest FILE DSEQ)\n")
+		fmt.Fprintf(&b, "  the previous cluster. Send each manifest again (%s tenant send-manifest FILE DSEQ)\n", cmp.Or(d.cfg.Command, "berth"))
 		fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", d.manifestTimeout)
 	}
 	b.WriteString("\n  Deploy an example as the tenant (in another terminal, in the berth source tree):\n\n")
 	if d.cfg.Home != d.defaultHome {
 		fmt.Fprintf(&b, "    export BERTH_HOME=%s\n", d.cfg.Home)
 	}
-	b.WriteString("    berth tenant deploy examples/web.yaml\n\n")
+	fmt.Fprintf(&b, "    %s tenant deploy examples/web.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
 	b.WriteString("  kwok simulates the nodes and runs no containers: pods report Running, logs come from\n")
 	fmt.Fprintf(&b, "  %s, and a shell command runs on THIS machine in\n", d.cp.ContainerLogFile)
 	fmt.Fprintf(&b, "  %s: it is not a sandbox.\n", d.cp.ExecDir)

@@ -174,6 +174,17 @@ type DecCoin struct {
 
 func (c DecCoin) String() string { return c.Amount.String() + c.Denom }
 
+// Short is the amount without trailing zeros (and without a bare decimal point),
+// followed by the denomination: "31.6496uakt", "900uakt". For people; String is the
+// canonical form.
+func (c DecCoin) Short() string {
+	s := c.Amount.String()
+	if strings.Contains(s, ".") {
+		s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
+	}
+	return s + c.Denom
+}
+
 // Coin is a whole amount of a denomination: balances, deposits, withdrawals.
 type Coin struct {
 	Amount Uint   `json:"amount"`

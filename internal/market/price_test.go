@@ -82,3 +82,17 @@ func TestDecArithmetic(t *testing.T) {
 		t.Fatalf("capped quotient %d", q)
 	}
 }
+
+func TestDecCoinShort(t *testing.T) {
+	for in, want := range map[string]string{
+		"31.6496uakt": "31.6496uakt", "900uakt": "900uakt", "0.5uakt": "0.5uakt", "0uakt": "0uakt", "1000.000000000000000001uakt": "1000.000000000000000001uakt",
+	} {
+		c, err := ParseDecCoin(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Short(); got != want {
+			t.Errorf("%s: Short() = %s, want %s", in, got, want)
+		}
+	}
+}
