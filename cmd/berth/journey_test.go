@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,41 +29,12 @@ import (
 	"berth.dev/berth/internal/testenv"
 )
 
-// markerWriter collects output and tells when a marker has been written.
-type markerWriter struct {
-	mu     sync.Mutex
-	b      strings.Builder
-	marker string
-	seen   chan struct{}
-	once   sync.Once
-}
-
-func newMarkerWriter(marker string) *markerWriter {
-	return &markerWriter{marker: marker, seen: make(chan struct{})}
-}
-
-func (w *markerWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n, err := w.b.Write(p)
-	if strings.Contains(w.b.String(), w.marker) {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return n, err
-}
-
-func (w *markerWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // startDev runs `berth dev` with args in the background until the test ends, and
 // returns once it is ready (its banner printed).
 func startDev(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
-	out := newMarkerWriter("Press Ctrl-C")
+	out := testenv.NewMarkerWriter("Press Ctrl-C")
 	root := newRootCommand(slog.New(slog.DiscardHandler))
 	root.SetOut(out)
 	root.SetErr(out)
@@ -83,7 +53,7 @@ func startDev(t *testing.T, args ...string) string {
 		}
 	})
 	select {
-	case <-out.seen:
+	case <-out.Seen():
 	case err := <-done:
 		done <- err
 		t.Fatalf("berth dev ended before it was ready: %v\n%s", err, out.String())

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -55,31 +54,6 @@ func TestDevConfigValidate(t *testing.T) {
 	}
 }
 
-// syncBuffer is an io.Writer that tells when a marker has been written.
-type syncBuffer struct {
-	mu     sync.Mutex
-	b      strings.Builder
-	marker string
-	seen   chan struct{}
-	once   sync.Once
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n, err := s.b.Write(p)
-	if strings.Contains(s.b.String(), s.marker) {
-		s.once.Do(func() { close(s.seen) })
-	}
-	return n, err
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestRunDev runs `berth dev` for real: the cluster comes up with the configured nodes,
 // the printed kubeconfig works, and cancelling stops everything.
 func TestRunDev(t *testing.T) {
@@ -92,12 +66,12 @@ func TestRunDev(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := &syncBuffer{marker: "Press Ctrl-C", seen: make(chan struct{})}
+	out := testenv.NewMarkerWriter("Press Ctrl-C")
 	done := make(chan error, 1)
 	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
 
 	select {
-	case <-out.seen:
+	case <-out.Seen():
 	case err := <-done:
 		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
 	case <-time.After(3 * time.Minute):
@@ -153,10 +127,10 @@ func TestRunDev(t *testing.T) {
 	// gateway address.
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
-	out2 := &syncBuffer{marker: "Press Ctrl-C", seen: make(chan struct{})}
+	out2 := testenv.NewMarkerWriter("Press Ctrl-C")
 	go func() { done <- RunDev(ctx2, cfg, slog.New(slog.DiscardHandler), out2) }()
 	select {
-	case <-out2.seen:
+	case <-out2.Seen():
 	case err := <-done:
 		t.Fatalf("second RunDev returned before it was ready: %v\n%s", err, out2.String())
 	case <-time.After(3 * time.Minute):
