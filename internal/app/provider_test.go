@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	providerv1 "berth.dev/berth/api/provider/v1"
+	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
@@ -93,6 +94,11 @@ inventory:
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
 		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
 		{"deploy concurrency", "cluster:\n  deploy_concurrency: 0\n", nil, "cluster.deploy_concurrency: 0 is outside 1–1024"},
+		{"balance", "balance: {withdraw_period: 30m, check_interval: 30s, low_funds_blocks: 100, min_balance: 10000000uakt, earnings_file: /tmp/e.json}\n", nil, ""},
+		{"balance period", "balance: {withdraw_period: soon}\n", nil, `balance.withdraw_period "soon"`},
+		{"balance period short", "balance: {withdraw_period: 10s, check_interval: 1m}\n", nil, "withdraw_period 10s: shorter than check_interval"},
+		{"balance min", "balance: {min_balance: lots}\n", nil, `balance.min_balance "lots"`},
+		{"balance blocks", "balance: {low_funds_blocks: -1}\n", nil, "low_funds_blocks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })
@@ -459,3 +465,120 @@ func (g *gatewayClient) do(t *testing.T, method, path string, body []byte) (int,
 
 // serverSerial is the serial of the certificate the gateway presented.
 func (g *gatewayClient) serverSerial() string { return g.serial }
+
+// TestProviderUnfundedLease: when a deployment's escrow runs out, the ledger closes its
+// lease for insufficient funds; the provider tears the lease down, its balance checker
+// publishes lease_unfunded, and the earnings it records are what the ledger paid.
+func TestProviderUnfundedLease(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "app-unfunded-1", CPU: "8", Memory: "32Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	params := ledger.DefaultParams()
+	params.DeploymentMinDeposit = []market.Coin{{Amount: 100, Denom: "uakt"}}
+	l := testenv.Ledger(t, testenv.LedgerOptions{Params: &params, BlockInterval: 200 * time.Millisecond})
+	home := l.KeyHome(t, "provider")
+	c := l.Client(t)
+	me := l.Address(t, "provider")
+	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",
+		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\nbalance: {check_interval: 1s, withdraw_period: \"0\"}\n",
+		home, l.RPC(), k.Kubeconfig(t))), func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProvider(t.Context(), cfg, "", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := p.BalanceEvents().Subscribe(64, func(ev balance.Event) bool { return ev.Kind == balance.KindLeaseUnfunded })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	select {
+	case <-p.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("provider not ready")
+	}
+
+	// A deployment funded for about 40 blocks (8 s) at the provider's 14.4576 per block.
+	tenant := l.Address(t, "tenant")
+	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := l.Broadcaster(t, c, "tenant")
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: 9}, Groups: dep.Groups, Version: dep.Version,
+		Deposit: market.Coin{Amount: 600, Denom: "uakt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bid := market.OrderID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1}.Bid(me)
+	testenv.EventuallyNoError(t, 30*time.Second, "the provider bids", func() error {
+		var b ledger.Bid
+		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: bid}, &b)
+	})
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: bid}); err != nil {
+		t.Fatal(err)
+	}
+	lease := bid.Lease()
+	gw := newGatewayClient(t, l, p.Gateway(), "tenant")
+	manifestJSON, err := json.Marshal(dep.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := gw.do(t, "PUT", "/deployment/9/manifest", manifestJSON); code != 200 {
+		t.Fatalf("send manifest: %d %s", code, body)
+	}
+	cs := k.Clientset(t)
+	ns := kube.LeaseNamespace(lease)
+	testenv.EventuallyNoError(t, 30*time.Second, "the lease's namespace exists", func() error {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+		return err
+	})
+
+	// The escrow runs out: the ledger closes the lease, the provider tears it down.
+	var closed ledger.LeaseResponse
+	testenv.EventuallyNoError(t, time.Minute, "the ledger closes the lease for insufficient funds", func() error {
+		if err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: lease}, &closed); err != nil {
+			return err
+		}
+		if closed.Lease.State != ledger.LeaseInsufficientFunds {
+			return fmt.Errorf("lease is %s", closed.Lease.State)
+		}
+		return nil
+	})
+	testenv.Eventually(t, time.Minute, "the lease's namespace is gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	})
+	select {
+	case ev := <-events.Events():
+		if len(ev.Leases) != 1 || ev.Leases[0] != lease {
+			t.Errorf("lease_unfunded event %+v, want lease %s", ev, lease)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no lease_unfunded event")
+	}
+	paid, _ := closed.Payment.Withdrawn.Amount.TruncateUint()
+	if paid == 0 {
+		t.Fatalf("the ledger paid nothing for lease %s: %+v", lease, closed.Payment)
+	}
+	testenv.Eventually(t, 30*time.Second, "the recorded earnings are the ledger's payout", func() bool {
+		st := p.Balance().Status()
+		return len(st.Earnings) == 1 && st.Earnings[0] == market.Coin{Amount: market.Uint(paid), Denom: "uakt"}
+	})
+}
