@@ -106,6 +106,10 @@ func Start(c Config) (*Node, error) {
 	}
 	n := &Node{conf: conf, stopping: new(atomic.Bool)}
 	appDB, err := dbm.NewDB(appDBName, dbm.BackendType(conf.DBBackend), conf.DBDir())
+	if errors.Is(err, syscall.EAGAIN) {
+		// goleveldb locks its directory: another process runs this home.
+		return nil, fmt.Errorf("open ledger database in %s: another process (berth chain start, berth dev) is running this home: %w", conf.DBDir(), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open ledger database in %s: %w", conf.DBDir(), err)
 	}

@@ -233,3 +233,19 @@ func TestInitNetworkPorts(t *testing.T) {
 		t.Errorf("dev accounts: node0 %d, node1 %d", len(res[0].Accounts), len(res[1].Accounts))
 	}
 }
+
+// TestStartTwiceSaysWhy: a home already running refuses a second node with the reason.
+func TestStartTwiceSaysWhy(t *testing.T) {
+	home := t.TempDir()
+	if _, err := node.Init(home, node.InitOptions{Fast: true, RPCListen: "tcp://127.0.0.1:0", P2PListen: "tcp://127.0.0.1:0"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(node.Config{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = n.Stop() }()
+	if _, err := node.Start(node.Config{Home: home}); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("second start: %v", err)
+	}
+}
