@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/ledger"
@@ -126,6 +127,10 @@ func TestTenantJourney(t *testing.T) {
 	}
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
+	// The web service is reached by its accepted hostname and by the provider's own.
+	if uris := res.Leases[0].Status.Services["web"].URIs; !slices.Contains(uris, cluster.IngressHost(lease, "web", app.DevIngressDomain)) || !slices.Contains(uris, "web.example.test") {
+		t.Errorf("web URIs %v, want web.example.test and the provider's hostname", uris)
+	}
 
 	// Its pods run on the cluster, in the lease's namespace.
 	ns := kube.LeaseNamespace(lease)
@@ -253,6 +258,7 @@ func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.Le
 		t.Fatalf("lease %s is not among the provider's closed leases", id)
 	}
 	blocks := l.Lease.ClosedOn - l.Lease.CreatedAt
+	t.Logf("lease %s: blocks %d–%d at %s", id, l.Lease.CreatedAt, l.Lease.ClosedOn, l.Lease.Price)
 	accrued := l.Lease.Price.Amount.MulUint(uint64(blocks))
 	whole, _ := accrued.TruncateUint()
 	withdrawn, _ := l.Payment.Withdrawn.Amount.TruncateUint()
@@ -285,7 +291,7 @@ func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.Le
 			return errors.New("no balance in the provider's status")
 		case len(b.Earnings) != 1 || b.Earnings[0] != want:
 			return fmt.Errorf("provider's earnings %v, the ledger paid %s", b.Earnings, want)
-		case b.LastWithdrawalHeight <= l.Lease.CreatedAt || b.LastWithdrawalHeight >= l.Lease.ClosedOn:
+		case b.LastWithdrawalHeight <= l.Lease.CreatedAt || b.LastWithdrawalHeight > l.Lease.ClosedOn:
 			return fmt.Errorf("last withdrawal at height %d, want one while the lease ran (%d–%d)", b.LastWithdrawalHeight, l.Lease.CreatedAt, l.Lease.ClosedOn)
 		}
 		return nil

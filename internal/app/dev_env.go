@@ -22,6 +22,10 @@ import (
 	"berth.dev/berth/internal/node"
 )
 
+// DevIngressDomain is where the dev provider names services' HTTP ports (names under
+// localhost resolve to this machine; nothing answers there: kwok runs no containers).
+const DevIngressDomain = "ingress.localhost"
+
 // Dev key names: the funded accounts of a new dev chain.
 const (
 	DevTenantKey   = "tenant"
@@ -119,6 +123,7 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 	pc.Home, pc.From, pc.Node, pc.Kubeconfig = cfg.Home, DevProviderKey, rpc, kubeconfig
 	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
 	pc.Cluster.InstallCRDs = true
+	pc.Cluster.IngressDomain = DevIngressDomain
 	pc.Build = cfg.Build
 	pc.Cluster.OrphanInterval = "1m"
 	check := 10 * time.Second

@@ -57,7 +57,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 		_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id, Reason: reason})
 		return err
 	}
-	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: timeout, BlockedHostnames: cfg.Gateway.BlockedHostnames},
+	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: timeout, BlockedHostnames: cfg.Gateway.BlockedHostnames, IngressDomain: cfg.Cluster.IngressDomain},
 		reader, p.manager, closeBid, p.log, p.reg); err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	if err != nil {
 		return nil, err
 	}
-	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, Version: version, Certificate: getCert},
+	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, IngressDomain: cfg.Cluster.IngressDomain, Version: version, Certificate: getCert},
 		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: leaseStreams{streams},
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg}, p.log); err != nil {
 		return nil, err

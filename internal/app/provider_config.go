@@ -135,6 +135,11 @@ type ClusterConfig struct {
 	GPURuntimeClass string `yaml:"gpu_runtime_class"`
 	// IngressNamespace is where the ingress controller runs.
 	IngressNamespace string `yaml:"ingress_namespace"`
+	// IngressDomain, when set, gives each service's HTTP port (a global port 80) a
+	// hostname of the provider's, <26 characters>.<ingress_domain>, as Akash providers
+	// do (--deployment-ingress-domain with static hosts); point a wildcard DNS record
+	// for it at the ingress. Tenants may not name hosts under it.
+	IngressDomain string `yaml:"ingress_domain"`
 	// EgressDeny lists CIDRs tenants may not reach (empty: the private ranges).
 	EgressDeny []string `yaml:"egress_deny"`
 	// OrphanInterval is how often lease namespaces are checked against the ledger;
@@ -321,6 +326,9 @@ func (c *ProviderConfig) Validate() error {
 	}
 	if _, err := c.balance("validating"); err != nil {
 		return err
+	}
+	if d := c.Cluster.IngressDomain; d != "" && !market.ValidHostname(d) {
+		return fmt.Errorf("cluster.ingress_domain %q: not a lowercase DNS name (like ingress.example.com)", d)
 	}
 	// The chain's address prefix is known only once connected: here each address is
 	// checked against its own prefix, and NewProvider checks the chain's.

@@ -94,6 +94,8 @@ inventory:
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
 		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
 		{"deploy concurrency", "cluster:\n  deploy_concurrency: 0\n", nil, "cluster.deploy_concurrency: 0 is outside 1–1024"},
+		{"ingress domain", "cluster: {ingress_domain: ingress.example.com}\n", nil, ""},
+		{"bad ingress domain", "cluster: {ingress_domain: \"*.example.com\"}\n", nil, `cluster.ingress_domain "*.example.com"`},
 		{"balance", "balance: {withdraw_period: 30m, check_interval: 30s, low_funds_blocks: 100, min_balance: 10000000uakt, earnings_file: /tmp/e.json}\n", nil, ""},
 		{"balance period", "balance: {withdraw_period: soon}\n", nil, `balance.withdraw_period "soon"`},
 		{"balance period short", "balance: {withdraw_period: 10s, check_interval: 1m}\n", nil, "withdraw_period 10s: shorter than check_interval"},

@@ -42,12 +42,19 @@ type Config struct {
 	// BlockedHostnames are hostnames tenants may not use: "example.com" blocks that
 	// name, ".example.com" every name under it (not example.com itself).
 	BlockedHostnames []string
+	// IngressDomain, when set, gives every service's HTTP ingress port a hostname of
+	// the provider's under it (cluster.IngressHost), as Akash providers do; tenants may
+	// not ask for names under it themselves.
+	IngressDomain string
 }
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	if c.Provider == "" {
 		return errors.New("manifest service: provider address is required")
+	}
+	if c.IngressDomain != "" && !market.ValidHostname(c.IngressDomain) {
+		return fmt.Errorf("manifest service: ingress domain %q is not a lowercase DNS name", c.IngressDomain)
 	}
 	for i, h := range c.BlockedHostnames {
 		if !market.ValidHostname(strings.TrimPrefix(h, ".")) {
@@ -154,7 +161,7 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 	for _, id := range leases {
 		for i := range m {
 			if gseqs[m[i].Name] == id.GSeq {
-				batch = append(batch, cluster.LeaseManifest{Lease: id, Group: m[i]})
+				batch = append(batch, cluster.LeaseManifest{Lease: id, Group: cluster.WithIngressHosts(id, m[i], s.cfg.IngressDomain)})
 			}
 		}
 	}
@@ -178,6 +185,11 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 
 // Blocked reports whether the provider refuses hostname h.
 func (s *Service) Blocked(h string) bool {
+	h = strings.ToLower(h)
+	// The provider's own hostnames are under its ingress domain.
+	if d := s.cfg.IngressDomain; d != "" && (h == d || strings.HasSuffix(h, "."+d)) {
+		return true
+	}
 	for _, b := range s.cfg.BlockedHostnames {
 		if h == b || (strings.HasPrefix(b, ".") && strings.HasSuffix(h, b)) {
 			return true

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,7 +113,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	m, groups := corpusManifest(t, "aa-CodiMD_deploy")
+	return newFixtureOf(t, cfg, "aa-CodiMD_deploy")
+}
+
+// newFixtureOf is a fixture whose deployment is the corpus file's.
+func newFixtureOf(t *testing.T, cfg Config, corpus string) *fixture {
+	t.Helper()
+	m, groups := corpusManifest(t, corpus)
 	did := market.DeploymentID{Owner: tenant, DSeq: 7}
 	dep := ledger.DeploymentResponse{Deployment: ledger.Deployment{ID: did, State: ledger.DeploymentActive, Version: m.Version()}}
 	for i, g := range groups {
@@ -270,4 +279,38 @@ func TestWatchdogDoesNotResurrectClosedLeases(t *testing.T) {
 	// The loop is sequential: the second close began only after the first's retry
 	// decision, so a resurrected lease would be waiting now (for a minute).
 	testenv.Eventually(t, 5*time.Second, "nothing left to watch", func() bool { return f.svc.Waiting() == 0 })
+}
+
+// TestSubmitIngressDomain: with an ingress domain, each service's HTTP port gets the
+// provider's hostname for it, and tenants may not name hosts under that domain.
+func TestSubmitIngressDomain(t *testing.T) {
+	f := newFixtureOf(t, Config{IngressDomain: "ingress.example.com"}, "aa-AI-Image-App_deploy")
+	if err := f.svc.Submit(t.Context(), tenant, 7, f.m); err != nil {
+		t.Fatal(err)
+	}
+	g := f.deploy.got[f.lease]
+	var found bool
+	for _, s := range g.Services {
+		for _, e := range s.Expose {
+			if e.IsIngress() {
+				found = found || slices.Contains(e.Hosts, cluster.IngressHost(f.lease, s.Name, "ingress.example.com"))
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no provider hostname in the manifest handed over: %+v", g)
+	}
+	if back := cluster.WithoutIngressHosts(f.lease, g, "ingress.example.com"); !reflect.DeepEqual(back, f.m[0]) {
+		t.Fatalf("the tenant's manifest is not recoverable:\n%+v\n%+v", back, f.m[0])
+	}
+	for _, h := range []string{"ingress.example.com", "x.ingress.example.com", "X.Ingress.Example.com"} {
+		hosted := mustDecode(t, f.m)
+		hosted[0].Services[0].Expose[0].Hosts = []string{strings.ToLower(h)}
+		if err := f.svc.Submit(t.Context(), tenant, 7, hosted); !errors.Is(err, ErrHostnameBlocked) {
+			t.Fatalf("hostname %s: %v", h, err)
+		}
+	}
+	if err := (Config{Provider: "akash1p", IngressDomain: "Not A Domain"}).Validate(); err == nil {
+		t.Fatal("a bad ingress domain was accepted")
+	}
 }

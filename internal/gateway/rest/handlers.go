@@ -10,6 +10,7 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/manifest"
@@ -201,6 +202,8 @@ func (s *Server) leaseManifest(w http.ResponseWriter, r *http.Request, id market
 		s.writeError(w, r, err)
 		return
 	}
+	// As the tenant sent it: without the provider's hostnames under its ingress domain.
+	g = cluster.WithoutIngressHosts(id, g, s.cfg.IngressDomain)
 	out := g
 	out.Services = make([]market.Service, len(g.Services))
 	for i := range g.Services {

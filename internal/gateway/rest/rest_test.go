@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -157,6 +158,9 @@ type env struct {
 	ca       *tls.Certificate
 }
 
+// testIngressDomain is where the test provider names services' HTTP ports.
+const testIngressDomain = "ingress.example.com"
+
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	l := authtest.NewLedger()
@@ -178,9 +182,9 @@ func newEnv(t *testing.T) *env {
 		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
 		Forwarded: []kube.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
 	}}}}
-	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
+	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", IngressDomain: testIngressDomain, PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
 		Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }},
-		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: webGroup()}},
+		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: cluster.WithIngressHosts(e.lease, webGroup(), testIngressDomain)}},
 			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Streams: &fakeStreams{}, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -409,7 +413,8 @@ func TestLeaseRoutes(t *testing.T) {
 		t.Fatalf("status: %d %s", a.code, a.body)
 	}
 	web := st.Services["web"]
-	if web.Available != 2 || web.Total != 2 || web.ObservedGeneration != 3 || len(web.URIs) != 1 || web.URIs[0] != "web.example.com" || !st.Berth.Ready {
+	if web.Available != 2 || web.Total != 2 || web.ObservedGeneration != 3 || !st.Berth.Ready ||
+		!slices.Equal(web.URIs, []string{"web.example.com", cluster.IngressHost(e.lease, "web", testIngressDomain)}) {
 		t.Fatalf("status: %s", a.body)
 	}
 	if fp := st.ForwardedPorts["web"]; len(fp) != 1 || fp[0].ExternalPort != 31000 || fp[0].Host != "provider.example.com" || fp[0].Proto != "UDP" {
@@ -435,6 +440,10 @@ func TestLeaseRoutes(t *testing.T) {
 	}
 	if strings.Contains(string(a.body), "secret-password") || m[0].Services[0].Credentials.Username != "u" {
 		t.Fatalf("manifest credentials: %s", a.body)
+	}
+	// The manifest as the tenant sent it: the provider's own hostname is not in it.
+	if strings.Contains(string(a.body), testIngressDomain) || !reflect.DeepEqual(m[0].Services[0].Expose, webGroup().Services[0].Expose) {
+		t.Fatalf("manifest hosts: %s", a.body)
 	}
 
 	for _, p := range []struct {

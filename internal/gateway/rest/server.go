@@ -75,6 +75,9 @@ type Config struct {
 	// PublicHostname is the host tenants reach forwarded ports on (reported in lease
 	// status).
 	PublicHostname string
+	// IngressDomain is where the provider names services' HTTP ports (its hostnames
+	// are left out of the manifest a tenant reads back).
+	IngressDomain string
 	// Version is GET /version's answer.
 	Version Version
 	// Certificate serves the provider's certificate (tls.Config.GetCertificate).
