@@ -126,7 +126,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	p.engine, err = bidengine.NewEngine(bidengine.EngineConfig{
 		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: timeout,
 		BidsPerHour: cfg.Bidding.Budget.BidsPerHour, TenantBidsPerHour: cfg.Bidding.Budget.TenantBidsPerHour,
-		Overcommit: cfg.Cluster.overcommit(),
+		Overcommit: cfg.Cluster.overcommit(), Log: log,
 	}, p.capacity, history)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -47,6 +48,9 @@ type EngineConfig struct {
 	// Overcommit is how much the cluster may promise beyond what it has; the cluster
 	// service requests resources the same way.
 	Overcommit cluster.Overcommit
+	// Log, when set, receives each declined order with its reason (at info level), so
+	// an operator sees why a tenant got no bid.
+	Log *slog.Logger
 }
 
 // LeaseWon is published when a tenant leases one of our bids.
@@ -298,12 +302,15 @@ func (e *Engine) declined(id market.OrderID, now time.Time, err error) {
 }
 
 func (e *Engine) declinedLocked(id market.OrderID, now time.Time, err error) {
+	reason, detail := ReasonError, err.Error()
 	var nb *NoBid
 	if errors.As(err, &nb) {
-		e.record(id, now, ResultNoBid, nb.Reason, nb.Detail, nil)
-		return
+		reason, detail = nb.Reason, nb.Detail
 	}
-	e.record(id, now, ResultNoBid, ReasonError, err.Error(), nil)
+	e.record(id, now, ResultNoBid, reason, detail, nil)
+	if e.cfg.Log != nil {
+		e.cfg.Log.Info("order declined", slog.String("order", id.String()), slog.String("reason", reason), slog.String("detail", detail))
+	}
 }
 
 func (e *Engine) record(id market.OrderID, now time.Time, result, reason, detail string, price *market.DecCoin) {

@@ -1,10 +1,13 @@
 package bidengine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -477,5 +480,25 @@ func TestBudgetHoldsUnderConcurrentPricing(t *testing.T) {
 	}
 	if h.decide(openOrder(11, small(100))) == nil {
 		t.Fatalf("the refused order's budget was not refunded: %+v", h.last())
+	}
+}
+
+// TestDeclineLogged: with a logger, a declined order is logged with its reason, for the
+// operator; a bid is not logged by the engine (the service logs bids placed).
+func TestDeclineLogged(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHarness(t, func(c *EngineConfig) { c.Log = slog.New(slog.NewTextHandler(&buf, nil)) })
+	if h.decide(openOrder(1, groupSpec(market.Attributes{{Key: "region", Value: "eu-central"}}, web))) != nil {
+		t.Fatal("bid on an order needing another region")
+	}
+	if out := buf.String(); !strings.Contains(out, `msg="order declined"`) || !strings.Contains(out, "reason=attributes") || !strings.Contains(out, "region=eu-central") {
+		t.Fatalf("log: %q", out)
+	}
+	buf.Reset()
+	if h.decide(openOrder(2, groupSpec(nil, web))) == nil {
+		t.Fatal("no bid on a fitting order")
+	}
+	if buf.Len() != 0 {
+		t.Fatalf("a bid was logged as declined: %q", buf.String())
 	}
 }
