@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -213,6 +214,62 @@ func TestTenantJourney(t *testing.T) {
 	})
 
 	checkPaidToTheBlock(t, must, lease)
+	checkDeployFailures(t, must, cli, sdlData)
+}
+
+// checkDeployFailures: an invalid SDL file writes nothing to the ledger; no bid in
+// time closes the deployment (the deposit comes back), unless --keep.
+func checkDeployFailures(t *testing.T, must func(...string) string, cli func(...string) (string, error), sdlData []byte) {
+	t.Helper()
+	deployments := func() []ledger.DeploymentResponse {
+		var ds []ledger.DeploymentResponse
+		if err := json.Unmarshal([]byte(must("tenant", "deployment", "list", "-o", "json")), &ds); err != nil {
+			t.Fatal(err)
+		}
+		return ds
+	}
+	before := len(deployments())
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte(strings.Replace(string(sdlData), "units: 0.5", "units: -1", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli("tenant", "deploy", bad); err == nil || !strings.Contains(err.Error(), "bad.yaml") {
+		t.Fatalf("an invalid file: %v\n%s", err, out)
+	}
+	if n := len(deployments()); n != before {
+		t.Fatalf("an invalid file wrote %d deployment(s)", n-before)
+	}
+
+	// Nobody serves region=mars: no bid.
+	mars := filepath.Join(dir, "mars.yaml")
+	withRegion := strings.Replace(string(sdlData), "pricing:", "attributes:\n        region: mars\n      pricing:", 1)
+	if err := os.WriteFile(mars, []byte(withRegion), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli("tenant", "deploy", mars, "--bid-timeout", "3s")
+	if err == nil || !strings.Contains(err.Error(), "no bid") || !strings.Contains(out, "closed in block") {
+		t.Fatalf("no bid: %v\n%s", err, out)
+	}
+	out, err = cli("tenant", "deploy", mars, "--bid-timeout", "3s", "--keep")
+	if err == nil || !strings.Contains(err.Error(), "kept open (--keep)") {
+		t.Fatalf("no bid, --keep: %v\n%s", err, out)
+	}
+	ds := deployments()
+	if len(ds) != before+2 {
+		t.Fatalf("%d deployments, want %d", len(ds), before+2)
+	}
+	slices.SortFunc(ds, func(a, b ledger.DeploymentResponse) int {
+		return cmp.Compare(a.Deployment.ID.DSeq, b.Deployment.ID.DSeq)
+	})
+	closed, kept := ds[len(ds)-2], ds[len(ds)-1]
+	if closed.Deployment.State != ledger.DeploymentClosed || kept.Deployment.State != ledger.DeploymentActive {
+		t.Fatalf("deployments %s and %s, want closed and kept active", closed.Deployment.State, kept.Deployment.State)
+	}
+	if closed.Escrow.Balance.Amount.Sign() != 0 {
+		t.Errorf("the closed deployment still holds %s", closed.Escrow.Balance)
+	}
+	must("tenant", "close", strconv.FormatUint(kept.Deployment.ID.DSeq, 10))
 }
 
 // runSplit runs berth with args and returns its standard output and error apart.
