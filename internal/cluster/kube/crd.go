@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,6 +59,10 @@ func waitEstablished(ctx context.Context, dc dynamic.Interface, name string) err
 	defer t.Stop()
 	for {
 		u, err := dc.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
+		// Retrying cannot help a refusal: say what is missing (RBAC, usually).
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return fmt.Errorf("CRD %s installed, but reading it back is refused (the provider needs get on customresourcedefinitions): %w", name, err)
+		}
 		if err == nil {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			for _, c := range conds {
