@@ -44,7 +44,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, active cluster.Lease
 	if err != nil {
 		return nil, err
 	}
-	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts}, log); err != nil {
+	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
 	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, cfg.Cluster.settings(), log); err != nil {

@@ -49,7 +49,7 @@ func TestInstallCRDsRefusedRead(t *testing.T) {
 	testenv.EventuallyNoError(t, 30*time.Second, "the refusal is reported", func() error {
 		err := InstallCRDs(ctx, dc)
 		if err == nil || !strings.Contains(err.Error(), "needs get on customresourcedefinitions") {
-			return fmt.Errorf("InstallCRDs = %v", err)
+			return fmt.Errorf("InstallCRDs = %w", err)
 		}
 		return nil
 	})

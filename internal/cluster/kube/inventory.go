@@ -29,6 +29,9 @@ type InventoryConfig struct {
 	LeasedIPs int64
 	// NodePorts is how many node ports leases may use (the service node port range).
 	NodePorts int64
+	// StorageClasses maps SDL storage classes to the cluster's (Settings.StorageClasses):
+	// a claim of cluster class C counts against the pool of the SDL class mapped to C.
+	StorageClasses map[string]string
 }
 
 // Inventory keeps a cluster.Capacity in step with the cluster.
@@ -37,6 +40,8 @@ type Inventory struct {
 	cap    *cluster.Capacity
 	log    *slog.Logger
 	synced chan struct{}
+	// sdlClass maps a cluster storage class to the SDL class whose pool it fills.
+	sdlClass map[string]string
 }
 
 // NewInventory returns an inventory feeding capacity; it sets the pool sizes now.
@@ -50,9 +55,17 @@ func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg I
 		}
 		capacity.SetPoolCapacity(cluster.StoragePool(class), n)
 	}
+	sdlClass := map[string]string{}
+	for sdl, k8s := range cfg.StorageClasses {
+		if other, ok := sdlClass[k8s]; ok {
+			a, b := min(sdl, other), max(sdl, other)
+			return nil, fmt.Errorf("inventory: storage classes %q and %q both map to the cluster's %q: their pools would count the same claims; map each to its own class", a, b, k8s)
+		}
+		sdlClass[k8s] = sdl
+	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, cfg.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, cfg.NodePorts)
-	return &Inventory{client: client, cap: capacity, log: log, synced: make(chan struct{})}, nil
+	return &Inventory{client: client, cap: capacity, log: log, synced: make(chan struct{}), sdlClass: sdlClass}, nil
 }
 
 // Synced is closed once the informers have listed everything.
@@ -224,15 +237,24 @@ func podRequests(p *corev1.Pod) cluster.Amounts {
 	return sum
 }
 
+// pool is the storage pool a claim of the cluster's class counts against: that of the
+// SDL class mapped to it, else the class of the same name.
+func (inv *Inventory) pool(class string) string {
+	if sdl, ok := inv.sdlClass[class]; ok {
+		return cluster.StoragePool(sdl)
+	}
+	return cluster.StoragePool(class)
+}
+
 func (inv *Inventory) setPVC(o any) {
 	if v, ok := o.(*pvcView); ok && v.class != "" {
-		inv.cap.SetPoolItem(cluster.StoragePool(v.class), cluster.PoolItem{Key: v.key(), Amount: v.size, Lease: v.lease})
+		inv.cap.SetPoolItem(inv.pool(v.class), cluster.PoolItem{Key: v.key(), Amount: v.size, Lease: v.lease})
 	}
 }
 
 func (inv *Inventory) deletePVC(o any) {
 	if v, ok := tombstone(o).(*pvcView); ok && v.class != "" {
-		inv.cap.DeletePoolItem(cluster.StoragePool(v.class), v.key())
+		inv.cap.DeletePoolItem(inv.pool(v.class), v.key())
 	}
 }
 

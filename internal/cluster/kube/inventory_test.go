@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -47,6 +49,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestInventoryFollowsTheCluster runs the inventory against the real API server with
 // kwok nodes: nodes (with their GPU model), a lease's pod, PVC and NodePort service,
 // and a pod outside berth, each counted where it belongs; deletions give capacity back.
+func TestInventoryStorageClassesMapOneToOne(t *testing.T) {
+	_, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `"beta2" and "beta3" both map to the cluster's "ssd"`) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
 func TestInventoryFollowsTheCluster(t *testing.T) {
 	kube := testenv.Cluster(t)
 	cs := kube.Clientset(t)
@@ -56,7 +65,9 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 		localenv.NodeSpec{Name: "inv-gpu", CPU: "32", Memory: "256Gi", GPUs: 8, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
 	)
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	// SDL class beta3 is the cluster's fast-ssd: claims of fast-ssd fill beta3's pool.
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10,
+		StorageClasses: map[string]string{"beta3": "fast-ssd"}}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +117,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 		}
 	})
 	labels := cluster.LeaseLabels(lease)
-	class := "beta3"
+	class := "fast-ssd"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: ns, Labels: labels},
 		Spec: corev1.PodSpec{NodeName: "inv-cpu", Containers: []corev1.Container{{Name: "web", Image: "nginx", Resources: corev1.ResourceRequirements{
