@@ -211,6 +211,7 @@ func deploymentDeposit(s *session, r *sdl.Result, flag string) (market.Coin, err
 // then --bid-wait more for competing bids, and returns the open bids by order.
 func (d *deployer) waitForBids(ctx context.Context) (map[market.OrderID][]ledger.Bid, error) {
 	d.say("waiting for bids on %d order(s) (up to %s)", len(d.r.Groups), d.o.bidTimeout)
+	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, d.o.bidTimeout)
 	defer cancel()
 	var settle time.Time
@@ -228,6 +229,9 @@ func (d *deployer) waitForBids(ctx context.Context) (map[market.OrderID][]ledger
 			return byOrder, nil
 		}
 		if err := d.nextBlock(ctx); err != nil {
+			if outer.Err() != nil {
+				return nil, fmt.Errorf("interrupted while waiting for bids: %w", outer.Err())
+			}
 			if ctx.Err() != nil && complete {
 				d.showBids(byOrder)
 				return byOrder, nil
