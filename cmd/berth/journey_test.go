@@ -206,6 +206,20 @@ func TestTenantJourney(t *testing.T) {
 		return nil
 	})
 
+	// The provider's balance checker withdraws while the lease runs (every 2 s here).
+	var running int64
+	testenv.EventuallyNoError(t, 2*time.Minute, "a withdrawal while the lease runs", func() error {
+		b, err := providerBalance(must)
+		if err != nil {
+			return err
+		}
+		if b.LastWithdrawalHeight == 0 || len(b.Earnings) == 0 {
+			return fmt.Errorf("no withdrawal yet: %+v", b)
+		}
+		running = b.LastWithdrawalHeight
+		return nil
+	})
+
 	// Close: the namespace goes.
 	must("tenant", "close", dseq)
 	testenv.Eventually(t, 2*time.Minute, "the lease's namespace is gone", func() bool {
@@ -213,7 +227,7 @@ func TestTenantJourney(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 
-	checkPaidToTheBlock(t, must, lease)
+	checkPaidToTheBlock(t, must, lease, running)
 	checkDeployFailures(t, must, cli, sdlData)
 }
 
@@ -299,7 +313,7 @@ func webImage(t *testing.T, sdlData []byte) string {
 // checkPaidToTheBlock: the closed lease paid its provider its price for every block
 // from its creation to its close, in whole units (what the ledger withdrew and paid
 // out at close), and the provider's records agree with the ledger.
-func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.LeaseID) {
+func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.LeaseID, running int64) {
 	t.Helper()
 	var leases []ledger.LeaseResponse
 	if err := json.Unmarshal([]byte(must("provider", "leases", "--from", "provider", "--state", ledger.LeaseClosed, "-o", "json")), &leases); err != nil {
@@ -327,30 +341,43 @@ func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.Le
 		t.Errorf("lease %s: accrued %s, withdrawn %s, but %s left in the payment, want %s", id, accrued, l.Payment.Withdrawn.Amount, l.Payment.Balance.Amount, rest)
 	}
 
-	// The provider's balance checker withdrew while the lease ran (every 2 s), and its
-	// record of earnings is what the ledger paid, to the unit.
+	// The provider's withdrawal while the lease ran was within its life, and its record
+	// of earnings is what the ledger paid, to the unit.
+	if running <= l.Lease.CreatedAt || running > l.Lease.ClosedOn {
+		t.Errorf("withdrawal at height %d, outside the lease's life (%d–%d)", running, l.Lease.CreatedAt, l.Lease.ClosedOn)
+	}
 	want := fmt.Sprintf("%d%s", withdrawn, l.Lease.Price.Denom)
 	testenv.EventuallyNoError(t, time.Minute, "the provider's earnings match the ledger", func() error {
-		var st struct {
-			Berth struct {
-				Balance *struct {
-					Earnings             []string `json:"earnings"`
-					LastWithdrawalHeight int64    `json:"last_withdrawal_height"`
-				} `json:"balance"`
-			} `json:"berth"`
-		}
-		if err := json.Unmarshal([]byte(must("provider", "status", "--from", "provider")), &st); err != nil {
+		b, err := providerBalance(must)
+		if err != nil {
 			return err
 		}
-		b := st.Berth.Balance
-		switch {
-		case b == nil:
-			return errors.New("no balance in the provider's status")
-		case len(b.Earnings) != 1 || b.Earnings[0] != want:
+		if len(b.Earnings) != 1 || b.Earnings[0] != want {
 			return fmt.Errorf("provider's earnings %v, the ledger paid %s", b.Earnings, want)
-		case b.LastWithdrawalHeight <= l.Lease.CreatedAt || b.LastWithdrawalHeight > l.Lease.ClosedOn:
-			return fmt.Errorf("last withdrawal at height %d, want one while the lease ran (%d–%d)", b.LastWithdrawalHeight, l.Lease.CreatedAt, l.Lease.ClosedOn)
 		}
 		return nil
 	})
+}
+
+// balanceStatus is the balance part of the provider's status.
+type balanceStatus struct {
+	Earnings             []string `json:"earnings"`
+	LastWithdrawalHeight int64    `json:"last_withdrawal_height"`
+	LastError            string   `json:"last_error"`
+}
+
+// providerBalance reads the dev provider's balance status from its gateway.
+func providerBalance(must func(...string) string) (balanceStatus, error) {
+	var st struct {
+		Berth struct {
+			Balance *balanceStatus `json:"balance"`
+		} `json:"berth"`
+	}
+	if err := json.Unmarshal([]byte(must("provider", "status", "--from", "provider")), &st); err != nil {
+		return balanceStatus{}, err
+	}
+	if st.Berth.Balance == nil {
+		return balanceStatus{}, errors.New("no balance in the provider's status yet")
+	}
+	return *st.Berth.Balance, nil
 }

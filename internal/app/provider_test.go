@@ -25,6 +25,7 @@ import (
 
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/balance"
+	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
@@ -137,37 +138,10 @@ func TestProviderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := testenv.Ledger(t, testenv.LedgerOptions{})
-	home := l.KeyHome(t, "provider")
+	p, home := startTestProvider(t, l, k, "cluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
+		"127.0.0.1:0", func(p *Provider) { p.unhealthyTick = 100 * time.Millisecond })
 	c := l.Client(t)
 	me := l.Address(t, "provider")
-	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",
-		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ncluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
-		home, l.RPC(), k.Kubeconfig(t))), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewProvider(t.Context(), cfg, "127.0.0.1:0", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.unhealthyTick = 100 * time.Millisecond
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
-	select {
-	case <-p.Ready():
-	case <-time.After(60 * time.Second):
-		t.Fatal("provider not ready")
-	}
 	tenant := l.Address(t, "tenant")
 	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
 	if err != nil {
@@ -378,6 +352,50 @@ func TestProviderRun(t *testing.T) {
 	}
 }
 
+// startTestProvider registers the ledger's "provider" account (region us-west) and runs
+// a provider for it on the cluster with the given provider.yaml lines, until the test
+// ends; before runs after it is made and before it runs. It returns once the provider
+// is ready, with its home.
+func startTestProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, yaml, metricsListen string, before func(*Provider)) (*Provider, string) {
+	t.Helper()
+	home := l.KeyHome(t, "provider")
+	c := l.Client(t)
+	me := l.Address(t, "provider")
+	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",
+		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\n%s", home, l.RPC(), k.Kubeconfig(t), yaml)),
+		func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProvider(t.Context(), cfg, metricsListen, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before != nil {
+		before(p)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	select {
+	case <-p.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("provider not ready")
+	}
+	return p, home
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	testenv.Eventually(t, 60*time.Second, what, cond)
@@ -479,41 +497,17 @@ func TestProviderUnfundedLease(t *testing.T) {
 	params := ledger.DefaultParams()
 	params.DeploymentMinDeposit = []market.Coin{{Amount: 100, Denom: "uakt"}}
 	l := testenv.Ledger(t, testenv.LedgerOptions{Params: &params, BlockInterval: 200 * time.Millisecond})
-	home := l.KeyHome(t, "provider")
+	var events *bus.Subscription[balance.Event]
+	p, _ := startTestProvider(t, l, k, "gateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\nbalance: {check_interval: 1s, withdraw_period: \"0\"}\n", "",
+		func(p *Provider) {
+			var err error
+			if events, err = p.BalanceEvents().Subscribe(64, func(ev balance.Event) bool { return ev.Kind == balance.KindLeaseUnfunded }); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(events.Close)
+		})
 	c := l.Client(t)
 	me := l.Address(t, "provider")
-	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://p.example:8443",
-		Attributes: market.Attributes{{Key: "region", Value: "us-west"}}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\nbalance: {check_interval: 1s, withdraw_period: \"0\"}\n",
-		home, l.RPC(), k.Kubeconfig(t))), func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewProvider(t.Context(), cfg, "", slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := p.BalanceEvents().Subscribe(64, func(ev balance.Event) bool { return ev.Kind == balance.KindLeaseUnfunded })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer events.Close()
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
-	select {
-	case <-p.Ready():
-	case <-time.After(60 * time.Second):
-		t.Fatal("provider not ready")
-	}
 
 	// A deployment funded for about 40 blocks (8 s) at the provider's 14.4576 per block.
 	tenant := l.Address(t, "tenant")

@@ -134,18 +134,20 @@ func TestLogsAndEvents(t *testing.T) {
 	}
 
 	// Follow: lines keep coming until the client leaves; pings keep it alive.
-	c, _, err = e.dial(t, "/lease/7/1/1/logs?follow=true", tok)
+	fc, _, err := e.dial(t, "/lease/7/1/1/logs?follow=true", tok)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pings := make(chan struct{}, 10)
-	c.SetPingHandler(func(string) error {
+	fc.SetPingHandler(func(string) error {
 		pings <- struct{}{}
-		return c.WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second))
+		return fc.WriteControl(websocket.PongMessage, nil, time.Now().Add(time.Second))
 	})
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
 		for {
-			if _, _, err := c.ReadMessage(); err != nil {
+			if _, _, err := fc.ReadMessage(); err != nil {
 				return
 			}
 		}
@@ -155,7 +157,8 @@ func TestLogsAndEvents(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no ping")
 	}
-	_ = c.Close()
+	_ = fc.Close()
+	<-readerDone
 
 	c, _, err = e.dial(t, "/lease/7/1/1/kubeevents", tok)
 	if err != nil {
