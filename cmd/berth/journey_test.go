@@ -261,6 +261,9 @@ func checkDeployFailures(t *testing.T, must func(...string) string, cli func(...
 	if err := os.WriteFile(mars, []byte(withRegion), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := cli("tenant", "deploy", mars, "--provider", "akash1nobody"); err == nil || !strings.Contains(err.Error(), "--provider") {
+		t.Fatalf("a bad --provider: %v\n%s", err, out)
+	}
 	out, err := cli("tenant", "deploy", mars, "--bid-timeout", "3s")
 	if err == nil || !strings.Contains(err.Error(), "no bid") || !strings.Contains(out, "closed in block") {
 		t.Fatalf("no bid: %v\n%s", err, out)

@@ -82,6 +82,11 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if o.provider != "" {
+				if err := ledger.CheckAddress(o.provider, s.c.Params().AddressPrefix); err != nil {
+					return usageError("--provider %q: %w", o.provider, err)
+				}
+			}
 			d := &deployer{f: f, o: &o, s: s, r: r, progress: s.out, start: time.Now()}
 			if s.json {
 				d.progress = cmd.ErrOrStderr()
