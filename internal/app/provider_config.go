@@ -268,7 +268,7 @@ func DefaultProviderConfig() ProviderConfig {
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
 	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
-	c.Balance = BalanceConfig{WithdrawPeriod: balance.DefaultWithdrawPeriod.String(), CheckInterval: balance.DefaultCheckInterval.String(), LowFundsBlocks: balance.DefaultLowFundsBlocks}
+	c.Balance = BalanceConfig{WithdrawPeriod: "1h", CheckInterval: "1m", LowFundsBlocks: balance.DefaultLowFundsBlocks}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }

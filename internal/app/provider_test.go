@@ -578,3 +578,19 @@ func TestProviderUnfundedLease(t *testing.T) {
 		return len(st.Earnings) == 1 && st.Earnings[0] == market.Coin{Amount: market.Uint(paid), Denom: "uakt"}
 	})
 }
+
+// TestBalanceDefaults: the configuration's defaults are the balance checker's.
+func TestBalanceDefaults(t *testing.T) {
+	c := DefaultProviderConfig()
+	b, err := c.balance("akash1provider")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := balance.DefaultConfig()
+	if b.WithdrawPeriod != d.WithdrawPeriod || b.CheckInterval != d.CheckInterval || b.LowFundsBlocks != d.LowFundsBlocks {
+		t.Fatalf("config defaults %+v, balance defaults %+v", b, d)
+	}
+	if b.EarningsFile != filepath.Join(c.Home, "provider", "earnings.json") {
+		t.Fatalf("earnings file %s", b.EarningsFile)
+	}
+}
