@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -165,10 +166,18 @@ func TestRBAC(t *testing.T) {
 	}
 	calls := &apiCalls{used: map[string]bool{}}
 	calls.record(rc)
-	// The authorizer sees new bindings a moment after they are written.
-	testenv.EventuallyNoError(t, 30*time.Second, "the role in force", func() error {
-		_, err := as.CoreV1().Namespaces().Get(ctx, sa.Namespace, metav1.GetOptions{})
-		return err
+	// The authorizer sees new bindings a moment after they are written. (Two rules are
+	// asked about, so that a role lacking one still gets this far and fails on what
+	// berth does.)
+	testenv.Eventually(t, 30*time.Second, "the role in force", func() bool {
+		for _, attr := range []authorizationv1.ResourceAttributes{{Verb: "get", Resource: "namespaces"}, {Verb: "list", Resource: "pods"}} {
+			r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+			if err == nil && r.Status.Allowed {
+				return true
+			}
+		}
+		return false
 	})
 
 	// The CRDs go, so that installing them as the service account creates them. (Other
@@ -242,9 +251,7 @@ func TestRBAC(t *testing.T) {
 			t.Fatalf("start (CRDs installed as %s): %v", sa.Name, err)
 		}
 	case <-time.After(time.Minute):
-		calls.mu.Lock()
-		defer calls.mu.Unlock()
-		t.Fatalf("CRDs not installed after a minute; requests refused: %q", calls.refused)
+		t.Fatalf("CRDs not installed after a minute; requests refused: %q", calls.refusedSoFar())
 	}
 	for _, w := range []struct {
 		what string
@@ -301,7 +308,7 @@ func TestRBAC(t *testing.T) {
 		return func() error {
 			st, ok := svc.manager.State(id)
 			if !ok || st.Phase != cluster.PhaseDeployed || !bytes.Equal(st.Version, version) {
-				return fmt.Errorf("lease %s: %+v", id, st)
+				return fmt.Errorf("lease %s: %s %d attempts, %s (requests refused: %q)", id, st.Phase, st.Attempts, st.Error, calls.refusedSoFar())
 			}
 			return nil
 		}
@@ -536,11 +543,11 @@ func TestRBAC(t *testing.T) {
 			}
 		}
 	}
+	if r := calls.refusedSoFar(); len(r) > 0 {
+		t.Errorf("requests refused to %s: %q", sa.Name, r)
+	}
 	calls.mu.Lock()
 	defer calls.mu.Unlock()
-	if len(calls.refused) > 0 {
-		t.Errorf("requests refused to %s: %q", sa.Name, calls.refused)
-	}
 	for _, p := range slices.Sorted(maps.Keys(granted)) {
 		if !calls.used[p] {
 			t.Errorf("config/rbac grants %q, which berth did not use", p)
@@ -559,6 +566,13 @@ type apiCalls struct {
 	mu      sync.Mutex
 	used    map[string]bool // authorized (whatever the answer then was)
 	refused []string        // forbidden
+}
+
+// refusedSoFar lists the distinct requests refused until now.
+func (c *apiCalls) refusedSoFar() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Compact(slices.Sorted(slices.Values(c.refused)))
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
