@@ -401,12 +401,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	testenv.Eventually(t, 60*time.Second, what, cond)
 }
 
-// TestBiddingDocExamples keeps docs/bidding.md and docs/cluster.md true: every YAML
-// example in them decodes strictly, and the ones that do not name a script on this
-// machine validate.
+// TestBiddingDocExamples keeps docs/bidding.md, docs/cluster.md and
+// docs/operations.md true: every YAML example in them decodes strictly, and the ones
+// that do not name a script on this machine validate.
 func TestBiddingDocExamples(t *testing.T) {
 	var blocks []string
-	for _, f := range []string{"../../docs/bidding.md", "../../docs/cluster.md"} {
+	for _, f := range []string{"../../docs/bidding.md", "../../docs/cluster.md", "../../docs/operations.md"} {
 		doc, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -41,7 +41,8 @@ var (
 // client-go's, and one may still read ExecOptions.Stdin after it returns.
 //
 // The provider's identity needs, in lease namespaces: get namespaces; list pods,
-// deployments and statefulsets; get pods/log; create pods/exec; list and watch events.
+// deployments and statefulsets; get pods/log; get and create pods/exec (websockets are
+// a GET, SPDY a POST); list and watch events (config/rbac grants them).
 type Streams struct {
 	cs  kubernetes.Interface
 	cfg *rest.Config // for exec's connections

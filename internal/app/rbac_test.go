@@ -1,0 +1,655 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/streaming/pkg/httpstream"
+
+	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gateway/rest"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+// The lease the RBAC test runs: a Deployment with registry credentials, a hostname and a
+// port on a leased IP; a second Deployment; a StatefulSet with a persistent volume.
+const rbacSDL = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.27
+    credentials: {host: registry.example.com, username: u, password: s3cret}
+    expose:
+      - port: 80
+        accept: [rbac.example.com]
+        to: [{global: true}]
+      - port: 6000
+        as: 6000
+        to: [{global: true, ip: pub}]
+  cache:
+    image: redis:7
+    expose:
+      - port: 6379
+        to: [{service: web}]
+  db:
+    image: postgres:17
+    params:
+      storage:
+        data: {mount: /var/lib/postgresql/data}
+endpoints:
+  pub: {kind: ip}
+profiles:
+  compute:
+    small:
+      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
+    db:
+      resources:
+        cpu: {units: 0.1}
+        memory: {size: 64Mi}
+        storage:
+          - size: 128Mi
+          - {name: data, size: 1Gi, attributes: {persistent: true, class: beta3}}
+  placement:
+    dc:
+      pricing:
+        small: {denom: uakt, amount: 100}
+        db: {denom: uakt, amount: 100}
+deployment:
+  web: {dc: {profile: small, count: 1}}
+  cache: {dc: {profile: small, count: 1}}
+  db: {dc: {profile: db, count: 1}}
+`
+
+// rbacSDLUpdate is the update: the web service alone, without credentials, hostname or
+// leased IP, so that applying it prunes every other kind of object.
+const rbacSDLUpdate = `
+version: "2.0"
+services:
+  web:
+    image: nginx:1.28
+    expose:
+      - port: 80
+        to: [{global: true}]
+profiles:
+  compute:
+    small:
+      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
+  placement:
+    dc:
+      pricing:
+        small: {denom: uakt, amount: 100}
+deployment:
+  web: {dc: {profile: small, count: 1}}
+`
+
+func parseGroup(t *testing.T, text string) market.ManifestGroup {
+	t.Helper()
+	res, _, err := sdl.Parse([]byte(text), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Manifest[0]
+}
+
+// TestRBAC proves config/rbac exactly what the provider needs. It applies config/rbac
+// as `kubectl apply -k` would, then runs the provider's cluster service as the service
+// account (impersonated): it installs the CRDs (removed first, so they are created),
+// syncs the inventory and the status monitor, deploys two leases, reads status, rebuilds
+// a lease from its Manifest and pull Secret, streams logs and events (listed and
+// followed) and runs a command in a pod through the gateway's stream adapter, updates a
+// lease so that every kind of object is pruned, removes an orphan, and tears a lease
+// down. Every request berth makes is recorded as the API server authorizes it: none may
+// be refused, and every verb on every resource the roles grant must have been used.
+// What berth never does is checked to be forbidden.
+func TestRBAC(t *testing.T) {
+	k := testenv.Cluster(t)
+	ctx := t.Context()
+	admin := k.Clientset(t)
+	adminDyn, err := dynamic.NewForConfig(k.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := readConfig(t, "../../config/rbac")
+	sa := providerAccount(t, objs)
+	// The installer role names exactly the CRDs berth installs.
+	for _, o := range objs {
+		if r, ok := o.obj.(*rbacv1.ClusterRole); ok && slices.ContainsFunc(r.Rules, func(p rbacv1.PolicyRule) bool { return slices.Contains(p.Resources, "customresourcedefinitions") }) {
+			names := slices.Sorted(slices.Values(r.Rules[0].ResourceNames))
+			if len(r.Rules) != 1 || !slices.Equal(names, crdNames(t)) {
+				t.Fatalf("%s: role %s names CRDs %v, config/crd has %v", o.file, r.Name, names, crdNames(t))
+			}
+		}
+	}
+	// The config/ objects stay: the control plane is this package's and goes with it.
+	applyConfig(t, admin, objs, false)
+
+	rc := k.RESTConfig()
+	rc.Impersonate = restclient.ImpersonationConfig{UserName: "system:serviceaccount:" + sa.Namespace + ":" + sa.Name}
+	// as is the service account for the test's own checks; rc, for berth's components,
+	// also records every request berth makes.
+	as, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asDyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &apiCalls{used: map[string]bool{}}
+	calls.record(rc)
+	// The authorizer sees new bindings a moment after they are written. (Two rules are
+	// asked about, so that a role lacking one still gets this far and fails on what
+	// berth does.)
+	testenv.Eventually(t, 30*time.Second, "the role in force", func() bool {
+		for _, attr := range []authorizationv1.ResourceAttributes{{Verb: "get", Resource: "namespaces"}, {Verb: "list", Resource: "pods"}} {
+			r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+				Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attr}}, metav1.CreateOptions{})
+			if err == nil && r.Status.Allowed {
+				return true
+			}
+		}
+		return false
+	})
+
+	// The CRDs go, so that installing them as the service account creates them. (Other
+	// tests of the package install them again as they start.)
+	names := crdNames(t)
+	for _, n := range names {
+		if err := adminDyn.Resource(crdResource).Delete(ctx, n, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	testenv.EventuallyNoError(t, time.Minute, "berth's CRDs removed", func() error {
+		for _, n := range names {
+			_, err := adminDyn.Resource(crdResource).Get(ctx, n, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				return fmt.Errorf("CRD %s still there", n)
+			case !apierrors.IsNotFound(err):
+				return fmt.Errorf("CRD %s: %w", n, err)
+			}
+		}
+		return nil
+	})
+
+	// The provider's cluster service, as NewProvider builds it, with the service
+	// account's identity; its manager rebuilds only this test's leases (the cluster is
+	// shared with the package's other tests).
+	owner := fmt.Sprintf("akash1rbac%d", time.Now().UnixNano())
+	a := market.LeaseID{Owner: owner, DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	b := market.LeaseID{Owner: owner, DSeq: 2, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	var mu sync.Mutex
+	closed := map[market.LeaseID]bool{}
+	active := func(_ context.Context, id market.LeaseID) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return !closed[id], nil // other tests' leases too: never ours to remove
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := DefaultProviderConfig()
+	cfg.Inventory.Storage = map[string]string{"beta3": "100Gi"}
+	svc, err := newClusterService(rc, cfg, active, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.manager, err = cluster.NewManager(cluster.ManagerConfig{RetryMin: 50 * time.Millisecond, RetryMax: time.Second}, ownLeases{svc.deploy, owner}, active, log); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []market.LeaseID{a, b} {
+		t.Cleanup(func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := admin.CoreV1().Namespaces().Delete(dctx, kube.LeaseNamespace(id), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				t.Error(err)
+			}
+		})
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	g, gctx := errgroup.WithContext(runCtx)
+	t.Cleanup(func() {
+		stop()
+		if err := g.Wait(); err != nil {
+			t.Errorf("cluster service: %v", err)
+		}
+	})
+	// Installing the CRDs waits for them to be established, retrying a refused get
+	// forever: give it a minute.
+	started := make(chan error, 1)
+	go func() { started <- svc.start(gctx, g, true) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("start (CRDs installed as %s): %v", sa.Name, err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("CRDs not installed after a minute; requests refused: %q", calls.refusedSoFar())
+	}
+	for _, w := range []struct {
+		what string
+		ch   <-chan struct{}
+	}{{"the inventory synced (nodes, pods, volume claims, services)", svc.inv.Synced()},
+		{"the monitor synced (workloads, pods, services, events)", svc.monitor.Synced()},
+		{"the manager rebuilt from the Manifests", svc.manager.Started()}} {
+		testenv.Eventually(t, time.Minute, w.what, func() bool {
+			select {
+			case <-w.ch:
+				return true
+			default:
+				return false
+			}
+		})
+	}
+
+	// Informers only prove their watches with what changes after they synced (they list
+	// first): a node added now, and the leases' objects below.
+	node := fmt.Sprintf("rbac-%d", time.Now().UnixNano())
+	if err := k.AddNodes(ctx, localenv.NodeSpec{Name: node, CPU: "8", Memory: "32Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := k.DeleteNodes(dctx, node); err != nil {
+			t.Error(err)
+		}
+	})
+	testenv.Eventually(t, time.Minute, "the inventory seeing the new node (watch nodes)", func() bool {
+		return slices.ContainsFunc(svc.capacity.Snapshot().Nodes, func(n cluster.NodeSnapshot) bool { return n.Name == node })
+	})
+	poolUsed := func(name string) int64 {
+		for _, p := range svc.capacity.Snapshot().Pools {
+			if p.Name == name {
+				return p.Used
+			}
+		}
+		return 0
+	}
+	podsBefore := svc.capacity.Totals().Used.Pods
+	storageBefore, portsBefore := poolUsed(cluster.StoragePool("beta3")), poolUsed(cluster.PoolNodePorts)
+
+	// Two leases deployed: every kind of object applied.
+	v1, v2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	if err := svc.manager.ManifestReceived(a, v1, parseGroup(t, rbacSDL)); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.manager.ManifestReceived(b, v1, parseGroup(t, rbacSDLUpdate)); err != nil {
+		t.Fatal(err)
+	}
+	deployed := func(id market.LeaseID, version []byte) func() error {
+		return func() error {
+			st, ok := svc.manager.State(id)
+			if !ok || st.Phase != cluster.PhaseDeployed || !bytes.Equal(st.Version, version) {
+				return fmt.Errorf("lease %s: %s %d attempts, %s (requests refused: %q)", id, st.Phase, st.Attempts, st.Error, calls.refusedSoFar())
+			}
+			return nil
+		}
+	}
+	testenv.EventuallyNoError(t, time.Minute, "both leases applied", func() error {
+		return errors.Join(deployed(a, v1)(), deployed(b, v1)())
+	})
+	nsA := kube.LeaseNamespace(a)
+	manifestPhase := func() string {
+		m, err := adminDyn.Resource(kube.ManifestResource).Namespace(nsA).Get(ctx, kube.ManifestName, metav1.GetOptions{})
+		if err != nil {
+			return err.Error()
+		}
+		phase, _, _ := unstructured.NestedString(m.Object, "status", "phase")
+		return phase
+	}
+	if p := manifestPhase(); p != kube.PhaseApplied {
+		t.Fatalf("manifest status %q (the status subresource)", p)
+	}
+	count := func(gvr schema.GroupVersionResource) int {
+		l, err := adminDyn.Resource(gvr).Namespace(nsA).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(l.Items)
+	}
+	statefulSets := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	if h, ip, sts := count(kube.ProviderHostResource), count(kube.ProviderLeasedIPResource), count(statefulSets); h != 1 || ip != 1 || sts != 1 {
+		t.Fatalf("%d provider hosts, %d leased IPs, %d statefulsets; want one each", h, ip, sts)
+	}
+	// The inventory counts the leases' pods, volume claim and node port as they come.
+	testenv.EventuallyNoError(t, time.Minute, "the inventory counting the leases (watch pods, volume claims, services)", func() error {
+		pods, storage, ports := svc.capacity.Totals().Used.Pods, poolUsed(cluster.StoragePool("beta3")), poolUsed(cluster.PoolNodePorts)
+		if pods < podsBefore+3 || storage < storageBefore+(1<<30) || ports < portsBefore+1 {
+			return fmt.Errorf("pods %d (from %d), beta3 storage %d (from %d), node ports %d (from %d)", pods, podsBefore, storage, storageBefore, ports, portsBefore)
+		}
+		return nil
+	})
+	// The monitor follows the workloads, the node port and the events.
+	testenv.EventuallyNoError(t, time.Minute, "the lease's status (watch deployments, statefulsets, services, events)", func() error {
+		st, _ := svc.monitor.Status(a)
+		byName := map[string]kube.ServiceStatus{}
+		for _, s := range st.Services {
+			byName[s.Name] = s
+		}
+		if byName["web"].Available != 1 || byName["cache"].Available != 1 || byName["db"].Total != 1 || len(byName["web"].Forwarded) != 1 || len(st.Events) == 0 {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+
+	// A restart's rebuild: the Manifests listed, the registry password read back from
+	// the lease's pull Secret.
+	all, err := svc.deploy.Deployed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var creds *market.ServiceCredentials
+	for _, d := range all {
+		for _, s := range d.Group.Services {
+			if d.Lease == a && s.Name == "web" {
+				creds = s.Credentials
+			}
+		}
+	}
+	if creds == nil || creds.Password != "s3cret" {
+		t.Fatalf("rebuilt lease %s: credentials %+v", a, creds)
+	}
+
+	// The gateway's streams: logs, events, a command.
+	streams, err := kube.NewStreams(rc, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := leaseStreams{streams}
+	marker := fmt.Sprintf("rbac-%d", time.Now().UnixNano())
+	k.AppendContainerLog(t, marker)
+	errFound := errors.New("found")
+	for _, follow := range []bool{false, true} {
+		seen := false
+		err := ls.Logs(ctx, a, rest.LogOptions{Services: []string{"web"}, Follow: follow, Tail: -1}, func(l rest.LogLine) error {
+			if l.Message == marker {
+				seen = true
+				return errFound
+			}
+			return nil
+		})
+		if !seen || !errors.Is(err, errFound) {
+			t.Fatalf("logs (follow %v): marker seen %v, %v", follow, seen, err)
+		}
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the lease's events listed", func() error {
+		switch err := ls.Events(ctx, a, false, func(api.LeaseEvent) error { return errFound }); {
+		case err == nil:
+			return errors.New("no event yet")
+		case !errors.Is(err, errFound):
+			return err
+		}
+		return nil
+	})
+	if err := ls.Events(ctx, a, true, func(api.LeaseEvent) error { return errFound }); !errors.Is(err, errFound) {
+		t.Fatalf("events followed: %v", err)
+	}
+	// A shell goes over a websocket (SPDY is only the fallback): "get pods/exec" is
+	// among the requests used below, and a refused upgrade among those refused.
+	var stdout, stderr bytes.Buffer
+	code, err := ls.Exec(ctx, a, rest.ExecRequest{Service: "web", Command: []string{"echo", marker}, Stdout: &stdout, Stderr: &stderr})
+	if err != nil || code != 0 || stdout.String() != marker+"\n" {
+		t.Fatalf("exec: exit %d, %v, stdout %q, stderr %q", code, err, stdout.String(), stderr.String())
+	}
+	// What the gateway and the unhealthy-lease policy ask the API server itself.
+	if _, err := svc.cs.Discovery().ServerVersion(); err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	if err := svc.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
+
+	// What berth never does is forbidden.
+	tenantPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "berth-escalates"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}}
+	for what, call := range map[string]func() error{
+		"delete a node": func() error { return as.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) },
+		"list config maps": func() error {
+			_, err := as.CoreV1().ConfigMaps("kube-system").List(ctx, metav1.ListOptions{})
+			return err
+		},
+		"create a pod": func() error {
+			_, err := as.CoreV1().Pods(nsA).Create(ctx, tenantPod, metav1.CreateOptions{})
+			return err
+		},
+		"mint a tenant account's token": func() error {
+			_, err := as.CoreV1().ServiceAccounts(nsA).CreateToken(ctx, kube.TenantServiceAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			return err
+		},
+		"bind a cluster role": func() error {
+			_, err := as.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
+			return err
+		},
+		"read another CRD": func() error {
+			_, err := asDyn.Resource(crdResource).Get(ctx, "foos.example.com", metav1.GetOptions{})
+			return err
+		},
+		"update a deployment (PUT)": func() error {
+			d, err := admin.AppsV1().Deployments(nsA).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = as.AppsV1().Deployments(nsA).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		},
+	} {
+		if err := call(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s as %s: %v, want forbidden", what, sa.Name, err)
+		}
+	}
+
+	// An update prunes what it drops: a Deployment, a StatefulSet, Services, the pull
+	// Secret, a network policy, the hostname and the leased IP.
+	if err := svc.manager.ManifestReceived(a, v2, parseGroup(t, rbacSDLUpdate)); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, time.Minute, "the update applied and pruned", deployed(a, v2))
+	if h, ip, sts := count(kube.ProviderHostResource), count(kube.ProviderLeasedIPResource), count(statefulSets); h != 0 || ip != 0 || sts != 0 {
+		t.Fatalf("after the update: %d provider hosts, %d leased IPs, %d statefulsets", h, ip, sts)
+	}
+	if d, err := admin.AppsV1().Deployments(nsA).List(ctx, metav1.ListOptions{}); err != nil || len(d.Items) != 1 {
+		t.Fatalf("deployments after the update: %v", err)
+	}
+	if s, err := admin.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"}); err != nil || len(s.Items) != 0 {
+		t.Fatalf("secrets after the update: %v", err)
+	}
+	if p := manifestPhase(); p != kube.PhaseApplied {
+		t.Fatalf("manifest status %q after the update", p)
+	}
+
+	// The orphan check removes a lease the ledger no longer shows active.
+	mu.Lock()
+	closed[b] = true
+	mu.Unlock()
+	orphans, err := svc.deploy.RemoveOrphans(ctx, active, false)
+	if err != nil || !slices.ContainsFunc(orphans, func(o kube.Orphan) bool { return o.Lease == b && o.Removed }) {
+		t.Fatalf("orphans %+v: %v", orphans, err)
+	}
+	// Teardown: the workloads at once, then the namespace.
+	mu.Lock()
+	closed[a] = true
+	mu.Unlock()
+	svc.manager.LeaseClosed(a)
+	for _, id := range []market.LeaseID{a, b} {
+		testenv.EventuallyNoError(t, time.Minute, "lease "+id.String()+" torn down", func() error {
+			ns := kube.LeaseNamespace(id)
+			n, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			if err == nil && n.DeletionTimestamp == nil {
+				return fmt.Errorf("namespace %s not being deleted", ns)
+			}
+			d, err := admin.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if len(d.Items) != 0 {
+				return fmt.Errorf("%d deployments left in %s", len(d.Items), ns)
+			}
+			return nil
+		})
+	}
+	testenv.Eventually(t, time.Minute, "the manager done with the closed lease", func() bool {
+		_, ok := svc.manager.State(a)
+		return !ok
+	})
+
+	// Nothing berth asked was refused, and it used every permission config/rbac grants.
+	granted := map[string]bool{}
+	for _, o := range objs {
+		if r, ok := o.obj.(*rbacv1.ClusterRole); ok {
+			for _, rule := range r.Rules {
+				for _, verb := range rule.Verbs {
+					for _, url := range rule.NonResourceURLs {
+						granted[verb+" "+url] = true
+					}
+					for _, g := range rule.APIGroups {
+						for _, res := range rule.Resources {
+							granted[verb+" "+path.Join(g, res)] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	if r := calls.refusedSoFar(); len(r) > 0 {
+		t.Errorf("requests refused to %s: %q", sa.Name, r)
+	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	for _, p := range slices.Sorted(maps.Keys(granted)) {
+		if !calls.used[p] {
+			t.Errorf("config/rbac grants %q, which berth did not use", p)
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(calls.used)) {
+		if !granted[p] {
+			t.Errorf("berth used %q, which config/rbac does not grant (Kubernetes' default roles did)", p)
+		}
+	}
+}
+
+// apiCalls records the requests made with a client configuration, as the API server
+// authorizes them: "verb group/resource[/subresource]" or "verb /path".
+type apiCalls struct {
+	mu      sync.Mutex
+	used    map[string]bool // authorized (whatever the answer then was)
+	refused []string        // forbidden
+}
+
+// refusedSoFar lists the distinct requests refused until now.
+func (c *apiCalls) refusedSoFar() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Compact(slices.Sorted(slices.Values(c.refused)))
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// record makes rc's clients (and exec's websocket and SPDY connections) report to c.
+func (c *apiCalls) record(rc *restclient.Config) {
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			verb, what := authorized(req)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			switch {
+			case resp != nil && resp.StatusCode == http.StatusForbidden, err != nil && httpstream.IsUpgradeFailure(err):
+				c.refused = append(c.refused, verb+" "+what)
+			case resp != nil:
+				c.used[verb+" "+what] = true
+				// An apply that created the object was authorized as create too; so is
+				// a websocket upgrade to exec (Kubernetes 1.35+).
+				if resp.StatusCode == http.StatusCreated || (what == "pods/exec" && resp.StatusCode == http.StatusSwitchingProtocols) {
+					c.used["create "+what] = true
+				}
+				// An informer starts with a streaming list (a watch that sends the
+				// current objects first) where the API server offers one, as this one
+				// does, and with a LIST where it does not.
+				if verb == "watch" && req.URL.Query().Get("sendInitialEvents") == "true" {
+					c.used["list "+what] = true
+				}
+			}
+			return resp, err
+		})
+	})
+}
+
+// authorized is the verb and the resource (or non-resource path) the API server
+// authorizes a request as.
+func authorized(req *http.Request) (verb, what string) {
+	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	var group string
+	switch {
+	case len(seg) >= 3 && seg[0] == "api":
+		seg = seg[2:]
+	case len(seg) >= 4 && seg[0] == "apis":
+		group, seg = seg[1], seg[3:]
+	default:
+		return strings.ToLower(req.Method), req.URL.Path
+	}
+	if len(seg) >= 3 && seg[0] == "namespaces" {
+		seg = seg[2:] // a namespaced resource
+	}
+	what, named := path.Join(group, seg[0]), len(seg) > 1
+	if len(seg) > 2 {
+		what += "/" + seg[2]
+	}
+	switch req.Method {
+	case http.MethodGet:
+		switch {
+		case named:
+			verb = "get"
+		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
+			verb = "watch"
+		default:
+			verb = "list"
+		}
+	case http.MethodPost:
+		verb = "create"
+	case http.MethodPut:
+		verb = "update"
+	case http.MethodPatch:
+		verb = "patch"
+	case http.MethodDelete:
+		verb = "delete"
+		if !named {
+			verb = "deletecollection"
+		}
+	}
+	return verb, what
+}
