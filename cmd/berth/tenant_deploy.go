@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
@@ -123,6 +124,7 @@ type deployer struct {
 	progress io.Writer
 	start    time.Time
 	id       market.DeploymentID
+	clients  map[string]*client.Client // by provider
 }
 
 func (d *deployer) say(format string, a ...any) {
@@ -348,22 +350,27 @@ func (d *deployer) lease(ctx context.Context, bids map[market.OrderID][]ledger.B
 func (d *deployer) sendManifest(ctx context.Context, ids []market.LeaseID) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*d.f.timeout)
 	defer cancel()
-	sent := map[string]bool{}
-	for _, id := range ids {
-		if sent[id.Provider] {
-			continue
-		}
-		sent[id.Provider] = true
-		gc, err := d.o.gateway.gateway(ctx, d.f, d.s, id.Provider)
-		if err == nil {
-			err = gc.SendManifest(ctx, d.id.DSeq, d.r.Manifest)
-		}
-		if err != nil {
-			return fmt.Errorf("manifest not accepted by %s: %w", id.Provider, err)
-		}
-		d.say("manifest sent to %s", id.Provider)
+	return sendManifestTo(ctx, d.gateway, ids, d.id.DSeq, d.r.Manifest, func(provider string) error {
+		d.say("manifest sent to %s", provider)
+		return nil
+	})
+}
+
+// gateway is a client of the provider's gateway, made once per provider: its
+// registration is read from the ledger and its connections are kept for the polls.
+func (d *deployer) gateway(ctx context.Context, provider string) (*client.Client, error) {
+	if gc, ok := d.clients[provider]; ok {
+		return gc, nil
 	}
-	return nil
+	gc, err := d.o.gateway.gateway(ctx, d.f, d.s, provider)
+	if err != nil {
+		return nil, err
+	}
+	if d.clients == nil {
+		d.clients = map[string]*client.Client{}
+	}
+	d.clients[provider] = gc
+	return gc, nil
 }
 
 // waitReady polls each lease's status on its provider until all are ready, a
@@ -415,7 +422,7 @@ func (d *deployer) waitReady(ctx context.Context, ids []market.LeaseID) (map[mar
 
 func (d *deployer) status(ctx context.Context, id market.LeaseID) (api.LeaseStatus, error) {
 	var st api.LeaseStatus
-	gc, err := d.o.gateway.gateway(ctx, d.f, d.s, id.Provider)
+	gc, err := d.gateway(ctx, id.Provider)
 	if err != nil {
 		return st, err
 	}

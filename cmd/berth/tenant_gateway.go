@@ -291,14 +291,27 @@ func sendManifest(ctx context.Context, f *ledgerFlags, g *gatewayFlags, s *sessi
 	if err != nil {
 		return err
 	}
-	sent := map[string]bool{}
+	connect := func(ctx context.Context, provider string) (*client.Client, error) {
+		return g.gateway(ctx, f, s, provider)
+	}
+	return sendManifestTo(ctx, connect, ids, dseq, m, func(provider string) error {
+		return writeString(s.out, fmt.Sprintf("manifest sent to %s\n", provider))
+	})
+}
+
+// sendManifestTo sends m to each provider of ids once (connect reaches its gateway),
+// calls sent for each that takes it, and returns the refusals together.
+func sendManifestTo(ctx context.Context, connect func(context.Context, string) (*client.Client, error), ids []market.LeaseID,
+	dseq uint64, m market.Manifest, sent func(provider string) error,
+) error {
+	done := map[string]bool{}
 	var failed []string
 	for _, id := range ids {
-		if sent[id.Provider] {
+		if done[id.Provider] {
 			continue
 		}
-		sent[id.Provider] = true
-		gc, err := g.gateway(ctx, f, s, id.Provider)
+		done[id.Provider] = true
+		gc, err := connect(ctx, id.Provider)
 		if err == nil {
 			err = gc.SendManifest(ctx, dseq, m)
 		}
@@ -306,7 +319,7 @@ func sendManifest(ctx context.Context, f *ledgerFlags, g *gatewayFlags, s *sessi
 			failed = append(failed, fmt.Sprintf("%s: %v", id.Provider, err))
 			continue
 		}
-		if err := writeString(s.out, fmt.Sprintf("manifest sent to %s\n", id.Provider)); err != nil {
+		if err := sent(id.Provider); err != nil {
 			return err
 		}
 	}
