@@ -240,19 +240,29 @@ func (p *Provider) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The balance checker has its own subscription: its ledger reads do not hold up
+	// teardowns.
+	payouts, err := p.closed.Subscribe(1024, nil)
+	if err != nil {
+		closed.Close()
+		return err
+	}
 	won, err := p.won.Subscribe(1024, nil)
 	if err != nil {
 		closed.Close()
+		payouts.Close()
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
 		closed.Close()
+		payouts.Close()
 		won.Close()
 		p.gw.close()
 		return err
 	}
 	g.Go(func() error { return p.followClosed(ctx, closed) })
+	g.Go(func() error { return p.followPayouts(ctx, payouts) })
 	g.Go(func() error { return p.followWon(ctx, won) })
 	g.Go(func() error {
 		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.manager.Started()} {
@@ -327,13 +337,22 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
 		p.gw.manifests.LeaseClosed(ev.Lease)
 		p.manager.LeaseClosed(ev.Lease)
-		// The ledger paid the lease out as it closed: record it.
+	}, func(err error) {
+		p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
+		p.orphanPass(ctx)
+	})
+}
+
+// followPayouts records, for the balance checker, what the ledger paid each lease of
+// ours as it closed. Events missed when the subscription falls behind are found by the
+// checker's next check (a lease gone from the active list is read again).
+func (p *Provider) followPayouts(ctx context.Context, sub *bus.Subscription[bidengine.LeaseClosed]) error {
+	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
 		if err := p.balance.LeaseClosed(ctx, ev.Lease, ev.Reason); err != nil && ctx.Err() == nil {
 			p.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Lease.String()), slog.String("error", err.Error()))
 		}
 	}, func(err error) {
-		p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
-		p.orphanPass(ctx)
+		p.log.WarnContext(ctx, "lease-closed events fell behind; the balance checker's next check finds the payouts", slog.String("error", err.Error()))
 	})
 }
 
