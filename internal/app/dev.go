@@ -195,16 +195,24 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 			retErr = fmt.Errorf("provider: %w", err)
 		}
 	}()
-	select {
-	case <-p.Ready():
-	case err := <-nodeDone:
-		nodeDone <- err
-		return fmt.Errorf("the ledger node stopped: %w", err)
-	case err := <-provDone:
-		provDone <- err
-		return fmt.Errorf("the provider stopped before it was ready: %w", err)
-	case <-ctx.Done():
-		return nil
+	// watch returns nil once until is closed or ctx ends, or says why the node or the
+	// provider stopped first (their error is put back for the deferred waits).
+	watch := func(until <-chan struct{}, when string) error {
+		select {
+		case <-until:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case err := <-nodeDone:
+			nodeDone <- err
+			return stopped("the ledger node", when, err)
+		case err := <-provDone:
+			provDone <- err
+			return stopped("the provider", when, err)
+		}
+	}
+	if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
+		return err
 	}
 	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
 	if err != nil {
@@ -216,18 +224,17 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
 	})
 
-	select {
-	case <-ctx.Done():
-	case err := <-nodeDone:
-		nodeDone <- err
-		return fmt.Errorf("the ledger node stopped: %w", err)
-	case err := <-provDone:
-		provDone <- err
-		if err == nil {
-			return errors.New("the provider stopped")
-		}
-		return nil // reported by the deferred wait
+	if err := watch(nil, ""); err != nil {
+		return err
 	}
 	log.InfoContext(ctx, "stopping the local environment")
 	return nil
+}
+
+// stopped says that a part of berth dev stopped (when), and why if it knows.
+func stopped(what, when string, err error) error {
+	if err == nil {
+		return fmt.Errorf("%s stopped%s", what, when)
+	}
+	return fmt.Errorf("%s stopped%s: %w", what, when, err)
 }

@@ -208,11 +208,19 @@ func devTenantView(ctx context.Context, p *Provider, tenant keys.Info) ([]ledger
 		return nil, t, fmt.Errorf("tenant account: %w", err)
 	}
 	t.balance = acct.Balances
-	var r ledger.LeasesResponse
-	if err := p.client.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: p.bcast.Address(), State: ledger.LeaseActive}, &r); err != nil {
-		return nil, t, fmt.Errorf("provider leases: %w", err)
+	var leases []ledger.LeaseResponse
+	req := ledger.LeasesRequest{Provider: p.bcast.Address(), State: ledger.LeaseActive}
+	for {
+		var r ledger.LeasesResponse
+		if err := p.client.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
+			return nil, t, fmt.Errorf("provider leases: %w", err)
+		}
+		leases = append(leases, r.Leases...)
+		if len(r.NextKey) == 0 {
+			return leases, t, nil
+		}
+		req.Page.Key = r.NextKey
 	}
-	return r.Leases, t, nil
 }
 
 // startDevProvisioner provisions the simulated cluster's persistent volumes.
