@@ -81,23 +81,7 @@ func TestTenantJourney(t *testing.T) {
 			t.Fatalf("banner lacks %q:\n%s", want, banner)
 		}
 	}
-	cli := func(args ...string) (string, error) {
-		t.Helper()
-		// --home goes before a command's own arguments ("--").
-		at := slices.Index(args, "--")
-		if at < 0 {
-			at = len(args)
-		}
-		return run(t, slices.Concat(args[:at], []string{"--home", home}, args[at:])...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		if err != nil {
-			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	cli, must := cliWith(t, "--home", home)
 	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(home, "cluster", "berth.kubeconfig"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,6 +23,29 @@ func run(t *testing.T, args ...string) (string, error) {
 	root.SetArgs(args)
 	err := root.ExecuteContext(t.Context())
 	return out.String(), err
+}
+
+// cliWith returns berth run with the flags common added before a command's own
+// arguments ("--": what follows is a remote command), and must, which fails the test
+// on an error.
+func cliWith(t *testing.T, common ...string) (cli func(...string) (string, error), must func(...string) string) {
+	cli = func(args ...string) (string, error) {
+		t.Helper()
+		at := slices.Index(args, "--")
+		if at < 0 {
+			at = len(args)
+		}
+		return run(t, slices.Concat(args[:at], common, args[at:])...)
+	}
+	must = func(args ...string) string {
+		t.Helper()
+		out, err := cli(args...)
+		if err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+	return cli, must
 }
 
 func exitCode(err error) int {

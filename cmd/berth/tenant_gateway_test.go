@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,19 +37,7 @@ func TestTenantGatewayCommands(t *testing.T) {
 	if err := os.WriteFile(otherSDL, []byte(strings.Replace(string(fixture.WebSDL), "nginx", "nginx:1.27", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--home", l.Home(), "--node", l.RPC()}
-	cli := func(args ...string) (string, error) {
-		t.Helper()
-		return run(t, append(args, common...)...)
-	}
-	must := func(args ...string) string {
-		t.Helper()
-		out, err := cli(args...)
-		if err != nil {
-			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	cli, must := cliWith(t, "--home", l.Home(), "--node", l.RPC())
 	attrFile := filepath.Join(dir, "attributes.yaml")
 	if err := os.WriteFile(attrFile, []byte("attributes:\n  - key: region\n    value: us-west\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -130,11 +119,9 @@ func TestTenantGatewayCommands(t *testing.T) {
 		out, err := cli("tenant", "lease", "events", "5")
 		return err == nil && strings.Contains(out, "pod/web-")
 	})
-	// The ledger flags go before "--": what follows is the remote command.
 	shell := func(flags []string, command ...string) (string, error) {
 		t.Helper()
-		args := append(append(append([]string{"tenant", "lease", "shell", "5"}, flags...), common...), "--")
-		return run(t, append(args, command...)...)
+		return cli(slices.Concat([]string{"tenant", "lease", "shell", "5"}, flags, []string{"--"}, command)...)
 	}
 	if out, err := shell([]string{"--service", "web"}, "echo", "hello from the shell"); err != nil || out != "hello from the shell\n" {
 		t.Fatalf("shell: %q %v", out, err)

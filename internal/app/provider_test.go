@@ -26,6 +26,7 @@ import (
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
@@ -148,13 +149,7 @@ func TestProviderRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := l.Broadcaster(t, c, "tenant")
-	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
-		ID: market.DeploymentID{Owner: tenant, DSeq: 7}, Groups: dep.Groups, Version: dep.Version,
-		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	order := market.OrderID{Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1}
+	order := deployWeb(t, tb, dep, tenant, 7, 5_000_000)
 	// Default scale prices: 2 × (500 m × 0.01 + 512 MiB × 0.002 + 1024 MiB × 0.0002 + 1 endpoint) = 14.4576 per block.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -262,13 +257,7 @@ func TestProviderRun(t *testing.T) {
 	// The unhealthy-lease policy (window shortened for the test): a lease whose pods
 	// cannot be scheduled is closed by the provider with reason unstable, then torn down.
 	p.unhealthy.SetWindow(2 * time.Second)
-	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
-		ID: market.DeploymentID{Owner: tenant, DSeq: 8}, Groups: dep.Groups, Version: dep.Version,
-		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	order8 := market.OrderID{Owner: tenant, DSeq: 8, GSeq: 1, OSeq: 1}
+	order8 := deployWeb(t, tb, dep, tenant, 8, 5_000_000)
 	waitFor(t, "a bid on the second order", func() bool {
 		var b ledger.Bid
 		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order8.Bid(me)}, &b) == nil
@@ -293,13 +282,7 @@ func TestProviderRun(t *testing.T) {
 		return apierrors.IsNotFound(err)
 	})
 	// A lease that gets no manifest has its bid closed by the watchdog.
-	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
-		ID: market.DeploymentID{Owner: tenant, DSeq: 9}, Groups: dep.Groups, Version: dep.Version,
-		Deposit: market.Coin{Amount: 5_000_000, Denom: "uakt"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	order9 := market.OrderID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1}
+	order9 := deployWeb(t, tb, dep, tenant, 9, 5_000_000)
 	waitFor(t, "a bid on the third order", func() bool {
 		var b ledger.Bid
 		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order9.Bid(me)}, &b) == nil
@@ -394,6 +377,19 @@ func startTestProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, yam
 		t.Fatal("provider not ready")
 	}
 	return p, home
+}
+
+// deployWeb creates, with tb (the tenant's broadcaster), deployment dseq of
+// fixture.WebSDL with the deposit (uakt), and returns its order.
+func deployWeb(t *testing.T, tb *chain.Broadcaster, dep *sdl.Result, tenant string, dseq uint64, deposit market.Uint) market.OrderID {
+	t.Helper()
+	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
+		ID: market.DeploymentID{Owner: tenant, DSeq: dseq}, Groups: dep.Groups, Version: dep.Version,
+		Deposit: market.Coin{Amount: deposit, Denom: "uakt"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return market.OrderID{Owner: tenant, DSeq: dseq, GSeq: 1, OSeq: 1}
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -516,13 +512,7 @@ func TestProviderUnfundedLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	tb := l.Broadcaster(t, c, "tenant")
-	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
-		ID: market.DeploymentID{Owner: tenant, DSeq: 9}, Groups: dep.Groups, Version: dep.Version,
-		Deposit: market.Coin{Amount: 600, Denom: "uakt"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	bid := market.OrderID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1}.Bid(me)
+	bid := deployWeb(t, tb, dep, tenant, 9, 600).Bid(me)
 	testenv.EventuallyNoError(t, 30*time.Second, "the provider bids", func() error {
 		var b ledger.Bid
 		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: bid}, &b)
