@@ -76,7 +76,8 @@ func findTestbinScript() (string, error) {
 
 // BuildBinaries builds (or reuses) the control-plane binaries with hack/testbin.sh from
 // the berth source tree containing the working directory, writing the script's progress
-// to progress, and returns their directory. It takes about ten minutes the first time.
+// to progress, and returns their directory as FindBinaries finds and checks it (so
+// $BERTH_TESTBIN must be unset). It takes about ten minutes the first time.
 func BuildBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	script, err := findTestbinScript()
 	if err != nil {
@@ -85,16 +86,8 @@ func BuildBinaries(ctx context.Context, progress io.Writer) (string, error) {
 	//nolint:gosec // G204: the script is berth's own hack/testbin.sh found in the source tree
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Stderr = progress
-	out, err := cmd.Output()
-	if err != nil {
+	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("build the Kubernetes binaries (hack/testbin.sh): %w", err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	dir := lines[len(lines)-1]
-	for _, b := range controlPlaneBinaries {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("hack/testbin.sh reported %s, but %s is not there", dir, b)
-		}
-	}
-	return dir, nil
+	return FindBinaries(ctx)
 }

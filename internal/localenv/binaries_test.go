@@ -1,0 +1,29 @@
+package localenv
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestBuildBinariesReuses: with the binaries built, BuildBinaries runs hack/testbin.sh,
+// shows its progress, and returns the directory FindBinaries finds.
+func TestBuildBinariesReuses(t *testing.T) {
+	want, err := FindBinaries(t.Context())
+	if err != nil {
+		if errors.Is(err, ErrMissingDependency) && os.Getenv("CI") != "true" {
+			t.Skipf("skipping: %v (with CI=true this fails)", err)
+		}
+		t.Fatal(err)
+	}
+	t.Setenv(BinDirEnv, "") // as berth dev calls it: from the source tree's script
+	var progress strings.Builder
+	got, err := BuildBinaries(t.Context(), &progress)
+	if err != nil {
+		t.Fatalf("BuildBinaries: %v\n%s", err, progress.String())
+	}
+	if got != want || !strings.Contains(progress.String(), "testbin: reusing") {
+		t.Fatalf("BuildBinaries = %s (progress %q), want %s", got, progress.String(), want)
+	}
+}
