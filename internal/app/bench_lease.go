@@ -163,11 +163,11 @@ func (r *readiness) observe(s kube.LeaseStatus) {
 	}
 }
 
-func (r *readiness) deliver(m *cluster.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+func (r *readiness) deliver(ctx context.Context, m *cluster.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	r.mu.Lock()
 	r.sent[id] = time.Now()
 	r.mu.Unlock()
-	if err := m.ManifestReceived(id, version, group); err != nil {
+	if err := m.ManifestReceived(ctx, id, version, group); err != nil {
 		return fmt.Errorf("deliver the manifest: %w", err)
 	}
 	return nil
@@ -303,13 +303,10 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	active := func(context.Context, market.LeaseID) (bool, error) { return true, nil }
 	// The components report each lease at info; the benchmark's own progress is enough.
 	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
-	svc, err := newClusterService(rc, cfg, active, track.observe, quiet)
+	// On a lent cluster other leases may exist: the benchmark is a provider of its own
+	// and touches only its leases.
+	svc, err := newClusterService(rc, cfg, benchOwner, active, track.observe, quiet, nil)
 	if err != nil {
-		return nil, err
-	}
-	// On a lent cluster other leases may exist: the benchmark's manager rebuilds and
-	// touches only its own.
-	if svc.manager, err = cluster.NewManager(cluster.ManagerConfig{Concurrency: b.DeployConcurrency}, ownLeases{svc.deploy, b.Owner}, active, quiet); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
@@ -335,7 +332,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 
 	ids := make([]market.LeaseID, b.Leases)
 	for i := range ids {
-		ids[i] = market.LeaseID{Owner: b.Owner, DSeq: uint64(i + 1), GSeq: 1, OSeq: 1, Provider: "akash1benchprovider"}
+		ids[i] = market.LeaseID{Owner: b.Owner, DSeq: uint64(i + 1), GSeq: 1, OSeq: 1, Provider: benchOwner.Provider}
 		// Won: the bid engine reserved the order's capacity when it bid.
 		if _, err := svc.capacity.Reserve(ids[i].Order(), demand); err != nil {
 			return nil, fmt.Errorf("reserve lease %d of %d: %w (more nodes are needed)", i+1, b.Leases, err)
@@ -359,7 +356,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if len(steady) > 0 {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / b.Rate))
 		for _, id := range steady {
-			if err := track.deliver(svc.manager, id, res.Version, group); err != nil {
+			if err := track.deliver(gctx, svc.manager, id, res.Version, group); err != nil {
 				tick.Stop()
 				return nil, err
 			}
@@ -388,10 +385,14 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	// A burst: every lease at once.
 	if len(burst) > 0 {
 		start := time.Now()
+		// Tenants send at once: each manifest is answered once it is recorded.
+		senders, sctx := errgroup.WithContext(gctx)
+		senders.SetLimit(64)
 		for _, id := range burst {
-			if err := track.deliver(svc.manager, id, res.Version, group); err != nil {
-				return nil, err
-			}
+			senders.Go(func() error { return track.deliver(sctx, svc.manager, id, res.Version, group) })
+		}
+		if err := senders.Wait(); err != nil {
+			return nil, err
 		}
 		if err := track.wait(gctx, "burst leases ready", b.Timeout, notReady(burst)); err != nil {
 			return nil, err
@@ -457,16 +458,8 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	return results, nil
 }
 
-// ownLeases is a deployer that rebuilds only one tenant's leases.
-type ownLeases struct {
-	*kube.Deployer
-	owner string
-}
-
-func (o ownLeases) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
-	all, err := o.Deployer.Deployed(ctx)
-	return slices.DeleteFunc(all, func(d cluster.Deployed) bool { return d.Lease.Owner != o.owner }), err
-}
+// benchOwner is the provider the benchmark plays.
+var benchOwner = cluster.Owner{Provider: "akash1benchprovider", ChainID: "berth-bench"}
 
 // waitTornDown waits until the manager holds no lease, checking every 20 ms.
 func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -26,12 +27,17 @@ type clusterService struct {
 	deploy   *kube.Deployer
 	manager  *cluster.Manager
 	monitor  *kube.Monitor
+	drift    *kube.Drift
 }
 
-// newClusterService builds the cluster side from the provider configuration. active
-// asks the ledger about a lease; onStatus (may be nil) receives each lease status
-// change and must not block.
-func newClusterService(rc *rest.Config, cfg ProviderConfig, active cluster.LeaseActive, onStatus func(kube.LeaseStatus), log *slog.Logger) (*clusterService, error) {
+// newClusterService builds the cluster side from the provider configuration, for
+// owner's leases only (the provider and its chain: others may share the cluster).
+// active asks the ledger about a lease; onStatus (may be nil) receives each lease
+// status change and must not block.
+func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(kube.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
+	if err := owner.Validate(); err != nil {
+		return nil, err
+	}
 	s := &clusterService{capacity: cluster.NewCapacity(), rc: rc}
 	var err error
 	if s.cs, err = kubernetes.NewForConfig(rc); err != nil {
@@ -44,23 +50,28 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, active cluster.Lease
 	if err != nil {
 		return nil, err
 	}
-	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
+	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
-	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, cfg.Cluster.settings(), log); err != nil {
+	settings := cfg.Cluster.settings()
+	settings.Owner = owner
+	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {
 		return nil, err
 	}
 	if s.manager, err = cluster.NewManager(cluster.ManagerConfig{Concurrency: cfg.Cluster.DeployConcurrency}, s.deploy, active, log); err != nil {
 		return nil, err
 	}
-	if s.monitor, err = kube.NewMonitor(s.cs, log, onStatus); err != nil {
+	if s.monitor, err = kube.NewMonitor(s.cs, owner, log, onStatus); err != nil {
+		return nil, err
+	}
+	if s.drift, err = kube.NewDrift(s.cs, s.dc, owner, s.manager.Drifted, log, reg); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// start installs the CRDs when configured to and runs the inventory, the manager and
-// the monitor in g until ctx ends.
+// start installs the CRDs when configured to and runs the inventory, the manager, the
+// monitor and the drift watcher in g until ctx ends.
 func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCRDs bool) error {
 	if installCRDs {
 		if err := kube.InstallCRDs(ctx, s.dc); err != nil {
@@ -70,5 +81,6 @@ func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCR
 	g.Go(func() error { return s.inv.Run(ctx) })
 	g.Go(func() error { return s.manager.Run(ctx) })
 	g.Go(func() error { return s.monitor.Run(ctx) })
+	g.Go(func() error { return s.drift.Run(ctx) })
 	return nil
 }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/ledger"
@@ -40,6 +41,11 @@ func (l ledgerReader) ActiveLeases(ctx context.Context, id market.DeploymentID, 
 		req.Page.Key = resp.NextKey
 	}
 	return nil, fmt.Errorf("leases of %s: more than 1000 pages", id)
+}
+
+// BlockTime implements manifest.Ledger.
+func (l ledgerReader) BlockTime(ctx context.Context, height int64) (time.Time, error) {
+	return l.c.BlockTime(ctx, height)
 }
 
 // Certificate implements auth.Ledger.

@@ -63,9 +63,9 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
-	c, err := chain.Dial(ctx, cfg.Node)
+	c, err := dialLedger(ctx, cfg.Node, log)
 	if err != nil {
-		return nil, fmt.Errorf("ledger node %s: %w", cfg.Node, err)
+		return nil, err
 	}
 	p.client = c
 	prefix := c.Params().AddressPrefix
@@ -110,13 +110,14 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, err
 	}
-	if p.clusterService, err = newClusterService(rc, cfg, p.leaseActive, func(s kube.LeaseStatus) {
+	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: c.ChainID()}
+	if p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s kube.LeaseStatus) {
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
 		} else {
 			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
 		}
-	}, log); err != nil {
+	}, log, p.reg); err != nil {
 		return nil, err
 	}
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)
@@ -172,6 +173,38 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		}
 	}
 	return p, nil
+}
+
+// dialLedger connects to the ledger node, retrying with backoff (saying so in the
+// log) until it answers or ctx ends: a provider started before its node, or while the
+// node restarts, waits for it rather than exiting.
+func dialLedger(ctx context.Context, addr string, log *slog.Logger) (*chain.Client, error) {
+	backoff := time.Second
+	for {
+		c, err := chain.Dial(ctx, addr)
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
+		}
+		log.WarnContext(ctx, "the ledger node does not answer; retrying", slog.String("node", addr), slog.String("error", err.Error()), slog.Duration("in", backoff))
+		if !sleepCtx(ctx, backoff) {
+			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // kubeConfig loads the kubeconfig (or the in-cluster configuration) with berth's
@@ -360,7 +393,7 @@ func (p *Provider) followPayouts(ctx context.Context, sub *bus.Subscription[bide
 // subscription falls behind have no watchdog (they are not closed for lack of a
 // manifest: the error is on the tenant's side).
 func (p *Provider) followWon(ctx context.Context, sub *bus.Subscription[bidengine.LeaseWon]) error {
-	return follow(ctx, p.won, sub, func(ev bidengine.LeaseWon) { p.gw.manifests.LeaseWon(ev.Lease) }, func(err error) {
+	return follow(ctx, p.won, sub, func(ev bidengine.LeaseWon) { p.gw.manifests.LeaseWon(ctx, ev.Lease, ev.CreatedAt) }, func(err error) {
 		p.log.WarnContext(ctx, "lease-won events fell behind; some leases have no manifest watchdog", slog.String("error", err.Error()))
 	})
 }
@@ -463,8 +496,20 @@ func (p *Provider) closeUnhealthy(ctx context.Context) error {
 	}
 }
 
+// closeOrphan tears down a lease the ledger no longer shows active, through the
+// deployment manager (which stops restoring it).
+func (p *Provider) closeOrphan(_ context.Context, id market.LeaseID) error {
+	p.gw.manifests.LeaseClosed(id)
+	p.manager.LeaseClosed(id)
+	return nil
+}
+
 func (p *Provider) orphanPass(ctx context.Context) {
-	orphans, err := p.deploy.RemoveOrphans(ctx, p.leaseActive, p.cfg.Cluster.OrphanDryRun)
+	var remove func(context.Context, market.LeaseID) error
+	if !p.cfg.Cluster.OrphanDryRun {
+		remove = p.closeOrphan
+	}
+	orphans, err := p.deploy.RemoveOrphans(ctx, p.leaseActive, remove)
 	for _, o := range orphans {
 		p.log.InfoContext(ctx, "orphan lease namespace", slog.String("namespace", o.Namespace), slog.String("lease", o.Lease.String()), slog.Bool("removed", o.Removed))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/balance"
@@ -186,6 +189,23 @@ func TestProviderRun(t *testing.T) {
 	if code, body := gw.do(t, "PUT", "/deployment/7/manifest", manifestJSON); code != 200 {
 		t.Fatalf("send manifest: %d %s", code, body)
 	}
+	// A 200 means the manifest is on the cluster already: it survives any stop.
+	recordedVersion := func() string {
+		t.Helper()
+		dc, err := dynamic.NewForConfig(k.RESTConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := dc.Resource(kube.ManifestResource).Namespace(kube.LeaseNamespace(lease)).Get(t.Context(), kube.ManifestName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the manifest answered 200 is not recorded: %v", err)
+		}
+		v, _, _ := unstructured.NestedString(m.Object, "spec", "version")
+		return v
+	}
+	if v := recordedVersion(); v != hex.EncodeToString(dep.Version) {
+		t.Fatalf("recorded version %s, want %x", v, dep.Version)
+	}
 	waitFor(t, "the lease ready through the gateway", func() bool {
 		code, body := gw.do(t, "GET", "/lease/7/1/1/status", nil)
 		var st struct {
@@ -213,6 +233,9 @@ func TestProviderRun(t *testing.T) {
 	}
 	if code, body := gw.do(t, "PUT", "/deployment/7/manifest", updatedJSON); code != 200 {
 		t.Fatalf("the updated manifest: %d %s", code, body)
+	}
+	if v := recordedVersion(); v != hex.EncodeToString(updated.Version()) {
+		t.Fatalf("after the update's 200, recorded version %s, want %x", v, updated.Version())
 	}
 	waitFor(t, "the update applied", func() bool {
 		st, ok := p.Manager().State(lease)
@@ -269,7 +292,7 @@ func TestProviderRun(t *testing.T) {
 	stuck.Services = slices.Clone(stuck.Services)
 	stuck.Services[0].Resources.GPU = &market.GPU{Units: market.ResourceValue{Val: 1}, Attributes: market.Attributes{{Key: "vendor/nvidia/model/h100", Value: "true"}}}
 	lease8 := order8.Bid(me).Lease()
-	if err := p.Manager().ManifestReceived(lease8, dep.Version, stuck); err != nil {
+	if err := p.Manager().ManifestReceived(t.Context(), lease8, dep.Version, stuck); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the unhealthy lease closed as unstable", func() bool {
@@ -327,9 +350,14 @@ func TestProviderRun(t *testing.T) {
 		}
 		return nil
 	})
-	if code, body := gw.do(t, "GET", "/metrics", nil); code != 200 || !metricsHave(body) {
-		t.Errorf("gateway /metrics: %d, lacks %q", code, missing)
-	}
+	// The same on the gateway. (A lease closed without a manifest is held a moment by
+	// the manager after its close is counted on the bus: wait again.)
+	testenv.EventuallyNoError(t, 10*time.Second, "the gateway's metrics", func() error {
+		if code, body := gw.do(t, "GET", "/metrics", nil); code != 200 || !metricsHave(body) {
+			return fmt.Errorf("gateway /metrics: %d, lacks %q", code, missing)
+		}
+		return nil
+	})
 	if _, err := os.Stat(filepath.Join(home, "provider", "bidengine.cursor")); err != nil {
 		t.Errorf("cursor not saved: %v", err)
 	}

@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -205,8 +206,9 @@ func TestRBAC(t *testing.T) {
 	// account's identity; its manager rebuilds only this test's leases (the cluster is
 	// shared with the package's other tests).
 	owner := fmt.Sprintf("akash1rbac%d", time.Now().UnixNano())
-	a := market.LeaseID{Owner: owner, DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
-	b := market.LeaseID{Owner: owner, DSeq: 2, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
+	me := cluster.Owner{Provider: fmt.Sprintf("akash1rbacprovider%d", time.Now().UnixNano()), ChainID: "berth-test"}
+	a := market.LeaseID{Owner: owner, DSeq: 1, GSeq: 1, OSeq: 1, Provider: me.Provider}
+	b := market.LeaseID{Owner: owner, DSeq: 2, GSeq: 1, OSeq: 1, Provider: me.Provider}
 	var mu sync.Mutex
 	closed := map[market.LeaseID]bool{}
 	active := func(_ context.Context, id market.LeaseID) (bool, error) {
@@ -217,11 +219,8 @@ func TestRBAC(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := DefaultProviderConfig()
 	cfg.Inventory.Storage = map[string]string{"beta3": "100Gi"}
-	svc, err := newClusterService(rc, cfg, active, nil, log)
+	svc, err := newClusterService(rc, cfg, me, active, nil, log, nil)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if svc.manager, err = cluster.NewManager(cluster.ManagerConfig{RetryMin: 50 * time.Millisecond, RetryMax: time.Second}, ownLeases{svc.deploy, owner}, active, log); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []market.LeaseID{a, b} {
@@ -298,10 +297,10 @@ func TestRBAC(t *testing.T) {
 
 	// Two leases deployed: every kind of object applied.
 	v1, v2 := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
-	if err := svc.manager.ManifestReceived(a, v1, parseGroup(t, rbacSDL)); err != nil {
+	if err := svc.manager.ManifestReceived(ctx, a, v1, parseGroup(t, rbacSDL)); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.manager.ManifestReceived(b, v1, parseGroup(t, rbacSDLUpdate)); err != nil {
+	if err := svc.manager.ManifestReceived(ctx, b, v1, parseGroup(t, rbacSDLUpdate)); err != nil {
 		t.Fatal(err)
 	}
 	deployed := func(id market.LeaseID, version []byte) func() error {
@@ -468,9 +467,25 @@ func TestRBAC(t *testing.T) {
 		}
 	}
 
+	// Drift: a label of the lease's namespace removed by hand is restored (as are the
+	// lease's other objects; kube's TestDriftIsRepaired has them all).
+	if _, err := admin.CoreV1().Namespaces().Patch(ctx, nsA, types.MergePatchType, []byte(`{"metadata":{"labels":{"berth.dev/dseq":null}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, time.Minute, "the namespace's labels restored", func() error {
+		n, err := admin.CoreV1().Namespaces().Get(ctx, nsA, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if n.Labels[cluster.LabelDSeq] != "1" {
+			return fmt.Errorf("labels %v", n.Labels)
+		}
+		return nil
+	})
+
 	// An update prunes what it drops: a Deployment, a StatefulSet, Services, the pull
 	// Secret, a network policy, the hostname and the leased IP.
-	if err := svc.manager.ManifestReceived(a, v2, parseGroup(t, rbacSDLUpdate)); err != nil {
+	if err := svc.manager.ManifestReceived(ctx, a, v2, parseGroup(t, rbacSDLUpdate)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, time.Minute, "the update applied and pruned", deployed(a, v2))
@@ -491,7 +506,10 @@ func TestRBAC(t *testing.T) {
 	mu.Lock()
 	closed[b] = true
 	mu.Unlock()
-	orphans, err := svc.deploy.RemoveOrphans(ctx, active, false)
+	orphans, err := svc.deploy.RemoveOrphans(ctx, active, func(_ context.Context, id market.LeaseID) error {
+		svc.manager.LeaseClosed(id)
+		return nil
+	})
 	if err != nil || !slices.ContainsFunc(orphans, func(o kube.Orphan) bool { return o.Lease == b && o.Removed }) {
 		t.Fatalf("orphans %+v: %v", orphans, err)
 	}

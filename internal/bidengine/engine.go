@@ -61,6 +61,8 @@ type LeaseWon struct {
 	Placements []cluster.Placement
 	// Rebuilt is true for leases found active when the engine started.
 	Rebuilt bool
+	// CreatedAt is the height the lease was created at.
+	CreatedAt int64
 }
 
 // LeaseClosed is published when one of our leases ends (closed by the tenant, by us,
@@ -351,12 +353,12 @@ func (e *Engine) Apply(b chain.Block, now time.Time) []Action {
 	defer e.mu.Unlock()
 	var acts []Action
 	for _, ev := range b.Events {
-		acts = append(acts, e.applyLocked(ev, now)...)
+		acts = append(acts, e.applyLocked(ev, b.Height, now)...)
 	}
 	return acts
 }
 
-func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
+func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Action {
 	a := ev.Attrs
 	ours := a[ledger.AttrProvider] == e.cfg.Provider
 	switch ev.Type {
@@ -402,7 +404,7 @@ func (e *Engine) applyLocked(ev chain.Event, now time.Time) []Action {
 		}
 		t.state = stateWon
 		e.record(id, now, ResultWon, ReasonLeased, "", &t.price)
-		return []Action{{Kind: ActPublishWon, Order: id, Won: &LeaseWon{Lease: lease, Price: t.price, Spec: t.spec, Placements: t.placements}}}
+		return []Action{{Kind: ActPublishWon, Order: id, Won: &LeaseWon{Lease: lease, Price: t.price, Spec: t.spec, Placements: t.placements, CreatedAt: height}}}
 	case ledger.EventLeaseClosed:
 		if id, ok := orderOf(a); ok && ours {
 			if t := e.orders[id]; t != nil && t.state == stateWon {
@@ -543,7 +545,7 @@ func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now 
 	if !rebuilt {
 		e.record(id, now, ResultWon, ReasonLeased, "adopted", &l.Price)
 	}
-	return &LeaseWon{Lease: l.ID, Price: l.Price, Spec: spec, Placements: placements, Rebuilt: rebuilt}, nil
+	return &LeaseWon{Lease: l.ID, Price: l.Price, Spec: spec, Placements: placements, Rebuilt: rebuilt, CreatedAt: l.CreatedAt}, nil
 }
 
 func (e *Engine) adoptLocked(id market.OrderID, spec market.GroupSpec) ([]cluster.Placement, error) {

@@ -37,7 +37,7 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	bc := l.Broadcaster(t, c, "provider")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	capacity := cluster.NewCapacity()
-	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{NodePorts: 100}, log)
+	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{Owner: cluster.Owner{Provider: "akash1bidengineprovider", ChainID: "berth-test"}, NodePorts: 100}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,19 @@ func (c *Client) Height(ctx context.Context) (int64, error) {
 	return info.Response.LastBlockHeight, nil
 }
 
+// BlockTime is the time of the block at height (its header's, agreed by the
+// validators).
+func (c *Client) BlockTime(ctx context.Context, height int64) (time.Time, error) {
+	r, err := c.rpc.Header(ctx, &height)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("block %d header: %w", height, err)
+	}
+	if r.Header == nil {
+		return time.Time{}, fmt.Errorf("block %d: the node has no header", height)
+	}
+	return r.Header.Time, nil
+}
+
 // BlockResults returns the results of the block at height.
 func (c *Client) BlockResults(ctx context.Context, height int64) (*ctypes.ResultBlockResults, error) {
 	r, err := c.rpc.BlockResults(ctx, &height)

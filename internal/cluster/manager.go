@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/util/workqueue"
 
 	"berth.dev/berth/internal/market"
 )
@@ -22,10 +25,16 @@ type Deployed struct {
 	Routes  Routes
 }
 
-// Deployer puts leases on the cluster and takes them off (kube.Deployer). Deploy
-// applies the group with only the routes given (the hostnames and leased-IP ports the
-// lease holds); the group is recorded whole.
+// Deployer puts leases on the cluster and takes them off (kube.Deployer).
+//
+// Record writes the durable record of what a lease must run (kube: its namespace and
+// Manifest resource) and nothing else: once it returns nil the manifest survives any
+// stop. Deploy brings the cluster to the group with only the routes given (the
+// hostnames and leased-IP ports the lease holds), recording the group whole; applying
+// the same group again repairs whatever drifted and changes nothing else. Teardown
+// removes the lease; Deployed lists what the cluster records, this provider's only.
 type Deployer interface {
+	Record(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes Routes) error
 	Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes Routes) error
 	Teardown(ctx context.Context, id market.LeaseID) error
 	Deployed(ctx context.Context) ([]Deployed, error)
@@ -38,11 +47,11 @@ type LeaseActive func(ctx context.Context, id market.LeaseID) (bool, error)
 // ManagerConfig tunes the deployment manager.
 type ManagerConfig struct {
 	// RetryMin and RetryMax bound the backoff between attempts to apply or tear down
-	// (defaults 1 s and 1 min).
+	// a lease (defaults 1 s and 1 min).
 	RetryMin, RetryMax time.Duration
-	// Concurrency is how many leases are applied or torn down at once (default 16).
-	// A burst of leases queues here rather than in the API server, where hundreds of
-	// concurrent requests end in timeouts and retries.
+	// Concurrency is how many leases are applied or torn down at once (default 16):
+	// the number of workers. A burst of leases queues here rather than in the API
+	// server, where hundreds of concurrent requests end in timeouts and retries.
 	Concurrency int
 }
 
@@ -66,39 +75,45 @@ type DeploymentState struct {
 	Error string
 }
 
-// Manager runs one worker per lease that has a manifest: it applies the newest
-// manifest until the cluster takes it (retrying with backoff, the error reported
-// meanwhile), applies updates in place, and tears the lease down when it closes. At
-// start it rebuilds from what the cluster records: leases still active on the ledger
-// are applied again (converging whatever changed while it was down), the others torn
-// down. A Kubernetes or ledger outage never closes a lease.
+// Manager keeps the cluster running what every lease of ours must run. It is
+// level-triggered: each lease is a key of a work queue, and a sync reads the lease's
+// desired state (the manifest recorded in its Manifest resource, or its close) and
+// brings the cluster to it, whatever happened before; a failed sync is retried with
+// backoff, the error reported meanwhile. Syncs are queued by new manifests, closes,
+// route changes, and Drifted (objects of the lease edited or deleted by anyone), so
+// drift is repaired within seconds. At start it rebuilds from what the cluster
+// records: leases still active on the ledger are synced again (converging whatever
+// changed while it was down), the others torn down. A Kubernetes or ledger outage
+// never closes a lease.
 type Manager struct {
 	cfg    ManagerConfig
 	dep    Deployer
 	active LeaseActive
 	log    *slog.Logger
 
-	mu      sync.Mutex
-	workers map[market.LeaseID]*worker
+	mu     sync.Mutex
+	leases map[market.LeaseID]*leaseState
 	// closed remembers torn-down leases for an hour, so a late manifest cannot bring
 	// one back.
-	closed  map[market.LeaseID]time.Time
-	routes  *routeIndex
-	ctx     context.Context //nolint:containedctx // the Run context, handed to workers started by method calls
-	wg      sync.WaitGroup
-	slots   chan struct{} // one per lease being applied or torn down
+	closed map[market.LeaseID]time.Time
+	routes *routeIndex
+	// accepting marks leases whose manifest is being recorded; acceptDone is closed
+	// (and replaced) whenever an acceptance ends.
+	accepting  map[market.LeaseID]bool
+	acceptDone chan struct{}
+	// queue is made by Run (its delaying loop is a goroutine); nil before.
+	queue   workqueue.TypedRateLimitingInterface[market.LeaseID]
+	rebuilt bool
 	started chan struct{}
 }
 
-type worker struct {
-	kick  chan struct{}
+type leaseState struct {
 	state DeploymentState
 	group market.ManifestGroup
 	close bool
-	// running: a goroutine is working on the lease. It exists only while there is
-	// work (applying, retrying, tearing down), so thousands of running leases cost no
-	// goroutines.
-	running bool
+	// gen counts changes of what the lease must run (manifest, routes): a sync
+	// reports the lease deployed only if none happened while it applied.
+	gen uint64
 }
 
 // NewManager returns a manager; it starts nothing.
@@ -118,17 +133,22 @@ func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.L
 	case cfg.Concurrency < 0:
 		return nil, fmt.Errorf("deployment manager: concurrency %d is negative", cfg.Concurrency)
 	}
-	return &Manager{cfg: cfg, dep: dep, active: active, log: log, workers: map[market.LeaseID]*worker{}, closed: map[market.LeaseID]time.Time{},
-		routes: newRouteIndex(), started: make(chan struct{}), slots: make(chan struct{}, cfg.Concurrency)}, nil
+	return &Manager{cfg: cfg, dep: dep, active: active, log: log, leases: map[market.LeaseID]*leaseState{}, closed: map[market.LeaseID]time.Time{},
+		routes: newRouteIndex(), accepting: map[market.LeaseID]bool{}, acceptDone: make(chan struct{}), started: make(chan struct{})}, nil
 }
 
 // Started is closed once the manager has rebuilt from the cluster and takes events.
 func (m *Manager) Started() <-chan struct{} { return m.started }
 
-// Run rebuilds from the cluster, then serves until ctx ends, and returns after every
-// worker stopped.
+// Run rebuilds from the cluster, then syncs leases until ctx ends, and returns after
+// every worker stopped.
 func (m *Manager) Run(ctx context.Context) error {
-	defer m.wg.Wait()
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[market.LeaseID](m.cfg.RetryMin, m.cfg.RetryMax))
+	var workers sync.WaitGroup
+	defer func() {
+		queue.ShutDown()
+		workers.Wait()
+	}()
 	deployed, err := m.deployedWithRetry(ctx)
 	if err != nil {
 		return nil // ctx ended
@@ -149,18 +169,17 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 	}
 	m.mu.Lock()
-	m.ctx = ctx
 	// Routes the cluster has go back to the leases that had them, before any lease
 	// asks again: a route withheld before the restart stays withheld.
 	for i := range deployed {
 		d := &deployed[i]
-		if _, queued := m.workers[d.Lease]; !queued && keep[i] {
+		if _, queued := m.leases[d.Lease]; !queued && keep[i] {
 			m.routes.claim(d.Lease, d.Routes.intersect(RoutesOf(&d.Group)))
 		}
 	}
 	for i := range deployed {
 		d := &deployed[i]
-		if _, queued := m.workers[d.Lease]; queued {
+		if _, queued := m.leases[d.Lease]; queued {
 			continue // what arrived since is newer
 		}
 		if keep[i] {
@@ -169,11 +188,18 @@ func (m *Manager) Run(ctx context.Context) error {
 			m.closeLocked(d.Lease)
 		}
 	}
-	// Start the workers, including those for events that arrived before Run.
-	for id, w := range m.workers {
-		m.startLocked(id, w)
+	m.queue, m.rebuilt = queue, true
+	// Every lease known so far, including events that arrived before Run.
+	for id := range m.leases {
+		queue.Add(id)
 	}
 	m.mu.Unlock()
+	for range m.cfg.Concurrency {
+		workers.Go(func() {
+			for m.next(ctx, queue) {
+			}
+		})
+	}
 	close(m.started)
 	<-ctx.Done()
 	return nil
@@ -194,58 +220,15 @@ func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
 	}
 }
 
-// LeaseManifest is the group one lease must run.
-type LeaseManifest struct {
-	Lease market.LeaseID
-	Group market.ManifestGroup
-}
-
-// ManifestReceived sets the manifest a lease must run (a new one, or an update). It
-// fails, changing nothing, before Run has rebuilt from the cluster (ErrStarting: the
-// routes the cluster has are not known yet), when the lease is closed (ErrLeaseClosed),
-// or when another tenant holds one of the group's hostnames (a *HostnameError). A hostname another deployment of the same tenant holds is
-// accepted but withheld: the lease gets no route for it until MigrateHostnames.
-func (m *Manager) ManifestReceived(id market.LeaseID, version []byte, group market.ManifestGroup) error {
-	return m.ManifestsReceived(version, []LeaseManifest{{Lease: id, Group: group}})
-}
-
-// ManifestsReceived sets the manifests of several leases (a deployment's groups) at
-// once: all of them, or, when one would fail as ManifestReceived does, none.
-func (m *Manager) ManifestsReceived(version []byte, leases []LeaseManifest) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ctx == nil {
-		return ErrStarting
-	}
-	for i := range leases {
-		id := leases[i].Lease
-		if w, ok := m.workers[id]; (ok && w.close) || m.isClosedLocked(id) {
-			return fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
-		}
-		if err := m.routes.check(id, RoutesOf(&leases[i].Group)); err != nil {
-			return fmt.Errorf("lease %s: %w", id, err)
-		}
-	}
-	for i := range leases {
-		m.setManifestLocked(leases[i].Lease, version, leases[i].Group)
-	}
-	return nil
-}
-
-func (m *Manager) isClosedLocked(id market.LeaseID) bool {
-	_, closed := m.closed[id]
-	return closed || (m.ctx != nil && m.ctx.Err() != nil)
-}
-
 // Manifest is the manifest the lease runs (or is being brought to), if any.
 func (m *Manager) Manifest(id market.LeaseID) (version []byte, group market.ManifestGroup, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w, ok := m.workers[id]
-	if !ok || w.close || w.state.Version == nil {
+	l, ok := m.leases[id]
+	if !ok || l.close || l.state.Version == nil {
 		return nil, market.ManifestGroup{}, false
 	}
-	return slices.Clone(w.state.Version), w.group, true
+	return slices.Clone(l.state.Version), l.group, true
 }
 
 // MigrateHostnames gives hostnames the owner's deployments hold (or nobody holds) to
@@ -265,6 +248,9 @@ func (m *Manager) MigrateHostnames(owner string, hosts []string, dseq uint64, gs
 			return nil, fmt.Errorf("%w: the manifest of deployment %d group %d has no HTTP port accepting hostname %q", ErrMigration, dseq, gseq, h)
 		}
 		if holder, ok := m.routes.hostHolder(h); ok && holder.Owner != owner {
+			return nil, &HostnameError{Hostname: h}
+		}
+		if p, ok := m.routes.pending[hostKey(h)]; ok && p.owner != owner {
 			return nil, &HostnameError{Hostname: h}
 		}
 		keys = append(keys, hostKey(h))
@@ -302,11 +288,11 @@ func (m *Manager) MigrateEndpoints(owner string, endpoints []string, dseq uint64
 // destinationLocked finds the owner's lease of deployment dseq, group gseq, with a
 // manifest, and the routes it asks for.
 func (m *Manager) destinationLocked(owner string, dseq uint64, gseq uint32) (market.LeaseID, Routes, error) {
-	if m.ctx == nil {
+	if !m.rebuilt {
 		return market.LeaseID{}, Routes{}, ErrStarting
 	}
-	for id, w := range m.workers {
-		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !w.close && w.state.Version != nil {
+	for id, l := range m.leases {
+		if id.Owner == owner && id.DSeq == dseq && id.GSeq == gseq && !l.close && l.state.Version != nil {
 			return id, m.routes.wants[id], nil
 		}
 	}
@@ -323,10 +309,10 @@ func (m *Manager) moveLocked(keys []string, dest market.LeaseID) {
 // reapplyLocked applies again leases whose routes changed.
 func (m *Manager) reapplyLocked(ids []market.LeaseID) {
 	for _, id := range ids {
-		if w, ok := m.workers[id]; ok && !w.close && w.state.Version != nil {
-			w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
-			poke(w.kick)
-			m.startLocked(id, w)
+		if l, ok := m.leases[id]; ok && !l.close && l.state.Version != nil {
+			l.gen++
+			l.state.Phase, l.state.Attempts, l.state.Error = PhaseDeploying, 0, ""
+			m.enqueueLocked(id)
 		}
 	}
 }
@@ -347,20 +333,20 @@ func (m *Manager) HostnameHolder(hostname string) (market.LeaseID, bool) {
 }
 
 func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group market.ManifestGroup) {
-	w := m.workerLocked(id)
-	if w == nil || w.close {
+	l := m.leaseLocked(id)
+	if l == nil || l.close {
 		return
 	}
-	w.group = group
-	w.state.Version = slices.Clone(version)
-	w.state.Phase, w.state.Attempts, w.state.Error = PhaseDeploying, 0, ""
+	l.group = group
+	l.gen++
+	l.state.Version = slices.Clone(version)
+	l.state.Phase, l.state.Attempts, l.state.Error = PhaseDeploying, 0, ""
 	m.reapplyLocked(m.routes.set(id, RoutesOf(&group)))
-	poke(w.kick)
-	m.startLocked(id, w)
+	m.enqueueLocked(id)
 }
 
 // LeaseClosed tears a lease down (whether or not it had a manifest). Before Run has
-// started, it is queued.
+// rebuilt, it is queued.
 func (m *Manager) LeaseClosed(id market.LeaseID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -368,161 +354,148 @@ func (m *Manager) LeaseClosed(id market.LeaseID) {
 }
 
 func (m *Manager) closeLocked(id market.LeaseID) {
-	w := m.workerLocked(id)
-	if w == nil {
+	l := m.leaseLocked(id)
+	if l == nil {
 		return
 	}
-	w.close = true
+	l.close = true
+	l.gen++
 	m.reapplyLocked(m.routes.release(id))
-	w.state.Phase, w.state.Attempts, w.state.Error = PhaseClosing, 0, ""
-	poke(w.kick)
-	m.startLocked(id, w)
+	l.state.Phase, l.state.Attempts, l.state.Error = PhaseClosing, 0, ""
+	m.enqueueLocked(id)
 }
 
-// workerLocked returns the lease's worker, creating it if needed. It is nil for a
-// lease already torn down, or after Run ended.
-func (m *Manager) workerLocked(id market.LeaseID) *worker {
-	if w, ok := m.workers[id]; ok {
-		return w
+// Drifted reports that objects of a lease changed or went away behind the manager's
+// back (someone edited or deleted them): the lease is synced again, which restores
+// them. It reports whether a sync was queued: leases the manager does not run are left
+// to the orphan check, and a lease whose last sync failed is already queued for its
+// retry (its backoff is kept: a namespace being deleted sends an event per object).
+func (m *Manager) Drifted(id market.LeaseID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[id]; ok && (l.close || l.state.Version != nil) && l.state.Error == "" && m.queue != nil {
+		m.queue.Add(id)
+		return true
 	}
-	if m.isClosedLocked(id) {
+	return false
+}
+
+// leaseLocked returns the lease's state, creating it if needed. It is nil for a lease
+// already torn down.
+func (m *Manager) leaseLocked(id market.LeaseID) *leaseState {
+	if l, ok := m.leases[id]; ok {
+		return l
+	}
+	if _, closed := m.closed[id]; closed {
 		return nil
 	}
-	w := &worker{kick: make(chan struct{}, 1), state: DeploymentState{Lease: id}}
-	m.workers[id] = w
-	return w
+	l := &leaseState{state: DeploymentState{Lease: id}}
+	m.leases[id] = l
+	return l
 }
 
-// startLocked starts the lease's goroutine unless it runs, or Run has not rebuilt yet
-// (Run starts the workers queued meanwhile).
-func (m *Manager) startLocked(id market.LeaseID, w *worker) {
-	if w.running || m.ctx == nil || m.ctx.Err() != nil {
-		return
-	}
-	w.running = true
-	m.wg.Add(1)
-	go m.work(m.ctx, id, w)
-}
-
-func poke(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
+// enqueueLocked queues a sync of the lease; before Run the lease waits in m.leases,
+// which Run queues whole.
+func (m *Manager) enqueueLocked(id market.LeaseID) {
+	if m.queue != nil {
+		m.queue.Add(id)
 	}
 }
 
-// work applies the lease's desired state until it holds, then stops; the next event
-// starts it again. It stops too once the lease is torn down, or ctx ends.
-func (m *Manager) work(ctx context.Context, id market.LeaseID, w *worker) {
-	defer m.wg.Done()
-	backoff := m.cfg.RetryMin
-	for {
-		m.mu.Lock()
-		// The cluster routes only what the lease holds (routes.go).
-		closing, phase, group, version, routes := w.close, w.state.Phase, w.group, w.state.Version, m.routes.held(id)
+// next takes one lease off the queue and syncs it; false once the queue shut down.
+// The queue never hands one lease to two workers at once: events arriving during a
+// sync queue it again for after.
+func (m *Manager) next(ctx context.Context, queue workqueue.TypedRateLimitingInterface[market.LeaseID]) bool {
+	id, shutdown := queue.Get()
+	if shutdown {
+		return false
+	}
+	defer queue.Done(id)
+	if err := m.sync(ctx, id); err != nil {
+		if ctx.Err() != nil {
+			return true
+		}
+		m.log.WarnContext(ctx, "lease not applied; retrying", slog.String("lease", id.String()), slog.String("error", err.Error()),
+			slog.Int("retries", queue.NumRequeues(id)))
+		queue.AddRateLimited(id)
+		return true
+	}
+	queue.Forget(id)
+	return true
+}
+
+// sync brings the cluster to what the lease must run now: torn down if it is
+// closing, the recorded manifest with the routes it holds otherwise.
+func (m *Manager) sync(ctx context.Context, id market.LeaseID) error {
+	m.mu.Lock()
+	l, ok := m.leases[id]
+	if !ok {
 		m.mu.Unlock()
-		var err error
-		switch {
-		case closing:
-			err = m.limited(ctx, func() error { return m.dep.Teardown(ctx, id) })
-			if err == nil {
-				m.mu.Lock()
-				delete(m.workers, id)
-				now := time.Now()
-				for k, at := range m.closed {
-					if now.Sub(at) > time.Hour {
-						delete(m.closed, k)
-					}
-				}
-				m.closed[id] = now
-				m.mu.Unlock()
-				m.log.InfoContext(ctx, "lease torn down", slog.String("lease", id.String()))
-				return
-			}
-		case phase == PhaseDeploying:
-			err = m.limited(ctx, func() error { return m.dep.Deploy(ctx, id, version, group, routes) })
-			if err == nil {
-				m.mu.Lock()
-				// Unless a newer manifest or the close arrived meanwhile.
-				if !w.close && slices.Equal(w.state.Version, version) {
-					w.state.Phase, w.state.Error = PhaseDeployed, ""
-				}
-				m.mu.Unlock()
-				m.log.InfoContext(ctx, "lease deployed", slog.String("lease", id.String()), slog.String("version", fmt.Sprintf("%x", version)))
-				backoff = m.cfg.RetryMin
-			}
-		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
+		return nil // torn down already
+	}
+	closing, version, group, routes, gen, phase := l.close, l.state.Version, l.group, m.routes.held(id), l.gen, l.state.Phase
+	m.mu.Unlock()
+	var err error
+	switch {
+	case closing:
+		if err = m.dep.Teardown(ctx, id); err == nil {
 			m.mu.Lock()
-			w.state.Attempts++
-			w.state.Error = err.Error()
-			m.mu.Unlock()
-			m.log.WarnContext(ctx, "lease not applied; retrying", slog.String("lease", id.String()), slog.String("error", err.Error()), slog.Duration("in", backoff))
-			select {
-			case <-ctx.Done():
-				return
-			case <-w.kick:
-			case <-time.After(backoff):
+			delete(m.leases, id)
+			now := time.Now()
+			for k, at := range m.closed {
+				if now.Sub(at) > time.Hour {
+					delete(m.closed, k)
+				}
 			}
-			backoff = min(2*backoff, m.cfg.RetryMax)
-			continue
+			m.closed[id] = now
+			m.mu.Unlock()
+			m.log.InfoContext(ctx, "lease torn down", slog.String("lease", id.String()))
+			return nil
 		}
-		// Applied: stop unless something arrived meanwhile. Events set the state and
-		// poke under the lock, so a kick is either seen here or starts a new goroutine.
-		m.mu.Lock()
-		select {
-		case <-w.kick:
+	case version == nil:
+		return nil // known (closed before its manifest came) but nothing to run yet
+	default:
+		if err = m.dep.Deploy(ctx, id, version, group, routes); err == nil {
+			m.mu.Lock()
+			if l.gen == gen {
+				l.state.Phase, l.state.Error = PhaseDeployed, ""
+			}
 			m.mu.Unlock()
-		default:
-			w.running = false
-			m.mu.Unlock()
-			return
+			if phase == PhaseDeployed {
+				m.log.DebugContext(ctx, "lease synced", slog.String("lease", id.String()))
+			} else {
+				m.log.InfoContext(ctx, "lease deployed", slog.String("lease", id.String()), slog.String("version", fmt.Sprintf("%x", version)))
+			}
+			return nil
 		}
 	}
-}
-
-// limited runs fn once one of the Concurrency slots is free.
-func (m *Manager) limited(ctx context.Context, fn func() error) error {
-	select {
-	case m.slots <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-m.slots }()
-	return fn()
+	m.mu.Lock()
+	l.state.Attempts++
+	l.state.Error = err.Error()
+	m.mu.Unlock()
+	return err
 }
 
 // State reports one lease's deployment state.
 func (m *Manager) State(id market.LeaseID) (DeploymentState, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	w, ok := m.workers[id]
+	l, ok := m.leases[id]
 	if !ok {
 		return DeploymentState{}, false
 	}
-	return w.state, true
+	return l.state, true
 }
 
-// States reports every lease the manager handles.
+// States reports every lease the manager handles, by lease ID.
 func (m *Manager) States() []DeploymentState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]DeploymentState, 0, len(m.workers))
-	for _, w := range m.workers {
-		out = append(out, w.state)
+	out := make([]DeploymentState, 0, len(m.leases))
+	for _, l := range m.leases {
+		out = append(out, l.state)
 	}
-	slices.SortFunc(out, func(a, b DeploymentState) int {
-		switch as, bs := a.Lease.String(), b.Lease.String(); {
-		case as < bs:
-			return -1
-		case as > bs:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b DeploymentState) int { return strings.Compare(a.Lease.String(), b.Lease.String()) })
 	return out
 }
 

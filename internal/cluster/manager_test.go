@@ -27,10 +27,27 @@ type fakeDeployer struct {
 	failures map[market.LeaseID]int // the next n calls for the lease fail
 	down     int                    // the next n Deployed calls fail (API server down)
 	calls    []string
+	// recorded are the durable records (Record); recordFailures fails the next n
+	// Record calls of a lease.
+	recorded       map[market.LeaseID]Deployed
+	recordFailures map[market.LeaseID]int
 }
 
 func newFake() *fakeDeployer {
-	return &fakeDeployer{running: map[market.LeaseID][]byte{}, groups: map[market.LeaseID]market.ManifestGroup{}, routes: map[market.LeaseID]Routes{}, failures: map[market.LeaseID]int{}}
+	return &fakeDeployer{running: map[market.LeaseID][]byte{}, groups: map[market.LeaseID]market.ManifestGroup{}, routes: map[market.LeaseID]Routes{}, failures: map[market.LeaseID]int{},
+		recorded: map[market.LeaseID]Deployed{}, recordFailures: map[market.LeaseID]int{}}
+}
+
+func (f *fakeDeployer) Record(_ context.Context, id market.LeaseID, version []byte, g market.ManifestGroup, r Routes) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fmt.Sprintf("record %d v%d", id.DSeq, version[0]))
+	if f.recordFailures[id] > 0 {
+		f.recordFailures[id]--
+		return errors.New("connection refused")
+	}
+	f.recorded[id] = Deployed{Lease: id, Version: version, Group: g, Routes: r}
+	return nil
 }
 
 func (f *fakeDeployer) fail(id market.LeaseID) error {
@@ -143,7 +160,7 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	f := newFake()
 	f.failures[lease(1)] = 1 << 30 // until the test lets it through
 	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
-	if err := m.ManifestReceived(lease(1), version(1), market.ManifestGroup{}); err != nil {
+	if err := m.ManifestReceived(t.Context(), lease(1), version(1), market.ManifestGroup{}); err != nil {
 		t.Fatal(err)
 	}
 	// Failing attempts are reported while the manager retries.
@@ -158,32 +175,23 @@ func TestManagerRetriesUpdatesAndCloses(t *testing.T) {
 	if v, _ := f.version(lease(1)); v[0] != 1 || state(m, lease(1)).Error != "" {
 		t.Fatalf("running %x, state %+v", v, state(m, lease(1)))
 	}
-	// A deployed lease holds no goroutine; an update starts one and is applied in place.
-	eventuallyTrue(t, "the worker stopped once deployed", func() bool { return !workerRunning(m, lease(1)) })
-	if err := m.ManifestReceived(lease(1), version(2), market.ManifestGroup{}); err != nil {
+	// An update is applied in place.
+	if err := m.ManifestReceived(t.Context(), lease(1), version(2), market.ManifestGroup{}); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the update applied", func() bool { v, _ := f.version(lease(1)); return v[0] == 2 })
-	eventuallyTrue(t, "the worker stopped again", func() bool { return !workerRunning(m, lease(1)) })
 	// Closing tears it down, retrying too; a manifest after that does not bring it back.
 	f.mu.Lock()
 	f.failures[lease(1)] = 2
 	f.mu.Unlock()
 	m.LeaseClosed(lease(1))
 	eventuallyTrue(t, "torn down", func() bool { _, ok := f.version(lease(1)); return !ok && len(m.States()) == 0 })
-	if err := m.ManifestReceived(lease(1), version(3), market.ManifestGroup{}); !errors.Is(err, ErrLeaseClosed) {
+	if err := m.ManifestReceived(t.Context(), lease(1), version(3), market.ManifestGroup{}); !errors.Is(err, ErrLeaseClosed) {
 		t.Fatalf("a manifest for a closed lease: %v, want ErrLeaseClosed", err)
 	}
 	if _, ok := f.version(lease(1)); ok || len(m.States()) != 0 {
 		t.Fatal("a closed lease was deployed again")
 	}
-}
-
-func workerRunning(m *Manager, id market.LeaseID) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	w, ok := m.workers[id]
-	return ok && w.running
 }
 
 func TestManagerRebuildsAfterRestart(t *testing.T) {
@@ -271,7 +279,7 @@ func TestManagerBoundsConcurrency(t *testing.T) {
 	m := startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, Concurrency: 3}, g,
 		func(context.Context, market.LeaseID) (bool, error) { return true, nil })
 	for i := range 10 {
-		if err := m.ManifestReceived(lease(uint64(i+1)), version(1), market.ManifestGroup{}); err != nil {
+		if err := m.ManifestReceived(t.Context(), lease(uint64(i+1)), version(1), market.ManifestGroup{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -325,14 +333,14 @@ func TestManagerHostnames(t *testing.T) {
 	other := lease(2)
 	other.Owner = "akash1other"
 	routed := func(id market.LeaseID) []string { return appliedRoutes(t, m, f, id).Hosts }
-	if err := m.ManifestReceived(a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
+	if err := m.ManifestReceived(t.Context(), a1, version(1), hosting("a.example.com", "b.example.com")); err != nil {
 		t.Fatal(err)
 	}
 	if got := routed(a1); !slices.Equal(got, []string{"a.example.com", "b.example.com"}) {
 		t.Fatalf("routed %v", got)
 	}
 	// Another tenant cannot take it, and is not told who holds it.
-	err := m.ManifestReceived(other, version(1), hosting("b.example.com"))
+	err := m.ManifestReceived(t.Context(), other, version(1), hosting("b.example.com"))
 	var he *HostnameError
 	if !errors.As(err, &he) || !errors.Is(err, ErrHostnameInUse) || strings.Contains(err.Error(), a1.Owner) {
 		t.Fatalf("another tenant's hostname: %v", err)
@@ -342,7 +350,7 @@ func TestManagerHostnames(t *testing.T) {
 	}
 	// The same tenant's other deployment may list it: accepted, withheld (no route).
 	a3 := lease(3)
-	if err := m.ManifestReceived(a3, version(1), hosting("a.example.com", "c.example.com")); err != nil {
+	if err := m.ManifestReceived(t.Context(), a3, version(1), hosting("a.example.com", "c.example.com")); err != nil {
 		t.Fatal(err)
 	}
 	if got := routed(a3); !slices.Equal(got, []string{"c.example.com"}) {
@@ -371,7 +379,7 @@ func TestManagerHostnames(t *testing.T) {
 		t.Fatal("the manifest a lease runs still lists its withheld hostnames")
 	}
 	// Another group of the same deployment may take one over (an update moving it).
-	if err := m.ManifestReceived(a1g2, version(2), hosting("b.example.com")); err != nil {
+	if err := m.ManifestReceived(t.Context(), a1g2, version(2), hosting("b.example.com")); err != nil {
 		t.Fatal(err)
 	}
 	if h, _ := m.HostnameHolder("b.example.com"); h != a1g2 {
@@ -384,7 +392,7 @@ func TestManagerHostnames(t *testing.T) {
 		t.Fatalf("after the group closed, b.example.com held by %v, want %v", h, a1)
 	}
 	m.LeaseClosed(a1)
-	if err := m.ManifestReceived(other, version(1), hosting("b.example.com")); err != nil {
+	if err := m.ManifestReceived(t.Context(), other, version(1), hosting("b.example.com")); err != nil {
 		t.Fatalf("after the holder closed: %v", err)
 	}
 	if v, g, ok := m.Manifest(other); !ok || v[0] != 1 || g.Services[0].Expose[0].Hosts[0] != "b.example.com" {
@@ -406,7 +414,7 @@ func TestManagerLeasedIPEndpoints(t *testing.T) {
 	other.Owner = "akash1other"
 	ips := func(id market.LeaseID) []IPPort { return appliedRoutes(t, m, f, id).IPs }
 	for _, id := range []market.LeaseID{a1, a2, other} {
-		if err := m.ManifestReceived(id, version(1), ipGroup("front")); err != nil {
+		if err := m.ManifestReceived(t.Context(), id, version(1), ipGroup("front")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -470,7 +478,7 @@ func TestManagerRefusesManifestsBeforeRebuild(t *testing.T) {
 	}
 	attacker := lease(2)
 	attacker.Owner = "akash1attacker"
-	if err := m.ManifestReceived(attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrStarting) {
+	if err := m.ManifestReceived(t.Context(), attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrStarting) {
 		t.Fatalf("a manifest before the rebuild: %v", err)
 	}
 	if _, err := m.MigrateHostnames(attacker.Owner, []string{"shop.example.com"}, 2, 1); !errors.Is(err, ErrStarting) {
@@ -489,7 +497,7 @@ func TestManagerRefusesManifestsBeforeRebuild(t *testing.T) {
 	if h, _ := m.HostnameHolder("shop.example.com"); h != victim {
 		t.Fatalf("held by %v after the rebuild", h)
 	}
-	if err := m.ManifestReceived(attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrHostnameInUse) {
+	if err := m.ManifestReceived(t.Context(), attacker, version(1), hosting("shop.example.com")); !errors.Is(err, ErrHostnameInUse) {
 		t.Fatalf("another tenant's hostname after the rebuild: %v", err)
 	}
 }
@@ -504,7 +512,7 @@ func TestManagerHandsOverFreedRoutes(t *testing.T) {
 	other := lease(3)
 	other.Owner = "akash1other"
 	for _, id := range []market.LeaseID{blue, green} {
-		if err := m.ManifestReceived(id, version(1), hosting("www.example.com")); err != nil {
+		if err := m.ManifestReceived(t.Context(), id, version(1), hosting("www.example.com")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -515,7 +523,7 @@ func TestManagerHandsOverFreedRoutes(t *testing.T) {
 	if h, _ := m.HostnameHolder("www.example.com"); h != green {
 		t.Fatalf("after the holder closed, held by %v, want %v", h, green)
 	}
-	if err := m.ManifestReceived(other, version(1), hosting("www.example.com")); !errors.Is(err, ErrHostnameInUse) {
+	if err := m.ManifestReceived(t.Context(), other, version(1), hosting("www.example.com")); !errors.Is(err, ErrHostnameInUse) {
 		t.Fatalf("another tenant after the hand-over: %v", err)
 	}
 	eventuallyTrue(t, "the new holder applied with the route", func() bool {
@@ -523,4 +531,161 @@ func TestManagerHandsOverFreedRoutes(t *testing.T) {
 		s, _ := m.State(green)
 		return s.Phase == PhaseDeployed && slices.Equal(r.Hosts, []string{"www.example.com"})
 	})
+}
+
+// TestManagerRecordsBeforeAccepting: a manifest is accepted only once its record is
+// durable; one the cluster does not take changes nothing and asks for it again.
+func TestManagerRecordsBeforeAccepting(t *testing.T) {
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	f.mu.Lock()
+	f.recordFailures[lease(1)] = 1
+	f.mu.Unlock()
+	err := m.ManifestReceived(t.Context(), lease(1), version(1), market.ManifestGroup{})
+	if !errors.Is(err, ErrNotRecorded) {
+		t.Fatalf("a manifest the cluster did not record: %v, want ErrNotRecorded", err)
+	}
+	if _, _, ok := m.Manifest(lease(1)); ok {
+		t.Fatal("a manifest that was not recorded is run")
+	}
+	if err := m.ManifestReceived(t.Context(), lease(1), version(1), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	rec, ok := f.recorded[lease(1)]
+	f.mu.Unlock()
+	if !ok || rec.Version[0] != 1 {
+		t.Fatalf("accepted without a record: %+v", rec)
+	}
+	// Several leases of a deployment: those recorded before a failure keep their
+	// manifest (it is the deployment's current version); the answer asks for it again.
+	two := lease(2)
+	two.GSeq = 2
+	f.mu.Lock()
+	f.recordFailures[two] = 1
+	f.mu.Unlock()
+	err = m.ManifestsReceived(t.Context(), version(2), []LeaseManifest{{Lease: lease(2)}, {Lease: two}})
+	if !errors.Is(err, ErrNotRecorded) || !strings.Contains(err.Error(), two.String()) {
+		t.Fatalf("partly recorded: %v", err)
+	}
+	if v, _, ok := m.Manifest(lease(2)); !ok || v[0] != 2 {
+		t.Fatal("a recorded lease lost its manifest")
+	}
+	if _, _, ok := m.Manifest(two); ok {
+		t.Fatal("an unrecorded lease runs a manifest")
+	}
+}
+
+// slowRecorder holds each Record until release says so.
+type slowRecorder struct {
+	*fakeDeployer
+	entered chan market.LeaseID
+	release chan struct{}
+}
+
+func (s *slowRecorder) Record(ctx context.Context, id market.LeaseID, version []byte, g market.ManifestGroup, r Routes) error {
+	s.entered <- id
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.fakeDeployer.Record(ctx, id, version, g, r)
+}
+
+// TestManagerAcceptanceRaces: while one tenant's manifest naming a hostname is being
+// recorded, another tenant cannot be given it; two manifests of one lease are taken
+// one after the other, and the last recorded is the one run; a lease closed while its
+// manifest is recorded is torn down (the record may have re-created its namespace).
+func TestManagerAcceptanceRaces(t *testing.T) {
+	s := &slowRecorder{fakeDeployer: newFake(), entered: make(chan market.LeaseID, 4), release: make(chan struct{})}
+	m := startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}, s,
+		func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	first := make(chan error, 1)
+	go func() { first <- m.ManifestReceived(t.Context(), lease(1), version(1), hosting("shop.example.com")) }()
+	<-s.entered
+	rival := lease(2)
+	rival.Owner = "akash1rival"
+	if err := m.ManifestReceived(t.Context(), rival, version(1), hosting("shop.example.com")); !errors.Is(err, ErrHostnameInUse) {
+		t.Fatalf("another tenant during the record: %v", err)
+	}
+	// A second manifest for the same lease waits for the first.
+	second := make(chan error, 1)
+	go func() { second <- m.ManifestReceived(t.Context(), lease(1), version(2), hosting("shop.example.com")) }()
+	select {
+	case id := <-s.entered:
+		t.Fatalf("a second record of %v began during the first", id)
+	case <-time.After(50 * time.Millisecond): // only to give a wrong implementation the chance to show itself
+	}
+	s.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	<-s.entered
+	s.release <- struct{}{}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := m.Manifest(lease(1)); v[0] != 2 {
+		t.Fatalf("runs version %d after versions 1 then 2", v[0])
+	}
+	// Closed while being recorded.
+	third := make(chan error, 1)
+	go func() { third <- m.ManifestReceived(t.Context(), lease(3), version(1), market.ManifestGroup{}) }()
+	<-s.entered
+	m.LeaseClosed(lease(3))
+	eventuallyTrue(t, "the close torn down", func() bool { _, ok := m.State(lease(3)); return !ok })
+	s.release <- struct{}{}
+	if err := <-third; !errors.Is(err, ErrLeaseClosed) {
+		t.Fatalf("a lease closed during its record: %v", err)
+	}
+	eventuallyTrue(t, "torn down again after its record", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		n := 0
+		for _, c := range s.calls {
+			if c == "teardown 3" {
+				n++
+			}
+		}
+		return n == 2
+	})
+}
+
+// TestManagerRepairsDrift: a lease whose objects drifted is synced again, and one
+// whose sync keeps failing is retried with backoff until it converges.
+func TestManagerRepairsDrift(t *testing.T) {
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	if err := m.ManifestReceived(t.Context(), lease(1), version(1), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "deployed", func() bool { return state(m, lease(1)).Phase == PhaseDeployed })
+	deploys := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		n := 0
+		for _, c := range f.calls {
+			if strings.HasPrefix(c, "deploy 1 ") {
+				n++
+			}
+		}
+		return n
+	}
+	before := deploys()
+	// Someone deleted the lease's objects: the cluster no longer runs it.
+	f.mu.Lock()
+	delete(f.running, lease(1))
+	f.failures[lease(1)] = 2
+	f.mu.Unlock()
+	if !m.Drifted(lease(1)) {
+		t.Fatal("a deployed lease's drift queued nothing")
+	}
+	eventuallyTrue(t, "restored", func() bool { _, ok := f.version(lease(1)); return ok })
+	if n := deploys() - before; n != 3 {
+		t.Fatalf("%d syncs after the drift; want 3 (two failing, then one)", n)
+	}
+	if m.Drifted(lease(9)) {
+		t.Fatal("a lease the manager does not run was synced")
+	}
 }

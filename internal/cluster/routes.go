@@ -127,20 +127,77 @@ type routeIndex struct {
 	holder map[string]market.LeaseID
 	// wants are the routes each lease's manifest asks for, held or withheld.
 	wants map[market.LeaseID]Routes
+	// pending are hostnames of manifests being recorded, held for their tenant until
+	// the manifest is accepted or refused, so two tenants cannot both be told yes.
+	pending map[string]pendingClaim
+}
+
+type pendingClaim struct {
+	owner string
+	n     int
 }
 
 func newRouteIndex() *routeIndex {
-	return &routeIndex{holder: map[string]market.LeaseID{}, wants: map[market.LeaseID]Routes{}}
+	return &routeIndex{holder: map[string]market.LeaseID{}, wants: map[market.LeaseID]Routes{}, pending: map[string]pendingClaim{}}
 }
 
-// check reports the first hostname of r another tenant holds.
+// check reports the first hostname of r another tenant holds, or is being given.
 func (x *routeIndex) check(id market.LeaseID, r Routes) error {
 	for _, h := range r.Hosts {
 		if holder, ok := x.holder[hostKey(h)]; ok && holder.Owner != id.Owner {
 			return &HostnameError{Hostname: h}
 		}
+		if p, ok := x.pending[hostKey(h)]; ok && p.owner != id.Owner {
+			return &HostnameError{Hostname: h}
+		}
 	}
 	return nil
+}
+
+// pend holds hostnames for owner while its manifest is recorded (check passed).
+func (x *routeIndex) pend(owner string, hosts []string) {
+	for _, h := range hosts {
+		p := x.pending[hostKey(h)]
+		p.owner = owner
+		p.n++
+		x.pending[hostKey(h)] = p
+	}
+}
+
+// unpend releases what pend held.
+func (x *routeIndex) unpend(owner string, hosts []string) {
+	for _, h := range hosts {
+		k := hostKey(h)
+		if p, ok := x.pending[k]; ok && p.owner == owner {
+			p.n--
+			if p.n <= 0 {
+				delete(x.pending, k)
+			} else {
+				x.pending[k] = p
+			}
+		}
+	}
+}
+
+// preview is what set(id, r) would have the lease hold: the routes of r that are
+// free or held within its deployment.
+func (x *routeIndex) preview(id market.LeaseID, r Routes) Routes {
+	var out Routes
+	free := func(k string) bool {
+		holder, ok := x.holder[k]
+		return !ok || holder.Deployment() == id.Deployment()
+	}
+	for _, h := range r.Hosts {
+		if free(hostKey(h)) {
+			out.Hosts = append(out.Hosts, strings.ToLower(h))
+		}
+	}
+	for _, p := range r.IPs {
+		if free(ipKey(id.Owner, p)) {
+			out.IPs = append(out.IPs, p)
+		}
+	}
+	return out
 }
 
 // claim makes id the holder of routes it is known to have (rebuilt from the cluster).

@@ -70,13 +70,24 @@ type Ledger interface {
 	Deployment(ctx context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error)
 	// ActiveLeases are the provider's active leases of a deployment.
 	ActiveLeases(ctx context.Context, id market.DeploymentID, provider string) ([]market.LeaseID, error)
+	// BlockTime is the time of the block at a height.
+	BlockTime(ctx context.Context, height int64) (time.Time, error)
 }
 
-// Deployments takes accepted manifests (cluster.Manager).
+// Deployments takes accepted manifests (cluster.Manager). ManifestsReceived returns
+// nil only once the manifests are durable.
 type Deployments interface {
-	ManifestsReceived(version []byte, leases []cluster.LeaseManifest) error
+	ManifestsReceived(ctx context.Context, version []byte, leases []cluster.LeaseManifest) error
 	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
+	// Started is closed once the leases the cluster records are known (before that,
+	// Manifest does not know every lease that has one).
+	Started() <-chan struct{}
 }
+
+// StartGrace is the least time a lease still waiting for its manifest when the
+// provider starts is given before the watchdog closes it: the tenant's client may be
+// retrying a manifest the provider could not take while it was down.
+const StartGrace = time.Minute
 
 // BidCloser closes one of our bids on the ledger (which closes its lease).
 type BidCloser func(ctx context.Context, id market.BidID, reason string) error
@@ -89,6 +100,7 @@ type Service struct {
 	closeFn BidCloser
 	log     *slog.Logger
 	now     func() time.Time
+	started time.Time
 	metrics *metrics
 
 	mu sync.Mutex
@@ -114,14 +126,16 @@ func New(cfg Config, l Ledger, d Deployments, closeBid BidCloser, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	return &Service{cfg: cfg, ledger: l, deploy: d, closeFn: closeBid, log: log, now: time.Now, metrics: m,
+	return &Service{cfg: cfg, ledger: l, deploy: d, closeFn: closeBid, log: log, now: time.Now, started: time.Now(), metrics: m,
 		waiting: map[market.LeaseID]time.Time{}, closed: map[market.LeaseID]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // Submit accepts a tenant's manifest for its deployment dseq and hands each of our
 // active leases of the deployment its group. owner is the authenticated tenant, so a
 // tenant can only ever reach its own deployments. Nothing is handed over unless every
-// check passes for every lease.
+// check passes for every lease, and nil is returned only once the manifest is durable
+// (it survives any stop of the provider): sending the same manifest again is harmless,
+// so a tenant who lost the answer sends it again.
 func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m market.Manifest) (err error) {
 	defer func() { s.metrics.received.WithLabelValues(outcome(err)).Inc() }()
 	if err := Validate(m); err != nil {
@@ -168,7 +182,7 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 	if len(batch) == 0 {
 		return fmt.Errorf("deployment %d has no active lease with this provider: %w", dseq, ErrNotFound)
 	}
-	if err := s.deploy.ManifestsReceived(dep.Deployment.Version, batch); err != nil {
+	if err := s.deploy.ManifestsReceived(ctx, dep.Deployment.Version, batch); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -213,18 +227,36 @@ func (s *Service) checkBlocked(m market.Manifest) error {
 	return nil
 }
 
-// LeaseWon starts the watchdog for a lease we won (unless it already has a manifest,
-// as a lease rebuilt at start may).
-func (s *Service) LeaseWon(id market.LeaseID) {
+// LeaseWon starts the watchdog for a lease we won at height created (unless it
+// already has a manifest, as a lease rebuilt at start may). The time runs from the
+// lease's creation, so a restart does not give it a new one; a lease found waiting
+// at start is given at least StartGrace. The ledger is asked for the creation
+// block's time; when it cannot say, the time runs from now.
+func (s *Service) LeaseWon(ctx context.Context, id market.LeaseID, created int64) {
 	if s.cfg.Timeout < 0 {
 		return
 	}
 	if _, _, ok := s.deploy.Manifest(id); ok {
 		return
 	}
+	now := s.now()
+	due := now.Add(s.cfg.Timeout)
+	if created > 0 {
+		at, err := s.ledger.BlockTime(ctx, created)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "lease creation time unknown; its manifest watchdog runs from now",
+				slog.String("lease", id.String()), slog.Int64("height", created), slog.String("error", err.Error()))
+		default:
+			due = at.Add(s.cfg.Timeout)
+			if grace := s.started.Add(min(StartGrace, s.cfg.Timeout)); due.Before(grace) {
+				due = grace
+			}
+		}
+	}
 	s.mu.Lock()
 	if _, ok := s.waiting[id]; !ok {
-		s.waiting[id] = s.now().Add(s.cfg.Timeout)
+		s.waiting[id] = due
 	}
 	s.metrics.waiting.Set(float64(len(s.waiting)))
 	s.mu.Unlock()
@@ -265,8 +297,14 @@ func (s *Service) WaitingLeases() []market.LeaseID {
 
 // Run runs the watchdog until ctx ends: when a won lease's time is up without a
 // manifest, its bid is closed with reason manifest_timeout. A failed close is retried
-// a minute later.
+// a minute later. Nothing is closed before the deployment manager knows every
+// manifest the cluster records (a manifest accepted before a restart is not missing).
 func (s *Service) Run(ctx context.Context) error {
+	select {
+	case <-s.deploy.Started():
+	case <-ctx.Done():
+		return nil
+	}
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {

@@ -28,11 +28,20 @@ const (
 	provider = "akash1provider"
 )
 
-// fakeLedger holds deployments and leases; fail makes every query fail.
+// fakeLedger holds deployments and leases; fail makes every query fail. Block h was
+// made at genesis + h seconds.
 type fakeLedger struct {
 	deployments map[market.DeploymentID]ledger.DeploymentResponse
 	leases      []market.LeaseID
 	fail        error
+	genesis     time.Time
+}
+
+func (f *fakeLedger) BlockTime(_ context.Context, h int64) (time.Time, error) {
+	if f.fail != nil {
+		return time.Time{}, f.fail
+	}
+	return f.genesis.Add(time.Duration(h) * time.Second), nil
 }
 
 func (f *fakeLedger) Deployment(_ context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error) {
@@ -56,14 +65,17 @@ func (f *fakeLedger) ActiveLeases(_ context.Context, id market.DeploymentID, pro
 	return out, nil
 }
 
-// fakeDeployments records what it is handed.
+// fakeDeployments records what it is handed; it has started once started is closed.
 type fakeDeployments struct {
-	mu  sync.Mutex
-	got map[market.LeaseID]market.ManifestGroup
-	err error
+	mu      sync.Mutex
+	got     map[market.LeaseID]market.ManifestGroup
+	err     error
+	started chan struct{}
 }
 
-func (f *fakeDeployments) ManifestsReceived(_ []byte, leases []cluster.LeaseManifest) error {
+func (f *fakeDeployments) Started() <-chan struct{} { return f.started }
+
+func (f *fakeDeployments) ManifestsReceived(_ context.Context, _ []byte, leases []cluster.LeaseManifest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -127,11 +139,12 @@ func newFixtureOf(t *testing.T, cfg Config, corpus string) *fixture {
 	}
 	f := &fixture{
 		ledger: &fakeLedger{deployments: map[market.DeploymentID]ledger.DeploymentResponse{did: dep}},
-		deploy: &fakeDeployments{got: map[market.LeaseID]market.ManifestGroup{}},
+		deploy: &fakeDeployments{got: map[market.LeaseID]market.ManifestGroup{}, started: make(chan struct{})},
 		closer: &closer{closed: map[market.BidID]string{}},
 		m:      m,
 		lease:  market.LeaseID{Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1, Provider: provider},
 	}
+	close(f.deploy.started)
 	f.ledger.leases = []market.LeaseID{f.lease, {Owner: tenant, DSeq: 7, GSeq: 1, OSeq: 1, Provider: "akash1else"}}
 	cfg.Provider = provider
 	svc, err := New(cfg, f.ledger, f.deploy, f.closer.close, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
@@ -220,9 +233,9 @@ func TestWatchdog(t *testing.T) {
 
 	late := market.LeaseID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1, Provider: provider}
 	closedByTenant := market.LeaseID{Owner: tenant, DSeq: 10, GSeq: 1, OSeq: 1, Provider: provider}
-	f.svc.LeaseWon(f.lease)
-	f.svc.LeaseWon(late)
-	f.svc.LeaseWon(closedByTenant)
+	f.svc.LeaseWon(ctx, f.lease, 0)
+	f.svc.LeaseWon(ctx, late, 0)
+	f.svc.LeaseWon(ctx, closedByTenant, 0)
 	f.svc.LeaseClosed(closedByTenant)
 	if err := f.svc.Submit(t.Context(), tenant, 7, f.m); err != nil {
 		t.Fatal(err)
@@ -241,7 +254,7 @@ func TestWatchdog(t *testing.T) {
 		t.Fatalf("%d leases still waiting", n)
 	}
 	// A lease that already runs a manifest (rebuilt at start) is not watched.
-	f.svc.LeaseWon(f.lease)
+	f.svc.LeaseWon(ctx, f.lease, 0)
 	if n := f.svc.Waiting(); n != 0 {
 		t.Fatalf("a lease with a manifest is watched")
 	}
@@ -268,12 +281,12 @@ func TestWatchdogDoesNotResurrectClosedLeases(t *testing.T) {
 		}
 	}()
 	racing := market.LeaseID{Owner: tenant, DSeq: 21, GSeq: 1, OSeq: 1, Provider: provider}
-	f.svc.LeaseWon(racing)
+	f.svc.LeaseWon(ctx, racing, 0)
 	<-entered
 	f.svc.LeaseClosed(racing) // the tenant closed it while the close was in flight
 	release <- errors.New("broadcast: connection reset")
 	already := market.LeaseID{Owner: tenant, DSeq: 22, GSeq: 1, OSeq: 1, Provider: provider}
-	f.svc.LeaseWon(already)
+	f.svc.LeaseWon(ctx, already, 0)
 	<-entered
 	release <- fmt.Errorf("close bid: %w", ledger.ErrInvalidState)
 	// The loop is sequential: the second close began only after the first's retry
@@ -312,5 +325,68 @@ func TestSubmitIngressDomain(t *testing.T) {
 	}
 	if err := (Config{Provider: "akash1p", IngressDomain: "Not A Domain"}).Validate(); err == nil {
 		t.Fatal("a bad ingress domain was accepted")
+	}
+}
+
+// TestWatchdogAcrossRestarts: the time for a manifest runs from the lease's creation,
+// not from the provider's start (a restart does not give a lease a new five minutes),
+// with a grace at start for tenants retrying a manifest the provider could not take;
+// and nothing is closed before the deployment manager knows the recorded manifests.
+func TestWatchdogAcrossRestarts(t *testing.T) {
+	f := newFixture(t, Config{Timeout: 5 * time.Minute})
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	f.svc.now, f.svc.started = func() time.Time { return now }, now
+	f.ledger.genesis = now.Add(-time.Hour) // block h at now - 1 h + h s
+	old := market.LeaseID{Owner: tenant, DSeq: 30, GSeq: 1, OSeq: 1, Provider: provider}
+	recent := market.LeaseID{Owner: tenant, DSeq: 31, GSeq: 1, OSeq: 1, Provider: provider}
+	unknown := market.LeaseID{Owner: tenant, DSeq: 32, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(t.Context(), old, 600)     // created 50 min ago: only the grace is left
+	f.svc.LeaseWon(t.Context(), recent, 3540) // created 1 min ago: 4 min left
+	f.svc.LeaseWon(t.Context(), unknown, 0)   // creation unknown: from now
+	due := func(id market.LeaseID) time.Duration {
+		f.svc.mu.Lock()
+		defer f.svc.mu.Unlock()
+		return f.svc.waiting[id].Sub(now)
+	}
+	for _, c := range []struct {
+		id   market.LeaseID
+		want time.Duration
+	}{{old, StartGrace}, {recent, 4 * time.Minute}, {unknown, 5 * time.Minute}} {
+		if got := due(c.id); got != c.want {
+			t.Errorf("lease %d: due in %v, want %v", c.id.DSeq, got, c.want)
+		}
+	}
+	// The ledger cannot say when the lease was made: the time runs from now.
+	f.ledger.fail = errors.New("ledger down")
+	failing := market.LeaseID{Owner: tenant, DSeq: 33, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(t.Context(), failing, 600)
+	if got := due(failing); got != 5*time.Minute {
+		t.Errorf("creation unknown: due in %v", got)
+	}
+
+	// Before the manager has rebuilt, a lease past its time is not closed: its
+	// manifest may be recorded on the cluster.
+	g := newFixture(t, Config{Timeout: time.Millisecond})
+	g.deploy.started = make(chan struct{})
+	g.svc.LeaseWon(t.Context(), g.lease, 0)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- g.svc.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	// The manager rebuilds and finds the manifest recorded before the restart.
+	g.deploy.mu.Lock()
+	g.deploy.got[g.lease] = g.m[0]
+	g.deploy.mu.Unlock()
+	close(g.deploy.started)
+	late := market.LeaseID{Owner: tenant, DSeq: 34, GSeq: 1, OSeq: 1, Provider: provider}
+	g.svc.LeaseWon(t.Context(), late, 0)
+	testenv.Eventually(t, 5*time.Second, "the lease without a manifest closed", func() bool { _, ok := g.closer.reason(late.Bid()); return ok })
+	if _, ok := g.closer.reason(g.lease.Bid()); ok {
+		t.Fatal("a lease whose manifest was recorded before the restart was closed as manifest_timeout")
 	}
 }

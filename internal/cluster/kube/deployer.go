@@ -22,12 +22,18 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
+// ErrForeign reports an object of a lease's name that belongs to another provider or
+// chain (a shared cluster): berth neither writes over it nor deletes it.
+var ErrForeign = errors.New("belongs to another provider")
+
 // Deployer puts leases on the cluster and takes them off: the lease's objects and its
-// Manifest resource in, the lease's namespace out.
+// Manifest resource in, the lease's namespace out. It only ever writes, reads back or
+// deletes its owner's objects (Settings.Owner: the provider and the chain).
 type Deployer struct {
 	cs       kubernetes.Interface
 	dc       dynamic.Interface
 	settings Settings
+	owner    cluster.Owner
 	log      *slog.Logger
 }
 
@@ -36,15 +42,109 @@ func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log 
 	if cs == nil || dc == nil || log == nil {
 		return nil, errors.New("deployer: clients and logger are required")
 	}
-	return &Deployer{cs: cs, dc: dc, settings: s, log: log}, nil
+	if err := s.Owner.Validate(); err != nil {
+		return nil, fmt.Errorf("deployer: %w", err)
+	}
+	return &Deployer{cs: cs, dc: dc, settings: s, owner: s.Owner, log: log}, nil
+}
+
+// Record writes what a lease must run, durably, and nothing else: the lease's
+// namespace (created if needed, refused if another provider's) and its Manifest
+// resource's spec. Once it returns nil the manifest survives any stop of the provider;
+// Deploy then applies it.
+func (d *Deployer) Record(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) error {
+	if err := d.ours(id); err != nil {
+		return err
+	}
+	objs, err := BuildLease(id, group, d.settings)
+	if err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	_, err = d.applyManifest(ctx, id, version, group, routes)
+	return err
+}
+
+// ours refuses leases of another provider.
+func (d *Deployer) ours(id market.LeaseID) error {
+	if id.Provider != d.owner.Provider {
+		return fmt.Errorf("lease %s: %w (this is %s)", id, ErrForeign, d.owner.Provider)
+	}
+	return nil
+}
+
+// ensureNamespace makes sure the lease's namespace exists and is its owner's: created
+// when missing, its labels restored when they drifted. A namespace of that name that
+// is another provider's (or chain's) is never written to; one being deleted is
+// created again once it is gone (the error says so, and the manager retries).
+func (d *Deployer) ensureNamespace(ctx context.Context, want *corev1.Namespace) error {
+	nss := d.cs.CoreV1().Namespaces()
+	for range 3 {
+		got, err := nss.Get(ctx, want.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			_, err = nss.Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+			if apierrors.IsAlreadyExists(err) {
+				continue // someone created it meanwhile: look at whose it is
+			}
+			if err != nil {
+				return fmt.Errorf("create namespace %s: %w", want.Name, err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("get namespace %s: %w", want.Name, err)
+		}
+		if !d.owner.Owns(got.Labels) {
+			return fmt.Errorf("namespace %s is %s: %w", want.Name, cluster.Describe(got.Labels), ErrForeign)
+		}
+		if got.DeletionTimestamp != nil {
+			return fmt.Errorf("namespace %s is being deleted; it is created again once it is gone", want.Name)
+		}
+		if !hasLabels(got.Labels, want.Labels) {
+			return Apply(ctx, d.cs, d.dc, &LeaseObjects{Namespace: want})
+		}
+		return nil
+	}
+	return fmt.Errorf("namespace %s: created and deleted by someone else while berth looked at it", want.Name)
+}
+
+// applyManifest server-side applies the lease's Manifest resource's spec and returns
+// the resource as it is now.
+func (d *Deployer) applyManifest(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) (*unstructured.Unstructured, error) {
+	m, err := NewManifest(id, d.owner, version, group, routes)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: manifest: %w", id, err)
+	}
+	delete(obj, "status")
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: manifest: %w", id, err)
+	}
+	force := true
+	applied, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
+	if err != nil {
+		return nil, fmt.Errorf("lease %s: apply manifest resource: %w", id, err)
+	}
+	return applied, nil
 }
 
 // Deploy applies a lease's manifest group. The lease's namespace and its Manifest
 // resource come first, so the record of what the lease must run survives a failure or
 // a restart part-way (the manager re-applies from it); then the objects; then the
 // Manifest's status says Applied, or Failed with the API server's reason. Applying the
-// same group again changes nothing; a new version is applied in place.
+// same group again changes nothing, or restores what was edited or deleted; a new
+// version is applied in place.
 func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) error {
+	if err := d.ours(id); err != nil {
+		return err
+	}
 	objs, err := BuildLease(id, group, d.settings)
 	if err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
@@ -55,31 +155,17 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	objs.LeasedIPs = slices.DeleteFunc(objs.LeasedIPs, func(ip *berthv1.ProviderLeasedIP) bool {
 		return !routes.HasIP(cluster.IPPort{Endpoint: ip.Spec.Name, Port: uint32(ip.Spec.ExternalPort), Proto: ip.Spec.Protocol}) //nolint:gosec // a port, 1–65535
 	})
-	m, err := NewManifest(id, version, group, routes)
+	if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
+		return fmt.Errorf("lease %s: %w", id, err)
+	}
+	applied, err := d.applyManifest(ctx, id, version, group, routes)
 	if err != nil {
 		return err
 	}
-	if err := Apply(ctx, d.cs, d.dc, &LeaseObjects{Namespace: objs.Namespace}); err != nil {
-		return fmt.Errorf("lease %s: %w", id, err)
-	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(m)
-	if err != nil {
-		return fmt.Errorf("lease %s: manifest: %w", id, err)
-	}
-	delete(obj, "status")
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return fmt.Errorf("lease %s: manifest: %w", id, err)
-	}
-	force := true
-	applied, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
-	if err != nil {
-		return fmt.Errorf("lease %s: apply manifest resource: %w", id, err)
-	}
-	if err := Apply(ctx, d.cs, d.dc, objs); err != nil {
+	ns := objs.Namespace.Name
+	if err := applyInNamespace(ctx, d.cs, d.dc, objs); err != nil {
 		err = fmt.Errorf("lease %s: %w", id, err)
-		d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseFailed, Message: err.Error()})
+		d.setStatus(ctx, ns, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseFailed, Message: err.Error()})
 		return err
 	}
 	// Objects of an earlier manifest go once this one is applied. The first manifest
@@ -88,13 +174,15 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	observed, _, _ := unstructured.NestedInt64(applied.Object, "status", "observedGeneration")
 	phase, _, _ := unstructured.NestedString(applied.Object, "status", "phase")
 	if observed != 0 && (observed != applied.GetGeneration() || phase != PhaseApplied) {
-		if err := Prune(ctx, d.cs, d.dc, objs); err != nil {
+		if err := Prune(ctx, d.cs, d.dc, objs, d.owner); err != nil {
 			err = fmt.Errorf("lease %s: %w", id, err)
-			d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: observed, Phase: PhaseFailed, Message: err.Error()})
+			d.setStatus(ctx, ns, berthv1.ManifestStatus{ObservedGeneration: observed, Phase: PhaseFailed, Message: err.Error()})
 			return err
 		}
 	}
-	d.setStatus(ctx, m.Namespace, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseApplied})
+	if observed != applied.GetGeneration() || phase != PhaseApplied {
+		d.setStatus(ctx, ns, berthv1.ManifestStatus{ObservedGeneration: applied.GetGeneration(), Phase: PhaseApplied})
+	}
 	return nil
 }
 
@@ -118,32 +206,54 @@ func (d *Deployer) setStatus(ctx context.Context, ns string, st berthv1.Manifest
 
 // Teardown stops a lease's workloads and deletes its namespace, and with it every
 // object and its Manifest. It returns once the deletions are accepted; a lease with
-// nothing on the cluster is not an error.
+// nothing on the cluster is not an error, and neither is a namespace of that name that
+// is another provider's: it is left alone (and logged).
 //
 // The workloads go first, with their pods after them through the garbage collector:
 // the namespace controller empties namespaces a few at a time, and when many leases
 // close at once it reaches some only minutes later. Until then the tenant's pods would
 // keep running, and holding capacity, on a lease that has ended.
 func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
-	ns := LeaseNamespace(id)
+	if err := d.ours(id); err != nil {
+		return err
+	}
+	name := LeaseNamespace(id)
+	ns, err := d.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
+	case !d.owner.Owns(ns.Labels):
+		d.log.WarnContext(ctx, "a namespace of our lease's name is another provider's; left alone",
+			slog.String("lease", id.String()), slog.String("namespace", name), slog.String("whose", cluster.Describe(ns.Labels)))
+		return nil
+	case ns.DeletionTimestamp != nil:
+		return nil // being deleted already
+	}
 	policy := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &policy}
-	ours := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"}
-	if err := d.cs.AppsV1().Deployments(ns).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lease %s: delete deployments in %s: %w", id, ns, err)
+	ours := metav1.ListOptions{LabelSelector: d.owner.Selector()}
+	if err := d.cs.AppsV1().Deployments(name).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s: delete deployments in %s: %w", id, name, err)
 	}
-	if err := d.cs.AppsV1().StatefulSets(ns).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lease %s: delete statefulsets in %s: %w", id, ns, err)
+	if err := d.cs.AppsV1().StatefulSets(name).DeleteCollection(ctx, del, ours); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lease %s: delete statefulsets in %s: %w", id, name, err)
 	}
-	err := d.cs.CoreV1().Namespaces().Delete(ctx, ns, del)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("lease %s: delete namespace %s: %w", id, ns, err)
+	// Only the namespace looked at: not one someone re-created meanwhile.
+	del.Preconditions = &metav1.Preconditions{UID: &ns.UID}
+	err = d.cs.CoreV1().Namespaces().Delete(ctx, name, del)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("lease %s: delete namespace %s: %w", id, name, err)
+	}
+	if apierrors.IsConflict(err) {
+		return fmt.Errorf("lease %s: namespace %s was replaced while it was torn down; trying again", id, name)
 	}
 	return nil
 }
 
-// Deployed lists the leases the cluster runs, and the routes each has, from their
-// Manifest resources.
+// Deployed lists the leases the cluster runs for this provider on this chain, and the
+// routes each has, from their Manifest resources.
 func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 	ms, err := d.Manifests(ctx)
 	if err != nil {
@@ -154,6 +264,11 @@ func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 		id, version, group, err := ManifestLease(m)
 		if err != nil {
 			d.log.WarnContext(ctx, "unreadable manifest resource", slog.String("namespace", m.Namespace), slog.String("error", err.Error()))
+			continue
+		}
+		if id.Provider != d.owner.Provider || m.Namespace != LeaseNamespace(id) {
+			d.log.WarnContext(ctx, "manifest resource labelled ours names another lease or namespace; ignored",
+				slog.String("namespace", m.Namespace), slog.String("lease", id.String()))
 			continue
 		}
 		if err := d.restorePasswords(ctx, id, &group); err != nil {
@@ -204,15 +319,19 @@ func (d *Deployer) restorePasswords(ctx context.Context, id market.LeaseID, g *m
 	return nil
 }
 
-// Manifests lists every lease's Manifest resource: what the cluster runs, to rebuild
-// from after a restart. Manifests that cannot be read are skipped and logged.
+// Manifests lists the Manifest resources of this provider's leases on this chain:
+// what the cluster runs, to rebuild from after a restart. Other providers' are never
+// read. Manifests that cannot be read are skipped and logged.
 func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
-	list, err := d.dc.Resource(ManifestResource).List(ctx, metav1.ListOptions{})
+	list, err := d.dc.Resource(ManifestResource).List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector()})
 	if err != nil {
 		return nil, fmt.Errorf("list manifests: %w", err)
 	}
 	out := make([]*berthv1.Manifest, 0, len(list.Items))
 	for i := range list.Items {
+		if !d.owner.Owns(list.Items[i].GetLabels()) {
+			continue // this provider on another chain
+		}
 		var m berthv1.Manifest
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(list.Items[i].Object, &m); err != nil {
 			d.log.WarnContext(ctx, "unreadable manifest resource", slog.String("namespace", list.Items[i].GetNamespace()), slog.String("error", err.Error()))
@@ -227,16 +346,20 @@ func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
 type Orphan struct {
 	Namespace string
 	Lease     market.LeaseID
-	// Removed is false in a dry run.
+	// Removed: handed to remove (false in a dry run, or when remove failed).
 	Removed bool
 }
 
-// RemoveOrphans deletes the namespaces berth made for leases the ledger no longer
-// shows active (with dryRun, only reports them). A namespace whose lease the ledger
+// RemoveOrphans finds the namespaces berth made for this provider's leases on this
+// chain that the ledger no longer shows active, and hands each lease to remove (nil:
+// a dry run, only reported). The provider's remove closes the lease in the deployment
+// manager, so that the manager, which may still run it (its close was missed), tears
+// it down rather than restoring what the orphan check deleted.
+// Other providers' namespaces are never looked at. A namespace whose lease the ledger
 // cannot answer for is kept: an outage never removes a lease. Namespaces labelled as
-// berth's but naming no lease are reported as an error, not deleted.
-func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive, dryRun bool) ([]Orphan, error) {
-	list, err := d.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"})
+// ours but naming no lease are reported as an error, not deleted.
+func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive, remove func(context.Context, market.LeaseID) error) ([]Orphan, error) {
+	list, err := d.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector()})
 	if err != nil {
 		return nil, fmt.Errorf("list lease namespaces: %w", err)
 	}
@@ -244,12 +367,12 @@ func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive
 	var errs []error
 	for i := range list.Items {
 		ns := &list.Items[i]
-		if ns.DeletionTimestamp != nil {
+		if ns.DeletionTimestamp != nil || !d.owner.Owns(ns.Labels) {
 			continue
 		}
-		id, ok := cluster.LeaseFromLabels(ns.Labels)
-		if !ok || LeaseNamespace(id) != ns.Name {
-			errs = append(errs, fmt.Errorf("namespace %s is labelled as berth's but names no lease", ns.Name))
+		id, ok := d.owner.LeaseOf(ns.Labels)
+		if !ok || LeaseNamespace(id) != ns.Name || id.Provider != d.owner.Provider {
+			errs = append(errs, fmt.Errorf("namespace %s is labelled as ours but names no lease of ours", ns.Name))
 			continue
 		}
 		ok, err := active(ctx, id)
@@ -261,8 +384,8 @@ func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive
 			continue
 		}
 		o := Orphan{Namespace: ns.Name, Lease: id}
-		if !dryRun {
-			if err := d.Teardown(ctx, id); err != nil {
+		if remove != nil {
+			if err := remove(ctx, id); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -32,7 +32,7 @@ func newTestDeployer(t *testing.T, kube *testenv.Kube) *Deployer {
 	if err := InstallCRDs(t.Context(), dc); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDeployer(kube.Clientset(t), dc, Settings{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	d, err := NewDeployer(kube.Clientset(t), dc, Settings{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestRemoveOrphans(t *testing.T) {
 	}
 	alive, dead, unknown := lease(1), lease(2), lease(3)
 	for _, id := range []market.LeaseID{alive, dead, unknown} {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace(id), Labels: cluster.LeaseLabels(id)}}
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: LeaseNamespace(id), Labels: testOwner.LeaseLabels(id)}}
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -217,14 +217,14 @@ func TestRemoveOrphans(t *testing.T) {
 		}
 		return id == alive, nil
 	}
-	orphans, err := d.RemoveOrphans(ctx, active, true)
+	orphans, err := d.RemoveOrphans(ctx, active, nil)
 	if !errors.Is(err, outage) || len(orphans) != 1 || orphans[0].Lease != dead || orphans[0].Removed {
 		t.Fatalf("dry run: %+v %v", orphans, err)
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(dead), metav1.GetOptions{}); err != nil {
 		t.Fatalf("a dry run removed a namespace: %v", err)
 	}
-	orphans, _ = d.RemoveOrphans(ctx, active, false)
+	orphans, _ = d.RemoveOrphans(ctx, active, d.Teardown)
 	if len(orphans) != 1 || !orphans[0].Removed {
 		t.Fatalf("orphans %+v", orphans)
 	}
@@ -247,7 +247,7 @@ func TestDeployFailureIsRecorded(t *testing.T) {
 	cs := kube.Clientset(t)
 	ctx := t.Context()
 	d := newTestDeployer(t, kube)
-	d.settings = Settings{EgressDeny: []string{"not-a-cidr"}} // the network policy is refused
+	d.settings = Settings{Owner: testOwner, EgressDeny: []string{"not-a-cidr"}} // the network policy is refused
 	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
 	if err != nil {
 		t.Fatal(err)

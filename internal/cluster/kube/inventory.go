@@ -23,6 +23,9 @@ const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
 
 // InventoryConfig sizes what nodes do not tell: the pools.
 type InventoryConfig struct {
+	// Owner is the provider and chain whose leases' pods and volumes count against
+	// their reservations; everything else running on the nodes is ordinary usage.
+	Owner cluster.Owner
 	// Storage is the capacity in bytes of each persistent storage class offered.
 	Storage map[string]int64
 	// LeasedIPs is the size of the leased IP pool.
@@ -39,6 +42,7 @@ type Inventory struct {
 	client kubernetes.Interface
 	cap    *cluster.Capacity
 	log    *slog.Logger
+	owner  cluster.Owner
 	synced chan struct{}
 	// sdlClass maps a cluster storage class to the SDL class whose pool it fills.
 	sdlClass map[string]string
@@ -48,6 +52,9 @@ type Inventory struct {
 func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg InventoryConfig, log *slog.Logger) (*Inventory, error) {
 	if client == nil || capacity == nil || log == nil {
 		return nil, errors.New("inventory: client, capacity and logger are required")
+	}
+	if err := cfg.Owner.Validate(); err != nil {
+		return nil, fmt.Errorf("inventory: %w", err)
 	}
 	for class, n := range cfg.Storage {
 		if n < 0 {
@@ -65,7 +72,7 @@ func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg I
 	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, cfg.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, cfg.NodePorts)
-	return &Inventory{client: client, cap: capacity, log: log, synced: make(chan struct{}), sdlClass: sdlClass}, nil
+	return &Inventory{client: client, cap: capacity, log: log, owner: cfg.Owner, synced: make(chan struct{}), sdlClass: sdlClass}, nil
 }
 
 // Synced is closed once the informers have listed everything.
@@ -83,7 +90,7 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 
 // Run watches the cluster until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(toView))
+	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		set      func(any)

@@ -22,6 +22,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
+// testOwner is the provider the package's tests play (their leases name it).
+var testOwner = cluster.Owner{Provider: "akash1provider", ChainID: "berth-test"}
+
 const gi = 1 << 30
 
 // addNodes adds kwok nodes for one test and deletes them when it ends, so tests that
@@ -50,7 +53,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // kwok nodes: nodes (with their GPU model), a lease's pod, PVC and NodePort service,
 // and a pod outside berth, each counted where it belongs; deletions give capacity back.
 func TestInventoryStorageClassesMapOneToOne(t *testing.T) {
-	_, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
+	_, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{Owner: testOwner, StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), `"beta2" and "beta3" both map to the cluster's "ssd"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -66,7 +69,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	)
 	capacity := cluster.NewCapacity()
 	// SDL class beta3 is the cluster's fast-ssd: claims of fast-ssd fill beta3's pool.
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10,
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner, Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10,
 		StorageClasses: map[string]string{"beta3": "fast-ssd"}}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +119,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 			t.Errorf("delete namespace %s: %v", ns, err)
 		}
 	})
-	labels := cluster.LeaseLabels(lease)
+	labels := testOwner.LeaseLabels(lease)
 	class := "fast-ssd"
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: ns, Labels: labels},

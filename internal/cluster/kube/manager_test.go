@@ -64,10 +64,10 @@ func TestManagerOnTheCluster(t *testing.T) {
 		t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	}
 	m, stop := start()
-	if err := m.ManifestReceived(keep, bytes.Repeat([]byte{1}, 32), group); err != nil {
+	if err := m.ManifestReceived(t.Context(), keep, bytes.Repeat([]byte{1}, 32), group); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ManifestReceived(gone, bytes.Repeat([]byte{1}, 32), group); err != nil {
+	if err := m.ManifestReceived(t.Context(), gone, bytes.Repeat([]byte{1}, 32), group); err != nil {
 		t.Fatal(err)
 	}
 	// Stop as soon as the Manifests are written: pods are still starting.

@@ -24,7 +24,7 @@ const ManifestName = "lease"
 
 // NewManifest is the Manifest resource recording what a lease runs. Registry passwords
 // are left out (the lease's pull Secrets hold them).
-func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
+func NewManifest(id market.LeaseID, owner cluster.Owner, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
 	clean := group
 	clean.Services = slices.Clone(group.Services)
 	for i := range clean.Services {
@@ -40,7 +40,7 @@ func NewManifest(id market.LeaseID, version []byte, group market.ManifestGroup, 
 	}
 	return &berthv1.Manifest{
 		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1.GroupVersion.String(), Kind: "Manifest"},
-		ObjectMeta: metav1.ObjectMeta{Name: ManifestName, Namespace: LeaseNamespace(id), Labels: cluster.LeaseLabels(id)},
+		ObjectMeta: metav1.ObjectMeta{Name: ManifestName, Namespace: LeaseNamespace(id), Labels: owner.LeaseLabels(id)},
 		Spec: berthv1.ManifestSpec{
 			Lease: berthv1.LeaseRef{
 				Owner: id.Owner, DSeq: strconv.FormatUint(id.DSeq, 10),

@@ -40,7 +40,7 @@ func TestManifestResource(t *testing.T) {
 	}
 	version := bytes.Repeat([]byte{0xab}, 32)
 	routes := cluster.Routes{Hosts: []string{"web.example.com"}, IPs: []cluster.IPPort{{Endpoint: "front", Port: 443, Proto: "TCP"}}}
-	m, err := NewManifest(testLease, version, res.Manifest[0], routes)
+	m, err := NewManifest(testLease, testOwner, version, res.Manifest[0], routes)
 	if err != nil {
 		t.Fatal(err)
 	}

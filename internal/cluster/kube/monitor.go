@@ -72,11 +72,12 @@ type LeaseStatus struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// Monitor watches every lease namespace through informers (no polling) and keeps each
-// lease's status up to date, calling OnChange with each new status. Status reads are
+// Monitor watches the lease namespaces of its owner (provider and chain) through
+// informers (no polling) and keeps each lease's status up to date, calling OnChange with each new status. Status reads are
 // from memory.
 type Monitor struct {
 	cs       kubernetes.Interface
+	owner    cluster.Owner
 	log      *slog.Logger
 	onChange func(LeaseStatus)
 
@@ -92,11 +93,14 @@ type Monitor struct {
 
 // NewMonitor returns a monitor; onChange (may be nil) is called with each changed
 // status, in order, from the informers' goroutines, and must not block.
-func NewMonitor(cs kubernetes.Interface, log *slog.Logger, onChange func(LeaseStatus)) (*Monitor, error) {
+func NewMonitor(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger, onChange func(LeaseStatus)) (*Monitor, error) {
 	if cs == nil || log == nil {
 		return nil, errors.New("monitor: client and logger are required")
 	}
-	return &Monitor{cs: cs, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{},
+	if err := owner.Validate(); err != nil {
+		return nil, fmt.Errorf("monitor: %w", err)
+	}
+	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{},
 		events: map[market.LeaseID][]Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
 }
 
@@ -131,8 +135,8 @@ func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
 
 // Run watches until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(toView), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = cluster.LabelManaged + "=true"
+	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = m.owner.Selector()
 	}))
 	dep := f.Apps().V1().Deployments()
 	sts := f.Apps().V1().StatefulSets()
@@ -154,7 +158,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 		regs = append(regs, reg)
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
-	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(toView))
+	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)))
 	evReg, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.event(o) },
 		UpdateFunc: func(_, o any) { m.event(o) },

@@ -36,7 +36,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	)
 	nvidiaRuntimeClass(t, cs)
 	updates := make(chan LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
+	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
 		if s.Lease == monLease {
 			updates <- s
 		}
@@ -56,7 +56,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	<-mon.Synced()
 
 	d := newTestDeployer(t, kube)
-	d.settings = Settings{StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"}
+	d.settings = Settings{Owner: testOwner, StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"}
 	res, _, err := sdl.Parse([]byte(leaseSDL), sdl.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,8 @@ const TenantServiceAccount = "tenant"
 
 // Settings are the provider's choices for how leases run.
 type Settings struct {
+	// Owner is the provider and chain the lease objects belong to (their labels).
+	Owner cluster.Owner
 	// StorageClasses maps an SDL persistent storage class to the cluster's StorageClass
 	// (absent: the same name).
 	StorageClasses map[string]string
@@ -93,7 +95,7 @@ func LeaseNamespace(id market.LeaseID) string {
 func BuildLease(id market.LeaseID, group market.ManifestGroup, s Settings) (*LeaseObjects, error) {
 	s = s.withDefaults()
 	ns := LeaseNamespace(id)
-	labels := cluster.LeaseLabels(id)
+	labels := s.Owner.LeaseLabels(id)
 	meta := func(name string, extra ...string) metav1.ObjectMeta {
 		l := make(map[string]string, len(labels)+len(extra)/2)
 		for k, v := range labels {
@@ -131,6 +133,11 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 	pod, claims, err := podSpec(svc, s)
 	if err != nil {
 		return err
+	}
+	// Claims made from the templates carry the lease's labels, so the inventory counts
+	// their volumes against the lease's reservation rather than on top of it.
+	for i := range claims {
+		claims[i].Labels = meta("", LabelService, svc.Name).Labels
 	}
 	if c := svc.Credentials; c != nil {
 		secret, err := pullSecret(meta(svc.Name+"-pull", LabelService, svc.Name), c)

@@ -96,7 +96,7 @@ func buildTestLease(t *testing.T) *LeaseObjects {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := BuildLease(testLease, res.Manifest[0], Settings{StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"})
+	objs, err := BuildLease(testLease, res.Manifest[0], Settings{Owner: testOwner, StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestOvercommitMatchesDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	oc := cluster.Overcommit{CPU: 100, Memory: 30, Storage: 200}
-	objs, err := BuildLease(testLease, res.Manifest[0], Settings{Overcommit: oc})
+	objs, err := BuildLease(testLease, res.Manifest[0], Settings{Owner: testOwner, Overcommit: oc})
 	if err != nil {
 		t.Fatal(err)
 	}

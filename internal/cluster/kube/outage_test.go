@@ -34,7 +34,7 @@ func TestAPIServerOutage(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
 	updates := make(chan LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, log, func(s LeaseStatus) {
+	mon, err := NewMonitor(cs, testOwner, log, func(s LeaseStatus) {
 		if s.Lease == id {
 			updates <- s
 		}
@@ -76,7 +76,7 @@ func TestAPIServerOutage(t *testing.T) {
 			}
 		}
 	}
-	if err := m.ManifestReceived(id, bytes.Repeat([]byte{1}, 32), group); err != nil {
+	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{1}, 32), group); err != nil {
 		t.Fatal(err)
 	}
 	await("the lease ready", time.Minute, func(s LeaseStatus) bool { return s.Ready })
@@ -97,7 +97,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// An update after the outage is applied and seen through the recovered informers.
 	// (The control plane's own controllers take about a minute to reconnect here.)
 	group.Services[0].Image = "nginx:1.28"
-	if err := m.ManifestReceived(id, bytes.Repeat([]byte{2}, 32), group); err != nil {
+	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{2}, 32), group); err != nil {
 		t.Fatal(err)
 	}
 	await("the update rolled out after the outage", 4*time.Minute, func(s LeaseStatus) bool {

@@ -61,12 +61,12 @@ func (p *pruner) kind(kind string, want, have []string, listErr error, del func(
 
 // Prune deletes the lease's objects the desired set o no longer has, so that a
 // manifest update removing a service, a port, a secret, a hostname or a leased IP
-// leaves nothing of it running. Only objects berth manages (label managed=true) in the
-// lease's namespace are considered. Persistent volume claims are kept: a tenant's data
+// leaves nothing of it running. Only owner's objects in the lease's namespace are
+// considered. Persistent volume claims are kept: a tenant's data
 // outlives a service's removal until the lease closes.
-func Prune(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects) error {
+func Prune(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects, owner cluster.Owner) error {
 	ns := o.Namespace.Name
-	opts := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"}
+	opts := metav1.ListOptions{LabelSelector: owner.Selector()}
 	bg := metav1.DeletePropagationBackground
 	del := metav1.DeleteOptions{PropagationPolicy: &bg}
 	var p pruner

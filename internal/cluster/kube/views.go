@@ -15,28 +15,34 @@ import (
 )
 
 // Informer caches hold every watched object for as long as it exists, and berth
-// watches every node and pod of the cluster. toView is the transform of every informer
-// here: it turns each object into a view holding what berth computes from it, worked
-// out once, and the names the caches index by. A pod's view is a few hundred bytes
-// where the pod is kilobytes (managed fields, annotations, volumes, environment).
-// Handlers and indexers therefore see views, never Kubernetes objects.
-func toView(o any) (any, error) {
+// watches every node and pod of the cluster. viewsFor's transform is the transform of
+// every informer here: it turns each object into a view holding what berth computes
+// from it, worked out once, and the names the caches index by. A pod's view is a few
+// hundred bytes where the pod is kilobytes (managed fields, annotations, volumes,
+// environment). Handlers and indexers therefore see views, never Kubernetes objects.
+// An object is a lease's only when it is owner's (its provider and chain): other
+// providers' pods and volumes on a shared cluster are ordinary usage.
+func viewsFor(owner cluster.Owner) func(o any) (any, error) {
+	return func(o any) (any, error) { return toView(o, owner) }
+}
+
+func toView(o any, owner cluster.Owner) (any, error) {
 	switch v := o.(type) {
 	case *corev1.Node:
 		return newNodeView(v), nil
 	case *corev1.Pod:
-		return newPodView(v), nil
+		return newPodView(v, owner), nil
 	case *corev1.Service:
-		return newServiceView(v), nil
+		return newServiceView(v, owner), nil
 	case *corev1.PersistentVolumeClaim:
-		return newPVCView(v), nil
+		return newPVCView(v, owner), nil
 	case *appsv1.Deployment:
-		w := newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
+		w := newWorkloadView(&v.ObjectMeta, owner, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
 		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
 		w.errors = deploymentErrors(v)
 		return w, nil
 	case *appsv1.StatefulSet:
-		w := newWorkloadView(&v.ObjectMeta, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
+		w := newWorkloadView(&v.ObjectMeta, owner, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
 		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
 		return w, nil
 	case *corev1.Event:
@@ -54,9 +60,9 @@ type view struct {
 	service string
 }
 
-func newView(m *metav1.ObjectMeta) view {
+func newView(m *metav1.ObjectMeta, owner cluster.Owner) view {
 	v := view{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}
-	if id, ok := cluster.LeaseFromLabels(m.Labels); ok && m.Namespace == LeaseNamespace(id) {
+	if id, ok := owner.LeaseOf(m.Labels); ok && m.Namespace == LeaseNamespace(id) {
 		v.lease, v.service = &id, m.Labels[LabelService]
 	}
 	return v
@@ -97,8 +103,8 @@ type podView struct {
 	errors []string
 }
 
-func newPodView(p *corev1.Pod) *podView {
-	return &podView{view: newView(&p.ObjectMeta), node: p.Spec.NodeName, requests: podRequests(p),
+func newPodView(p *corev1.Pod, owner cluster.Owner) *podView {
+	return &podView{view: newView(&p.ObjectMeta, owner), node: p.Spec.NodeName, requests: podRequests(p),
 		finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		created:  p.CreationTimestamp.Time, errors: podErrors(p)}
 }
@@ -122,8 +128,8 @@ type serviceView struct {
 	ports     []servicePort
 }
 
-func newServiceView(s *corev1.Service) *serviceView {
-	v := &serviceView{view: newView(&s.ObjectMeta), nodePorts: s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer}
+func newServiceView(s *corev1.Service, owner cluster.Owner) *serviceView {
+	v := &serviceView{view: newView(&s.ObjectMeta, owner), nodePorts: s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer}
 	for _, p := range s.Spec.Ports {
 		v.ports = append(v.ports, servicePort{port: p.Port, nodePort: p.NodePort, proto: p.Protocol})
 	}
@@ -142,8 +148,8 @@ type pvcView struct {
 	size  int64  // the larger of the request and the provisioned capacity
 }
 
-func newPVCView(c *corev1.PersistentVolumeClaim) *pvcView {
-	v := &pvcView{view: newView(&c.ObjectMeta)}
+func newPVCView(c *corev1.PersistentVolumeClaim, owner cluster.Owner) *pvcView {
+	v := &pvcView{view: newView(&c.ObjectMeta, owner)}
 	if c.Spec.StorageClassName == nil {
 		return v
 	}
@@ -168,8 +174,8 @@ type workloadView struct {
 	errors             []string
 }
 
-func newWorkloadView(m *metav1.ObjectMeta, wanted *int32, available, ready int32) *workloadView {
-	return &workloadView{view: newView(m), total: replicas(wanted), available: available, ready: ready}
+func newWorkloadView(m *metav1.ObjectMeta, owner cluster.Owner, wanted *int32, available, ready int32) *workloadView {
+	return &workloadView{view: newView(m, owner), total: replicas(wanted), available: available, ready: ready}
 }
 
 func (v *workloadView) DeepCopyObject() runtime.Object {

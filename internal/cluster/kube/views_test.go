@@ -20,7 +20,7 @@ import (
 // object, and works in an informer's store (keys, namespace index, deep copies).
 func TestViews(t *testing.T) {
 	id := market.LeaseID{Owner: "akash1view", DSeq: 3, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
-	labels := cluster.LeaseLabels(id)
+	labels := testOwner.LeaseLabels(id)
 	labels[LabelService] = "web"
 	meta := metav1.ObjectMeta{
 		Name: "web-1", Namespace: LeaseNamespace(id), Labels: labels, UID: "u1", ResourceVersion: "42",
@@ -152,11 +152,11 @@ func TestViews(t *testing.T) {
 		t.Fatal("a copy shares its errors")
 	}
 	// A view given back to the transform, and other objects, pass through.
-	if got, _ := toView(pv); got != any(pv) {
+	if got, _ := toView(pv, testOwner); got != any(pv) {
 		t.Fatal("a view was transformed again")
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: meta}
-	if got, _ := toView(cm); got != any(cm) {
+	if got, _ := toView(cm, testOwner); got != any(cm) {
 		t.Fatal("a config map was changed")
 	}
 	var _ runtime.Object = pv
@@ -164,7 +164,7 @@ func TestViews(t *testing.T) {
 
 func mustView[T any](t *testing.T, o any) T {
 	t.Helper()
-	got, err := toView(o)
+	got, err := toView(o, testOwner)
 	if err != nil {
 		t.Fatal(err)
 	}

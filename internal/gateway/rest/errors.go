@@ -57,6 +57,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, cluster.ErrStarting):
 		return http.StatusServiceUnavailable, cluster.ErrStarting.Error()
+	case errors.Is(err, cluster.ErrNotRecorded):
+		return http.StatusServiceUnavailable, "the provider could not record the manifest; send it again"
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the provider cannot answer right now; try again"
 	}

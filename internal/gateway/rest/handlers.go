@@ -17,8 +17,12 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// submitTimeout bounds a manifest submission (ledger queries and the hand-off).
+// submitTimeout bounds a manifest submission (ledger queries and the durable record).
 const submitTimeout = 2 * time.Minute
+
+// submitDrain is how long a submission under way may go on once the provider stops
+// (or the tenant hangs up): long enough to record the manifest and answer.
+const submitDrain = 30 * time.Second
 
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.Version)
@@ -33,8 +37,12 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
 }
 
 // putManifest accepts the deployment's manifest: 200 with an empty body once every
-// lease of the deployment with this provider has it (as Akash answers).
+// lease of the deployment with this provider has it, durably (as Akash answers, but
+// Akash answers before the manifest is anywhere but in memory). A provider stopping
+// meanwhile lets the submission finish (Serve waits for it, up to submitDrain).
 func (s *Server) putManifest(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
+	s.submissions.Add(1)
+	defer s.submissions.Done()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, manifest.MaxBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -50,8 +58,15 @@ func (s *Server) putManifest(w http.ResponseWriter, r *http.Request, id market.L
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), submitTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), submitTimeout)
 	defer cancel()
+	var drain *time.Timer
+	defer context.AfterFunc(r.Context(), func() { drain = time.AfterFunc(submitDrain, cancel) })()
+	defer func() {
+		if drain != nil {
+			drain.Stop()
+		}
+	}()
 	if err := s.deps.Manifests.Submit(ctx, id.Owner, id.DSeq, m); err != nil {
 		s.writeError(w, r, err)
 		return

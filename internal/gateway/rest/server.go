@@ -118,6 +118,9 @@ type Server struct {
 	// sessions counts websocket sessions, which outlive the HTTP server's own
 	// bookkeeping once hijacked.
 	sessions sync.WaitGroup
+	// submissions counts manifest submissions under way: a stopping server waits for
+	// them, so a manifest being recorded is recorded (and answered) before it exits.
+	submissions sync.WaitGroup
 	// open and perTenant count sessions for the limits.
 	mu        sync.Mutex
 	open      int
@@ -171,7 +174,8 @@ func (s *Server) TLSConfig() *tls.Config {
 }
 
 // Serve serves HTTPS on ln until ctx ends, then shuts down: new requests are refused,
-// running ones (and websockets) are given 5 s, then closed.
+// running ones (manifest submissions being recorded, above all) are given submitDrain
+// to finish and answer, then closed; websockets end with ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	var conns sync.WaitGroup
 	srv := &http.Server{
@@ -199,15 +203,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("gateway: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitDrain)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if err != nil {
+		// Manifest submissions go on (their answer may be lost; they are idempotent).
 		err = srv.Close()
 	}
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) {
 		err = errors.Join(err, serr)
 	}
+	s.submissions.Wait()
 	conns.Wait()
 	s.sessions.Wait() // their contexts derive from ctx: they are ending
 	return err
