@@ -162,6 +162,8 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	ctx := t.Context()
 	addNodes(t, kube, localenv.NodeSpec{Name: "claims-1", CPU: "8", Memory: "32Gi"})
 	d := newTestDeployer(t, kube)
+	// A cluster storage class of the test's own: other tests' claims are not counted.
+	d.settings.StorageClasses = map[string]string{"beta3": "claims-ssd"}
 	res, _, err := sdl.Parse([]byte(persistentSDL), sdl.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -169,7 +171,8 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	id := market.LeaseID{Owner: "akash1claims", DSeq: 1, GSeq: 1, OSeq: 1, Provider: testOwner.Provider}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner, Storage: map[string]int64{"beta3": 30 * gi}, NodePorts: 10}, slog.New(slog.DiscardHandler))
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner, Storage: map[string]int64{"beta3": 30 * gi}, NodePorts: 10,
+		StorageClasses: d.settings.StorageClasses}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
