@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,13 +24,12 @@ const (
 )
 
 // exitError carries the exit code of a command's failure: 1 when the command ran and
-// failed, 2 for usage errors. Errors cobra returns itself (unknown command or flag,
-// wrong arguments) are usage errors too.
+// failed, 2 for usage errors, a remote command's own exit code for `lease shell`.
+// Errors cobra returns itself (unknown command or flag, wrong arguments) are usage
+// errors too.
 type exitError struct {
 	code int
 	err  error
-	// quiet: the exit code says it all (a remote command's own exit status).
-	quiet bool
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -92,18 +92,26 @@ func main() {
 	}()
 	err := newRootCommand(log).ExecuteContext(ctx)
 	stop()
+	if code := exitStatus(os.Stderr, err); code != 0 {
+		os.Exit(code)
+	}
+}
+
+// exitStatus says why a command failed on w and returns the exit code it calls for (0
+// for no error; never 0 for one).
+func exitStatus(w io.Writer, err error) int {
 	if err == nil {
-		return
+		return 0
 	}
+	_, _ = fmt.Fprintf(w, "berth: %v\n", err)
 	var ee *exitError
-	if errors.As(err, &ee) {
-		if !ee.quiet {
-			fmt.Fprintf(os.Stderr, "berth: %v\n", err)
-		}
-		os.Exit(ee.code)
+	switch {
+	case !errors.As(err, &ee):
+		return 2
+	case ee.code < 1 || ee.code > 255:
+		return 1 // an exit status is a byte: 256 would read as success
 	}
-	fmt.Fprintf(os.Stderr, "berth: %v\n", err)
-	os.Exit(2)
+	return ee.code
 }
 
 // selfName is how to name berth in the commands it suggests: as it was started (say

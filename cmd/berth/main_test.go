@@ -112,3 +112,26 @@ func TestExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// TestExitStatus: a failure is said on stderr and never exits 0; a remote command's
+// exit code is kept when an exit status can carry it.
+func TestExitStatus(t *testing.T) {
+	tests := []struct {
+		err    error
+		code   int
+		stderr string
+	}{
+		{nil, 0, ""},
+		{errors.New("no ledger"), 2, "berth: no ledger\n"},
+		{usageError("--bad"), 2, "berth: --bad\n"},
+		{&exitError{code: 1, err: errors.New("lease shell failed")}, 1, "berth: lease shell failed\n"},
+		{&exitError{code: 3, err: errors.New("command terminated with exit code 3")}, 3, "berth: command terminated with exit code 3\n"},
+		{&exitError{code: 256, err: errors.New("command terminated with exit code 256")}, 1, "berth: command terminated with exit code 256\n"},
+	}
+	for _, tt := range tests {
+		var stderr bytes.Buffer
+		if got := exitStatus(&stderr, tt.err); got != tt.code || stderr.String() != tt.stderr {
+			t.Errorf("%v: exit %d, stderr %q; want %d, %q", tt.err, got, stderr.String(), tt.code, tt.stderr)
+		}
+	}
+}

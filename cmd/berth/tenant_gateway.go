@@ -538,7 +538,11 @@ func newLeaseShellCommand(f *ledgerFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shell DSEQ[/GSEQ/OSEQ] --service NAME [--tty] [--stdin] -- COMMAND [ARG...]",
 		Short: "Run a command in one of a service's pods; exits with the command's exit code",
-		Args:  cobra.MinimumNArgs(2),
+		Long: "shell runs a command in one of a service's pods and exits with its exit code. A shell\n" +
+			"that fails says why on standard error and exits non-zero: with the command's exit code\n" +
+			"when it ran and failed (\"command terminated with exit code N\", as kubectl exec), with 1\n" +
+			"when it could not run or the connection ended without a result.",
+		Args: cobra.MinimumNArgs(2),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if service == "" {
 				return usageError("--service is required")
@@ -560,11 +564,11 @@ func newLeaseShellCommand(f *ledgerFlags) *cobra.Command {
 				defer restore()
 				o.Resize = resize
 				code, err := gc.Shell(ctx, id, o)
-				if err != nil {
+				switch {
+				case err != nil:
 					return err
-				}
-				if code != 0 {
-					return &exitError{code: code, err: fmt.Errorf("the command exited with %d", code), quiet: true}
+				case code != 0: // as kubectl exec says it
+					return &exitError{code: code, err: fmt.Errorf("command terminated with exit code %d", code)}
 				}
 				return nil
 			})

@@ -126,9 +126,27 @@ func TestTenantGatewayCommands(t *testing.T) {
 	if out, err := shell([]string{"--service", "web"}, "echo", "hello from the shell"); err != nil || out != "hello from the shell\n" {
 		t.Fatalf("shell: %q %v", out, err)
 	}
-	if _, err := shell([]string{"--service", "web"}, "sh", "-c", "exit 3"); exitCode(err) != 3 {
-		t.Fatalf("shell exit code: %v (exit %d)", err, exitCode(err))
+	// A failed shell says why on stderr and exits non-zero: with the command's exit code
+	// when it ran.
+	failed := func(flags []string, command []string, code int, says string) string {
+		t.Helper()
+		out, err := shell(flags, command...)
+		var stderr strings.Builder
+		if got := exitStatus(&stderr, err); got != code || !strings.Contains(stderr.String(), says) {
+			t.Fatalf("shell %q: exit %d, stderr %q (output %q), want exit %d saying %q", command, got, stderr.String(), out, code, says)
+		}
+		return out
 	}
+	failed([]string{"--service", "web"}, []string{"sh", "-c", "exit 3"}, 3, "berth: command terminated with exit code 3\n")
+	// With a terminal and no stdin (kwok v0.8.0's exec panicked on it, which ended the
+	// cluster's nodes while the shell exited 0).
+	if out := failed([]string{"--service", "web", "-t"}, []string{"sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo in a terminal; exit 4"}, 4, "exit code 4"); out != "in a terminal\r\n" {
+		t.Fatalf("shell -t: output %q", out)
+	}
+	if out, err := shell([]string{"--service", "web", "-t"}, "echo", "hello"); err != nil || out != "hello\r\n" {
+		t.Fatalf("shell -t: %q %v", out, err)
+	}
+	failed([]string{"--service", "web"}, []string{"berth-no-such-command"}, 1, "could not run the command")
 	if _, err := shell([]string{"--service", "web", "--pod-index", "7"}, "true"); err == nil || !strings.Contains(err.Error(), "index") {
 		t.Fatalf("shell on a pod that does not exist: %v", err)
 	}

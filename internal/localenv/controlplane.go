@@ -56,8 +56,8 @@ type ControlPlane struct {
 	// "<RFC3339Nano> stdout F <line>"); `kubectl logs` streams it.
 	ContainerLogFile string
 	// ExecDir is the working directory of commands run by `kubectl exec`: they run on
-	// this host, as the user running the control plane (without a terminal the node
-	// server runs them, with their exit code; with one, kwok does: nodeserver.go).
+	// this host, as the user running the control plane, with or without a terminal
+	// (the node server runs them: nodeserver.go).
 	ExecDir string
 
 	cfg       *rest.Config
@@ -531,7 +531,7 @@ func writeControlPlaneFiles(dir, binDir, serverURL string, throughput bool) (con
 		return f, fmt.Errorf("create container log: %w", err)
 	}
 	f.kwokConfig = filepath.Join(f.kwokHome, "config.yaml")
-	return f, writeKwokConfig(f.kwokConfig, filepath.Join(binDir, "kwok-stages"), f.containerLog, f.execDir, throughput)
+	return f, writeKwokConfig(f.kwokConfig, filepath.Join(binDir, "kwok-stages"), f.containerLog, throughput)
 }
 
 func writeKubeconfig(path, server, caFile string, c certPair) error {

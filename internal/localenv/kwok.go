@@ -24,10 +24,12 @@ var kwokStages = []string{
 }
 
 // writeKwokConfig writes kwok's --config: the stages plus a ClusterLogs serving logFile
-// as every container's log and a ClusterExec running `exec` commands in execDir on the
-// host (only those with a terminal: the node server runs the others). throughput raises kwok's parallelism from its defaults (4 stage and lease
-// workers, 1 pod sync worker). kwok's client has no rate limit of its own.
-func writeKwokConfig(path, stagesDir, logFile, execDir string, throughput bool) error {
+// as every container's log. It gives kwok no ClusterExec: the node server runs every
+// exec, and without one an exec that reached kwok would fail before its exec code (which
+// panics on a terminal without stdin). throughput raises kwok's parallelism from its
+// defaults (4 stage and lease workers, 1 pod sync worker). kwok's client has no rate
+// limit of its own.
+func writeKwokConfig(path, stagesDir, logFile string, throughput bool) error {
 	var b bytes.Buffer
 	for _, s := range kwokStages {
 		data, err := os.ReadFile(filepath.Join(stagesDir, s))
@@ -49,16 +51,7 @@ spec:
   logs:
   - logsFile: %q
     follow: true
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: ClusterExec
-metadata:
-  name: berth-testenv-exec
-spec:
-  execs:
-  - local:
-      workDir: %q
-`, logFile, execDir)
+`, logFile)
 	if throughput {
 		b.WriteString(`---
 apiVersion: config.kwok.x-k8s.io/v1alpha1

@@ -150,7 +150,7 @@ func TestKwokConfig(t *testing.T) {
 		}
 	}
 	out := filepath.Join(t.TempDir(), "kwok.yaml")
-	if err := writeKwokConfig(out, stages, "/var/log/c.log", "/tmp/exec", false); err != nil {
+	if err := writeKwokConfig(out, stages, "/var/log/c.log", false); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(out)
@@ -164,13 +164,20 @@ func TestKwokConfig(t *testing.T) {
 	if got := strings.Count(text, "kind: Stage\n"); got != len(kwokStages) {
 		t.Errorf("config has %d stages, want %d", got, len(kwokStages))
 	}
-	for _, want := range []string{"kind: ClusterLogs", `logsFile: "/var/log/c.log"`, "kind: ClusterExec", `workDir: "/tmp/exec"`} {
+	for _, want := range []string{"kind: ClusterLogs", `logsFile: "/var/log/c.log"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("config lacks %q", want)
 		}
 	}
+	// The node server runs every exec: kwok, whose exec panics on a terminal without
+	// stdin, gets no rule to run one by.
+	for _, kind := range []string{"kind: Exec", "kind: ClusterExec"} {
+		if strings.Contains(text, kind) {
+			t.Errorf("kwok is given an exec rule (%s)", kind)
+		}
+	}
 
-	if err := writeKwokConfig(out, stages, "/var/log/c.log", "/tmp/exec", true); err != nil {
+	if err := writeKwokConfig(out, stages, "/var/log/c.log", true); err != nil {
 		t.Fatal(err)
 	}
 	if b, err = os.ReadFile(out); err != nil {
@@ -185,7 +192,7 @@ func TestKwokConfig(t *testing.T) {
 	if err := os.Remove(filepath.Join(stages, kwokStages[0])); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeKwokConfig(out, stages, "l", "e", false); err == nil || !strings.Contains(err.Error(), kwokStages[0]) {
+	if err := writeKwokConfig(out, stages, "l", false); err == nil || !strings.Contains(err.Error(), kwokStages[0]) {
 		t.Errorf("missing stage file: err = %v, want it named", err)
 	}
 }

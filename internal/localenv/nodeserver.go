@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -27,16 +28,18 @@ import (
 )
 
 // nodeServer is the kubelet endpoint every simulated node advertises (kwok's
-// --node-port), in front of kwok's own server. It runs `exec` without a terminal
-// itself and hands everything else (logs, exec with a terminal, attach, port-forward,
-// health) to kwok unchanged.
+// --node-port), in front of kwok's own server. It runs `exec` itself, with a terminal
+// or without, and hands everything else (logs, attach, port-forward, health) to kwok
+// unchanged. No exec request reaches kwok.
 //
-// kwok v0.8.0's exec loses two things a tenant's shell relies on: a non-zero exit of
-// the command reaches the client as an internal error rather than as the exit code
-// (kwok wraps the *exec.ExitError, and the kubelet streaming library only recognises
-// it unwrapped), and the command's stdin is never closed, so `cat` never sees the end
-// of its input. Here the command runs on this host in the exec directory, as kwok's
-// would, with both right. With a terminal kwok's pty is needed, and its limits stay.
+// kwok v0.8.0's exec gets wrong what a tenant's shell relies on. A non-zero exit of the
+// command reaches the client as an internal error rather than as the exit code (kwok
+// wraps the *exec.ExitError, and the kubelet streaming library only recognises it
+// unwrapped); without a terminal the command's stdin is never closed, so `cat` never
+// sees the end of its input; with a terminal but no stdin or no stdout, kwok copies
+// from or to a nil stream in a goroutine of its own, and the panic ends kwok (and the
+// simulated nodes with it). Here the command runs on this host in the exec directory,
+// as kwok's would, with all of that right.
 //
 // Only clients with a certificate from the control plane's CA (the API server) are
 // served. stop ends running commands and returns once every request has finished.
@@ -108,6 +111,9 @@ func startNodeServer(ctx context.Context, cfg nodeServerConfig) (*nodeServer, er
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec/{namespace}/{pod}/{container}", s.exec)
 	mux.HandleFunc("/exec/{namespace}/{pod}/{uid}/{container}", s.exec)
+	// No other path under /exec/ reaches kwok either: its router ignores a trailing
+	// slash (say), and would run its own exec.
+	mux.HandleFunc("/exec/", http.NotFound)
 	mux.Handle("/", s.proxy)
 	s.srv = &http.Server{
 		Handler: s.track(mux),
@@ -166,16 +172,19 @@ func (s *nodeServer) stop() {
 }
 
 // exec serves the kubelet's exec endpoint with the remote command protocol v4 over
-// SPDY (what the API server speaks to kubelets, translating websocket clients).
+// SPDY (what the API server speaks to kubelets, translating websocket clients), with
+// a terminal or without, as a kubelet does.
 func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if q.Get(corev1.ExecTTYParam) == "1" {
-		s.proxy.ServeHTTP(w, r)
-		return
-	}
 	argv := q[corev1.ExecCommandParam]
 	if len(argv) == 0 {
 		http.Error(w, "no command", http.StatusBadRequest)
+		return
+	}
+	if strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		// Only clients of an old protocol reach a kubelet by websocket: the API server
+		// translates its own (v5) to SPDY.
+		http.Error(w, "exec by websocket is not served here: use the API server's v5.channel.k8s.io protocol, or SPDY", http.StatusBadRequest)
 		return
 	}
 	want := map[string]bool{corev1.StreamTypeError: true}
@@ -183,6 +192,16 @@ func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 		if q.Get(param) == "1" {
 			want[typ] = true
 		}
+	}
+	if len(want) == 1 {
+		http.Error(w, "exec needs at least one of stdin, stdout and stderr", http.StatusBadRequest)
+		return
+	}
+	tty := q.Get(corev1.ExecTTYParam) == "1"
+	if tty {
+		// A terminal has one output, and a size (as on a kubelet, stderr is ignored).
+		delete(want, corev1.StreamTypeStderr)
+		want[corev1.StreamTypeResize] = true
 	}
 	if _, err := httpstream.Handshake(r, w, []string{remotecommand.StreamProtocolV4Name}); err != nil {
 		return // Handshake told the client
@@ -204,6 +223,9 @@ func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader told the client
 	}
 	defer func() { _ = conn.Close() }()
+	// The node server stopping ends the connection, and with it any write to a client
+	// that does not read.
+	defer context.AfterFunc(r.Context(), func() { _ = conn.Close() })()
 	streams := map[string]httpstream.Stream{}
 	timeout := time.NewTimer(execStreamTimeout)
 	defer timeout.Stop()
@@ -237,25 +259,37 @@ func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	stdinDone, err := s.run(ctx, argv, streams[corev1.StreamTypeStdin], streams[corev1.StreamTypeStdout], streams[corev1.StreamTypeStderr])
+	// Goroutines reading from the client (stdin, resizes) may still wait on it once
+	// the command is over: closing the connection ends them.
+	var readers sync.WaitGroup
+	var err error
+	if tty {
+		err = s.runTerminal(ctx, argv, streams[corev1.StreamTypeStdin], streams[corev1.StreamTypeStdout], streams[corev1.StreamTypeResize], &readers)
+	} else {
+		err = s.run(ctx, argv, streams[corev1.StreamTypeStdin], streams[corev1.StreamTypeStdout], streams[corev1.StreamTypeStderr], &readers)
+	}
 	if b, jerr := json.Marshal(execStatus(err)); jerr == nil {
 		_, _ = streams[corev1.StreamTypeError].Write(b)
 	}
-	// Closing the connection ends a read of stdin still waiting for the client.
 	_ = conn.Close()
-	<-stdinDone
+	readers.Wait()
 }
 
-// run runs a command in the exec directory, in its own process group (killed whole
-// when ctx ends), and returns when it has exited; stdinDone is closed once the copy of
-// stdin, which may wait on the client, has stopped.
-func (s *nodeServer) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (stdinDone <-chan struct{}, err error) {
-	done := make(chan struct{})
+// command is argv to run in the exec directory, in its own process group, killed
+// whole when ctx ends.
+func (s *nodeServer) command(ctx context.Context, argv []string) *exec.Cmd {
 	//nolint:gosec // G204: running the client's command on this host is what this test double is for
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = s.execDir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	return cmd
+}
+
+// run runs a command without a terminal and returns when it has exited. The copy of
+// stdin, which may wait on the client, is counted in readers.
+func (s *nodeServer) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer, readers *sync.WaitGroup) error {
+	cmd := s.command(ctx, argv)
 	// A background child keeping stdout open does not hold the session.
 	cmd.WaitDelay = time.Second
 	if stdout != nil {
@@ -266,25 +300,21 @@ func (s *nodeServer) run(ctx context.Context, argv []string, stdin io.Reader, st
 	}
 	var in io.WriteCloser
 	if stdin != nil {
+		var err error
 		if in, err = cmd.StdinPipe(); err != nil {
-			close(done)
-			return done, err
+			return err
 		}
 	}
 	if err := cmd.Start(); err != nil {
-		close(done)
-		return done, err
+		return err
 	}
-	if in == nil {
-		close(done)
-	} else {
-		go func() {
-			defer close(done)
+	if in != nil {
+		readers.Go(func() {
 			_, _ = io.Copy(in, stdin)
 			_ = in.Close() // the end of the client's stdin is the end of the command's
-		}()
+		})
 	}
-	return done, cmd.Wait()
+	return cmd.Wait()
 }
 
 // execStatus is the v4 protocol's result: success, the exit code, or why the command
@@ -294,16 +324,25 @@ func execStatus(err error) metav1.Status {
 	switch {
 	case err == nil:
 		return metav1.Status{Status: metav1.StatusSuccess}
-	case errors.As(err, &exit) && exit.Exited():
+	case errors.As(err, &exit) && exitCode(exit) > 0:
 		return metav1.Status{
 			Status: metav1.StatusFailure, Reason: remotecommand.NonZeroExitCodeReason,
 			Message: fmt.Sprintf("command terminated with non-zero exit code: %v", exit),
 			Details: &metav1.StatusDetails{Causes: []metav1.StatusCause{{
-				Type: remotecommand.ExitCodeCauseType, Message: strconv.Itoa(exit.ExitCode()),
+				Type: remotecommand.ExitCodeCauseType, Message: strconv.Itoa(exitCode(exit)),
 			}}},
 		}
 	default:
 		return metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonInternalError,
 			Message: "error executing command in container: " + err.Error()}
 	}
+}
+
+// exitCode is a command's exit status as a container runtime reports it: 128 plus the
+// signal's number for a command a signal ended.
+func exitCode(exit *exec.ExitError) int {
+	if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return exit.ExitCode()
 }

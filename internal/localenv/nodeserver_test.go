@@ -6,15 +6,18 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -22,10 +25,11 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 )
 
-// TestNodeServer runs the node server in front of a stand-in for kwok: exec without a
-// terminal runs here with its output, its exit code and the end of its stdin; exec with
-// a terminal and everything else reach the backend; a client without a certificate
-// from the CA is refused.
+// TestNodeServer runs the node server in front of a stand-in for kwok: exec runs here,
+// without a terminal (output, exit code, the end of its stdin) and with one (with or
+// without stdin and stdout, resizes, hang-up at the end of stdin); no exec request
+// reaches the backend, everything else does; a client without a certificate from the
+// CA is refused.
 func TestNodeServer(t *testing.T) {
 	dir := t.TempDir()
 	p, err := newPKI(dir)
@@ -82,29 +86,55 @@ func TestNodeServer(t *testing.T) {
 	defer s.stop()
 	cfg := &rest.Config{Host: "https://" + s.addr, TLSClientConfig: rest.TLSClientConfig{CAData: caPEM, CertData: client.CertPEM, KeyData: client.KeyPEM}}
 
-	exec := func(t *testing.T, cmd []string, stdin io.Reader, tty bool) (string, string, error) {
+	type execOpts struct {
+		stdin     io.Reader
+		noStdout  bool
+		tty       bool
+		sizes     remotecommand.TerminalSizeQueue
+		stdout    io.Writer // instead of the output returned
+		urlSuffix string
+	}
+	execWith := func(t *testing.T, cmd []string, o execOpts) (string, string, error) {
 		t.Helper()
-		q := url.Values{corev1.ExecCommandParam: cmd, corev1.ExecStdoutParam: {"1"}}
-		if !tty {
+		q := url.Values{corev1.ExecCommandParam: cmd}
+		if !o.noStdout {
+			q.Set(corev1.ExecStdoutParam, "1")
+		}
+		if !o.tty {
 			q.Set(corev1.ExecStderrParam, "1")
 		} else {
 			q.Set(corev1.ExecTTYParam, "1")
 		}
-		if stdin != nil {
+		if o.stdin != nil {
 			q.Set(corev1.ExecStdinParam, "1")
 		}
-		u := &url.URL{Scheme: "https", Host: s.addr, Path: "/exec/ns/pod/web", RawQuery: q.Encode()}
+		u := &url.URL{Scheme: "https", Host: s.addr, Path: "/exec/ns/pod/web" + o.urlSuffix, RawQuery: q.Encode()}
 		ex, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, u)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out, errOut bytes.Buffer
-		opts := remotecommand.StreamOptions{Stdin: stdin, Stdout: &out, Tty: tty}
-		if !tty {
+		opts := remotecommand.StreamOptions{Stdin: o.stdin, Tty: o.tty, TerminalSizeQueue: o.sizes}
+		switch {
+		case o.stdout != nil:
+			opts.Stdout = o.stdout
+		case !o.noStdout:
+			opts.Stdout = &out
+		}
+		if !o.tty {
 			opts.Stderr = &errOut
 		}
 		err = ex.StreamWithContext(t.Context(), opts)
 		return out.String(), errOut.String(), err
+	}
+	exec := func(t *testing.T, cmd []string, stdin io.Reader, tty bool) (string, string, error) {
+		t.Helper()
+		return execWith(t, cmd, execOpts{stdin: stdin, tty: tty})
+	}
+	backendSaw := func(prefix string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(backendPaths, func(p string) bool { return strings.HasPrefix(p, prefix) })
 	}
 
 	t.Run("output", func(t *testing.T) {
@@ -141,14 +171,125 @@ func TestNodeServer(t *testing.T) {
 			t.Fatalf("err %v, want a failure that is not an exit code", err)
 		}
 	})
-	t.Run("terminal goes to kwok", func(t *testing.T) {
-		if _, _, err := exec(t, []string{"sh"}, nil, true); err == nil {
-			t.Fatal("the stand-in refuses exec, yet it succeeded")
+	// With a terminal the command runs here too (kwok's exec panics without stdin or
+	// stdout, and loses the exit code): in a terminal, with its exit code.
+	t.Run("terminal without stdin", func(t *testing.T) {
+		out, _, err := exec(t, []string{"sh", "-c", "[ -t 0 ] && [ -t 1 ] && [ -t 2 ] && cat marker; exit 3"}, nil, true)
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 3 || out != "in the exec dir\r\n" {
+			t.Fatalf("output %q, err %v, want exit code 3", out, err)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(backendPaths) == 0 || backendPaths[len(backendPaths)-1] != "/exec/ns/pod/web" {
-			t.Fatalf("backend saw %v", backendPaths)
+	})
+	t.Run("terminal without stdout", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer func() { _ = pw.Close() }()
+		_, _, err := execWith(t, []string{"sh", "-c", "echo read by nobody; exit 4"}, execOpts{stdin: pr, noStdout: true, tty: true})
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 4 {
+			t.Fatalf("err %v, want exit code 4", err)
+		}
+	})
+	t.Run("terminal with input and resizes", func(t *testing.T) {
+		// For each line typed, the shell prints the terminal's size; it ends at "q".
+		sizes := &sizeQueue{c: make(chan remotecommand.TerminalSize, 1)}
+		sizes.c <- remotecommand.TerminalSize{Width: 120, Height: 30}
+		pr, pw := io.Pipe()
+		defer func() { _ = pw.Close() }()
+		var out lockedBuffer
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() { _ = pr.Close() }() // a write of the test's then fails rather than waits
+			_, _, err = execWith(t, []string{"sh", "-c", `while read x; do [ "$x" = q ] && exit 5; echo "size $(stty size)"; done`},
+				execOpts{stdin: pr, tty: true, sizes: sizes, stdout: &out})
+		}()
+		for _, want := range []string{"size 30 120\r\n", "size 24 80\r\n"} {
+			eventually(t, 30*time.Second, want, func() bool {
+				if _, err := pw.Write([]byte("\n")); err != nil {
+					t.Fatal(err)
+				}
+				return strings.Contains(out.String(), want)
+			})
+			sizes.c <- remotecommand.TerminalSize{Width: 80, Height: 24}
+		}
+		if _, err := pw.Write([]byte("q\n")); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		close(sizes.c) // ends client-go's wait for sizes
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 5 {
+			t.Fatalf("err %v, want exit code 5; output %q", err, out.String())
+		}
+	})
+	t.Run("the end of stdin hangs the terminal up", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer func() { _ = pw.Close() }()
+		var out lockedBuffer
+		var err error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer func() { _ = pr.Close() }()
+			_, _, err = execWith(t, []string{"sh", "-c", `trap 'echo hung up; exit 6' HUP; echo ready; while :; do sleep 0.05; done`},
+				execOpts{stdin: pr, tty: true, stdout: &out})
+		}()
+		eventually(t, 30*time.Second, "the trap set", func() bool { return strings.Contains(out.String(), "ready") })
+		_ = pw.Close()
+		<-done
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 6 || !strings.Contains(out.String(), "hung up") {
+			t.Fatalf("output %q, err %v, want exit code 6", out.String(), err)
+		}
+	})
+	t.Run("a signal's exit code", func(t *testing.T) {
+		_, _, err := exec(t, []string{"sh", "-c", "kill -TERM $$"}, nil, false)
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 128+15 {
+			t.Fatalf("err %v, want exit code 143", err)
+		}
+	})
+	t.Run("no exec reaches kwok", func(t *testing.T) {
+		// kwok's router ignores a trailing slash.
+		if _, _, err := execWith(t, []string{"true"}, execOpts{tty: true, urlSuffix: "/"}); err == nil {
+			t.Fatal("an exec path with a trailing slash succeeded")
+		}
+		if backendSaw("/exec/") {
+			t.Fatal("an exec request reached kwok")
+		}
+	})
+	t.Run("bad exec requests", func(t *testing.T) {
+		hc, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hc.CloseIdleConnections()
+		for _, c := range []struct {
+			name, query string
+			header      http.Header
+			want        string
+		}{
+			{"no streams", "command=true&tty=1", nil, "at least one of stdin, stdout and stderr"},
+			{"websocket", "command=true&stdout=1", http.Header{"Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, "not served here"},
+		} {
+			req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, "https://"+s.addr+"/exec/ns/pod/web?"+c.query, http.NoBody)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(req.Header, c.header)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), c.want) {
+				t.Errorf("%s: %s %q, want 400 with %q", c.name, resp.Status, b, c.want)
+			}
+		}
+		if backendSaw("/exec/") {
+			t.Fatal("an exec request reached kwok")
 		}
 	})
 	t.Run("the rest goes to kwok", func(t *testing.T) {
@@ -188,4 +329,35 @@ func TestNodeServer(t *testing.T) {
 			t.Fatalf("served without a client certificate: %s", resp.Status)
 		}
 	})
+}
+
+// sizeQueue hands client-go the sizes sent on c, until c is closed.
+type sizeQueue struct {
+	c chan remotecommand.TerminalSize
+}
+
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	sz, ok := <-q.c
+	if !ok {
+		return nil
+	}
+	return &sz
+}
+
+// lockedBuffer is a buffer written and read by different goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestExec runs commands in a lease's pods through the API server. The local
-// control plane runs them on this host (localenv's node server; kwok with a terminal).
+// control plane runs them on this host (localenv's node server).
 func TestExec(t *testing.T) {
 	kube := testenv.Cluster(t)
 	ctx := t.Context()
@@ -49,6 +49,27 @@ func TestExec(t *testing.T) {
 			t.Fatalf("exit %d, stdout %q", code, out)
 		}
 	})
+	// kwok v0.8.0's exec with a terminal panics without stdin or stdout (a nil stream),
+	// which ended kwok and the cluster with it, and loses the exit code: the local
+	// control plane's node server runs these.
+	t.Run("terminal without input", func(t *testing.T) {
+		var out bytes.Buffer
+		code, err := s.Exec(ctx, l.id, ExecOptions{Service: "web", TTY: true, Stdout: &out,
+			Command: []string{"sh", "-c", `[ -t 0 ] && [ -t 1 ] && echo in a terminal; exit 3`}})
+		if err != nil || code != 3 || out.String() != "in a terminal\r\n" {
+			t.Fatalf("exit %d, err %v, output %q", code, err, out.String())
+		}
+	})
+	t.Run("terminal without output", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		defer func() { _ = pw.Close() }()
+		code, err := s.Exec(ctx, l.id, ExecOptions{Service: "web", TTY: true, Stdin: pr,
+			Command: []string{"sh", "-c", "echo nobody reads this; exit 4"}})
+		_ = pr.Close()
+		if err != nil || code != 4 {
+			t.Fatalf("exit %d, err %v", code, err)
+		}
+	})
 	t.Run("terminal", func(t *testing.T) {
 		// The shell prints the terminal's size for each line it reads, and stops at "q".
 		pr, pw := io.Pipe()
@@ -62,7 +83,7 @@ func TestExec(t *testing.T) {
 		wg.Go(func() {
 			defer func() { _ = pr.Close() }() // a write of the test's then fails rather than waits
 			code, err = s.Exec(ctx, l.id, ExecOptions{Service: "web", TTY: true, Resize: resize, Stdin: pr, Stdout: &out,
-				Command: []string{"sh", "-c", `while read x; do [ "$x" = q ] && exit 0; stty size; done`}})
+				Command: []string{"sh", "-c", `while read x; do [ "$x" = q ] && exit 5; stty size; done`}})
 		})
 		eventually(t, "the terminal's size", func() bool {
 			if _, err := pw.Write([]byte("\n")); err != nil {
@@ -74,7 +95,7 @@ func TestExec(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Wait()
-		if err != nil || code != 0 {
+		if err != nil || code != 5 {
 			t.Fatalf("exit %d, err %v; output %q", code, err, out.String())
 		}
 	})
