@@ -49,6 +49,8 @@ type session struct {
 	br   *chain.Broadcaster
 	out  io.Writer
 	json bool
+	// say prints a progress line (to standard error; deploy prints its own way).
+	say func(line string)
 }
 
 func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing bool) (*session, error) {
@@ -59,7 +61,8 @@ func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing b
 	if err != nil {
 		return nil, err
 	}
-	s := &session{c: c, out: cmd.OutOrStdout(), json: f.output == "json"}
+	progress := cmd.ErrOrStderr()
+	s := &session{c: c, out: cmd.OutOrStdout(), json: f.output == "json", say: func(line string) { _, _ = fmt.Fprintln(progress, line) }}
 	// Queries need the key too: its address is whose deployments and leases to list.
 	kr, err := keys.Open(node.KeyringDir(f.home), c.Params().AddressPrefix)
 	if err != nil {

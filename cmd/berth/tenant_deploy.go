@@ -55,9 +55,12 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 			"of each order (or --provider's), sends the manifest to the providers, and waits until\n" +
 			"every service is ready; then it prints the services' URIs and forwarded ports.\n\n" +
 			"An invalid SDL file fails before anything is written to the ledger. When no bid\n" +
-			"comes within --bid-timeout, a provider refuses the manifest, the lease is not ready\n" +
-			"within --ready-timeout, or deploy is interrupted, the deployment is closed so that its\n" +
-			"deposit comes back, unless --keep is given.",
+			"comes within --bid-timeout, a provider refuses the manifest (4xx), the manifest is not\n" +
+			"delivered or the lease not ready within --ready-timeout, or deploy is interrupted, the\n" +
+			"deployment is closed so that its deposit comes back, unless --keep is given.\n\n" +
+			"A provider that does not answer (unreachable, restarting: connection refused or reset,\n" +
+			"a timeout, a 5xx) is asked again with backoff for as long as --ready-timeout allows,\n" +
+			"with a line saying so; that alone never closes the deployment.",
 		Args: exactArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			if err := f.checkOutput(); err != nil {
@@ -92,6 +95,7 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 			if s.json {
 				d.progress = cmd.ErrOrStderr()
 			}
+			s.say = func(line string) { d.say("%s", line) }
 			return d.run(cmd.Context())
 		}),
 	}
@@ -101,7 +105,7 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 	fl.Uint64Var(&o.dseq, "dseq", 0, "deployment sequence (default: the current block height)")
 	fl.DurationVar(&o.bidTimeout, "bid-timeout", 2*time.Minute, "how long to wait for bids")
 	fl.DurationVar(&o.bidWait, "bid-wait", 3*time.Second, "once every order has a bid, how long to wait for other providers' bids")
-	fl.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "how long to wait for the leases to be ready")
+	fl.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "how long to wait for the providers to take the manifest and the leases to be ready")
 	fl.BoolVar(&o.keep, "keep", false, "on failure, keep the deployment open (default: close it so the deposit comes back)")
 	fl.BoolVar(&o.strict, "strict", false, "treat SDL warnings as errors")
 	o.gateway.register(fl)
@@ -161,10 +165,21 @@ func (d *deployer) run(ctx context.Context) (retErr error) {
 	if err != nil {
 		return err
 	}
-	if err := d.sendManifest(ctx, ids); err != nil {
+	// Sending the manifest and waiting for the leases share --ready-timeout: while a
+	// provider is unreachable (restarting, say), both keep trying within it.
+	d.say("sending the manifest; waiting up to %s for the lease(s) to be ready", d.o.readyTimeout)
+	ready, cancel := context.WithTimeout(ctx, d.o.readyTimeout)
+	defer cancel()
+	if err := d.sendManifest(ready, ids); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return fmt.Errorf("interrupted while sending the manifest: %w", err)
+		case ready.Err() != nil:
+			return fmt.Errorf("the manifest was not delivered within %s: %w", d.o.readyTimeout, err)
+		}
 		return err
 	}
-	statuses, err := d.waitReady(ctx, ids)
+	statuses, err := d.waitReady(ctx, ready, ids)
 	if err != nil {
 		return err
 	}
@@ -346,10 +361,9 @@ func (d *deployer) lease(ctx context.Context, bids map[market.OrderID][]ledger.B
 	return ids, nil
 }
 
-// sendManifest sends the manifest to each provider of the leases.
+// sendManifest sends the manifest to each provider of the leases, each asked again
+// while it does not answer, until ctx ends.
 func (d *deployer) sendManifest(ctx context.Context, ids []market.LeaseID) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*d.f.timeout)
-	defer cancel()
 	return sendManifestTo(ctx, d.gateway, ids, d.id.DSeq, d.r.Manifest, func(provider string) error {
 		d.say("manifest sent to %s", provider)
 		return nil
@@ -374,14 +388,12 @@ func (d *deployer) gateway(ctx context.Context, provider string) (*client.Client
 }
 
 // waitReady polls each lease's status on its provider until all are ready, a
-// deployment fails, or --ready-timeout passes.
-func (d *deployer) waitReady(ctx context.Context, ids []market.LeaseID) (map[market.LeaseID]api.LeaseStatus, error) {
-	d.say("waiting for the lease(s) to be ready (up to %s)", d.o.readyTimeout)
-	outer := ctx
-	ctx, cancel := context.WithTimeout(ctx, d.o.readyTimeout)
-	defer cancel()
+// deployment fails, or ctx (--ready-timeout) ends; outer is the command's context. A
+// provider that does not answer is asked again meanwhile (see client.Client).
+func (d *deployer) waitReady(outer, ctx context.Context, ids []market.LeaseID) (map[market.LeaseID]api.LeaseStatus, error) {
 	statuses := map[market.LeaseID]api.LeaseStatus{}
 	last := map[market.LeaseID]string{}
+	var unanswered error // the last status request the wait's end cut short
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -390,6 +402,7 @@ func (d *deployer) waitReady(ctx context.Context, ids []market.LeaseID) (map[mar
 			st, err := d.status(ctx, id)
 			if err != nil {
 				if ctx.Err() != nil {
+					unanswered = err
 					break
 				}
 				return nil, err
@@ -413,6 +426,9 @@ func (d *deployer) waitReady(ctx context.Context, ids []market.LeaseID) (map[mar
 		case <-ctx.Done():
 			if err := outer.Err(); err != nil {
 				return nil, err
+			}
+			if unanswered != nil {
+				return nil, fmt.Errorf("the lease(s) were not ready within %s: %w", d.o.readyTimeout, unanswered)
 			}
 			return nil, fmt.Errorf("the lease(s) were not ready within %s: %s", d.o.readyTimeout, notReadyReasons(statuses))
 		case <-tick.C:

@@ -43,7 +43,7 @@ func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, 
 	if err := s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: provider}, &prov); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", provider, err)
 	}
-	opts := client.Options{HostURI: prov.HostURI, Provider: provider, Timeout: f.timeout,
+	opts := client.Options{HostURI: prov.HostURI, Provider: provider, Timeout: f.timeout, OnRetry: retryNotice(provider, s.say),
 		Certs: func(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
 			var resp ledger.CertificatesResponse
 			if err := s.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
@@ -81,6 +81,16 @@ func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, 
 		opts.Signer, opts.Tenant = s.priv, s.key.Address
 	}
 	return client.New(opts)
+}
+
+// retryNotice tells the user that a provider does not answer and is asked again: at
+// a request's first retry, then every tenth.
+func retryNotice(provider string, say func(string)) func(attempt int, err error, pause time.Duration) {
+	return func(attempt int, err error, pause time.Duration) {
+		if attempt == 1 || attempt%10 == 0 {
+			say(fmt.Sprintf("provider %s unreachable (%v); retrying in %s (attempt %d), until the wait ends", provider, err, pause.Round(10*time.Millisecond), attempt+1))
+		}
+	}
 }
 
 func newCertCommand(f *ledgerFlags) *cobra.Command {

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
 
 	cmtbytes "github.com/cometbft/cometbft/libs/bytes"
+	rpctypes "github.com/cometbft/cometbft/rpc/jsonrpc/types"
+	cmttypes "github.com/cometbft/cometbft/types"
 
 	"berth.dev/berth/internal/ledger"
 )
@@ -17,7 +20,8 @@ import (
 type BroadcastOptions struct {
 	// MaxMsgsPerTx bounds a batch (default and ceiling: the chain's max_msgs_per_tx).
 	MaxMsgsPerTx int
-	// Timeout bounds the wait for a transaction to be in a block (default 30 s).
+	// Timeout bounds a Broadcast: signing, sending, sequence repairs and the wait for
+	// the transaction to be in a block (default 30 s).
 	Timeout time.Duration
 	// InFlight is how many batches may wait for inclusion at once (default 16).
 	InFlight int
@@ -42,9 +46,20 @@ const txOverhead = 2048
 
 // Broadcaster sends one account's transactions. Broadcast sends messages as one
 // transaction and waits for it; Submit queues messages to be batched with others by
-// Run. Sequence numbers are assigned in submission order; a sequence mismatch (another
-// process using the key, a transaction dropped from the mempool) is repaired by
-// re-reading the account and signing again.
+// Run.
+//
+// Several broadcasters may sign for one account at once (several processes using one
+// key): each call's messages are executed at most once, and a call reports failure
+// only when its transaction provably did not land. Sequence numbers are assigned in
+// submission order; a sequence the node refuses (another user of the key got in
+// first, a transaction dropped from the mempool) is repaired by re-reading the
+// expected sequence and signing again, a bounded number of times. A signed
+// transaction the node may have taken is never signed again with another sequence
+// until it is proven that it cannot land: the account has gone past its sequence and
+// no block holds it. Until then it is looked up by hash, and sent again as the same
+// bytes (harmless: one sequence lands once). When the confirmation is lost (the wait
+// times out, the caller gives up, the node's answer is lost), the transaction is
+// looked up once more by hash and in the blocks before anything is reported.
 type Broadcaster struct {
 	c    *Client
 	key  ledger.Signer
@@ -95,50 +110,131 @@ func NewBroadcaster(c *Client, key ledger.Signer, opts BroadcastOptions) (*Broad
 // Address is the account the broadcaster signs for.
 func (b *Broadcaster) Address() string { return b.addr }
 
-// ErrTimeout reports a transaction not seen in a block within the timeout. It may still
-// be included later.
+// ErrTimeout reports a transaction sent but not seen in a block within the timeout,
+// and not proven lost either: it may still be included later. The error names its
+// hash.
 var ErrTimeout = errors.New("transaction not included in time")
+
+// ErrNotIncluded reports a transaction that provably did not land and will not: the
+// account's sequence went past it and no block holds it. Nothing it asked for was done.
+var ErrNotIncluded = errors.New("transaction not included")
 
 // ErrClosed reports a Submit after the broadcaster's Run has ended.
 var ErrClosed = errors.New("broadcaster is not running")
 
 var errInclusionTimeout = errors.New("inclusion timeout")
 
+// Bounds of the repairs. A transaction is signed again after the node refused its
+// sequence at most maxSequenceRepairs times, pausing (jittered, growing up to
+// repairPauseLongest) before every other attempt so that processes racing for the
+// account's next sequences spread out: a few seconds of pauses at worst. It is signed
+// afresh after a version of it provably failed to land at most maxResigns times.
+const (
+	maxSequenceRepairs = 100
+	maxResigns         = 4
+	repairPauseFirst   = 5 * time.Millisecond
+	repairPauseLongest = 100 * time.Millisecond
+)
+
 // Broadcast sends msgs as one transaction and waits until it is in a block. A
 // transaction the ledger rejects returns its *ledger.Error (with the block's height in
-// the message when it was included and failed).
+// the message when it was included and failed). An error is returned only when the
+// messages provably were not executed, except ErrTimeout and the caller's context
+// error, which name the transaction and say it may still be included: its fate could
+// not be learnt in time.
 func (b *Broadcaster) Broadcast(ctx context.Context, msgs ...ledger.Msg) (*Result, error) {
-	for attempt := 0; ; attempt++ {
-		hash, err := b.send(ctx, msgs)
+	body, err := b.body(msgs)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeoutCause(ctx, b.opts.Timeout, errInclusionTimeout)
+	defer cancel()
+	after, err := b.c.Height(wctx)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	var lost error // why the last version cannot land
+	for range maxResigns + 1 {
+		tx, err := b.send(wctx, body, after)
 		if err != nil {
+			// Nothing the node may have taken (earlier versions are lost).
 			return nil, err
 		}
-		res, err := b.wait(ctx, hash)
-		// A transaction included with a stale sequence (another user of the key got in
-		// first) changed nothing: sign again with the right one.
-		if errors.Is(err, ledger.ErrWrongSequence) && attempt < 3 {
-			continue
+		f, res, err := b.await(wctx, tx)
+		if f == fatePending {
+			// The wait ended before the transaction was seen: before reporting that,
+			// look it up once more, by hash and in the blocks.
+			gctx, gcancel := context.WithTimeout(context.WithoutCancel(ctx), settleGrace)
+			f, res, err = b.check(gctx, tx)
+			gcancel()
+			switch f {
+			case fatePending:
+				return nil, b.unsettled(wctx, tx, err)
+			case fateLost:
+				return nil, b.lostAtEnd(wctx, tx, err)
+			}
 		}
-		return res, err
+		if f == fateFinal {
+			return res, err
+		}
+		// Lost: it changed nothing and never will. Sign the messages again, with a
+		// sequence read afresh.
+		b.forgetSequence()
+		lost = err
+		if wctx.Err() != nil {
+			return nil, b.lostAtEnd(wctx, tx, err)
+		}
 	}
+	return nil, fmt.Errorf("%w: signed %d times, each time another transaction took the sequence; last: %w", ErrNotIncluded, maxResigns+1, lost)
 }
 
-// send signs msgs with the next sequence and hands the transaction to the node's
-// mempool, repairing the sequence when the node disagrees.
-func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, error) {
+// body encodes msgs into a transaction body (without its sequence).
+func (b *Broadcaster) body(msgs []ledger.Msg) (ledger.TxBody, error) {
 	if len(msgs) == 0 {
-		return nil, errors.New("broadcast: no messages")
+		return ledger.TxBody{}, errors.New("broadcast: no messages")
 	}
 	body := ledger.TxBody{ChainID: b.c.chainID, Signer: b.addr, Memo: b.opts.Memo}
 	for _, m := range msgs {
 		em, err := ledger.EncodeMsg(m)
 		if err != nil {
-			return nil, err
+			return ledger.TxBody{}, err
 		}
 		body.Msgs = append(body.Msgs, em)
 	}
+	return body, nil
+}
+
+// unsettled is the error of a transaction whose fate is unknown when the wait ends.
+func (b *Broadcaster) unsettled(wctx context.Context, tx *signedTx, lookErr error) error {
+	why := ""
+	if lookErr != nil {
+		why = fmt.Sprintf(" (looking it up: %v)", lookErr)
+	}
+	if errors.Is(context.Cause(wctx), errInclusionTimeout) {
+		return fmt.Errorf("%w: tx %X after %s; it may still be included%s", ErrTimeout, tx.hash, b.opts.Timeout, why)
+	}
+	return fmt.Errorf("tx %X was sent but not yet seen in a block; it may still be included%s: %w", tx.hash, why, wctx.Err())
+}
+
+// lostAtEnd is the error of a transaction proven lost when the wait has ended, too
+// late to sign it again.
+func (b *Broadcaster) lostAtEnd(wctx context.Context, tx *signedTx, why error) error {
+	end := "the wait was interrupted"
+	if errors.Is(context.Cause(wctx), errInclusionTimeout) {
+		end = fmt.Sprintf("the %s timeout passed", b.opts.Timeout)
+	}
+	return fmt.Errorf("%w: tx %X (%w); %s before it could be signed again", ErrNotIncluded, tx.hash, why, end)
+}
+
+// send signs the body with the next sequence and hands the transaction to the node's
+// mempool, repairing the sequence when the node refuses it. It returns the
+// transaction when the node took it or may have (its answer was lost), and an error
+// when the node took nothing.
+func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64) (*signedTx, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	pause := repairPauseFirst
+	learnt := false // the sequence was just read from the node's refusal
 	for attempt := 0; ; attempt++ {
 		if !b.seqKnown {
 			var acc ledger.AccountResponse
@@ -152,12 +248,13 @@ func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, erro
 		if err != nil {
 			return nil, err
 		}
+		tx := &signedTx{raw: raw, hash: cmttypes.Tx(raw).Hash(), seq: b.seq, after: after}
 		r, err := b.c.rpc.BroadcastTxSync(ctx, raw)
-		if err != nil && strings.Contains(err.Error(), "tx already exists in cache") && attempt < 3 {
-			// These exact bytes were sent before with this sequence: by another user
-			// of the key, or by an earlier call of ours (after a timeout, say). Each
-			// call is one execution, so never adopt that transaction: move past its
-			// sequence and sign again.
+		if err != nil && strings.Contains(err.Error(), "tx already exists in cache") && attempt < maxSequenceRepairs {
+			// These exact bytes were sent before with this sequence, by another user
+			// of the key (this call never sent them: it signs a sequence again only
+			// after the earlier version is lost). Each call is one execution, so never
+			// adopt that transaction: move past its sequence and sign again.
 			var acc ledger.AccountResponse
 			if qerr := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); qerr != nil {
 				b.seqKnown = false
@@ -166,80 +263,48 @@ func (b *Broadcaster) send(ctx context.Context, msgs []ledger.Msg) ([]byte, erro
 			b.seq = max(acc.Account.Sequence, b.seq+1)
 			continue
 		}
-		if err != nil {
-			// Unknown whether the node took it: read the sequence again next time.
-			b.seqKnown = false
+		var refused *rpctypes.RPCError
+		if errors.As(err, &refused) {
+			// The node answered that its mempool did not take it (full, say).
 			return nil, fmt.Errorf("broadcast: %w", err)
+		}
+		if err != nil {
+			// No answer: the node may have taken the transaction. Await it (it is sent
+			// again while it may still land), and read the sequence again next time.
+			b.seqKnown = false
+			return tx, nil
 		}
 		if r.Code == 0 {
 			b.seq++
-			return r.Hash, nil
+			return tx, nil
 		}
 		err = ledger.ErrorFromCode(r.Code, r.Codespace, r.Log)
-		if errors.Is(err, ledger.ErrWrongSequence) && attempt < 3 {
-			if want, ok := ledger.ExpectedSequence(err); ok {
-				b.seq = want
-			} else {
-				b.seqKnown = false
-			}
-			continue
+		if !errors.Is(err, ledger.ErrWrongSequence) {
+			return nil, err
 		}
-		return nil, err
-	}
-}
-
-// wait looks for the transaction after each new block until it is found or the
-// timeout passes.
-func (b *Broadcaster) wait(ctx context.Context, hash []byte) (*Result, error) {
-	ctx, cancel := context.WithTimeoutCause(ctx, b.opts.Timeout, errInclusionTimeout)
-	defer cancel()
-	pause := indexPollFirst
-	for {
-		h, herr := b.c.Height(ctx)
-		if r, err := b.c.rpc.Tx(ctx, hash, false); err == nil {
-			res := &Result{TxHash: hash, Height: r.Height}
-			if r.TxResult.Code != 0 {
-				err := ledger.ErrorFromCode(r.TxResult.Code, r.TxResult.Codespace, r.TxResult.Log)
-				if errors.Is(err, ledger.ErrWrongSequence) {
-					b.forgetSequence()
-				}
-				return res, fmt.Errorf("in block %d: %w", r.Height, err)
-			}
-			res.Events = convertEvents(r.TxResult.Events, int(r.Index))
-			return res, nil
+		// Refused at the mempool's door: this version is not anywhere, so signing
+		// another is safe.
+		if attempt >= maxSequenceRepairs {
+			return nil, fmt.Errorf("sequence refused %d times (other users of the key keep taking it): %w", attempt+1, err)
 		}
-		// Not in a block yet, or in one the node is still indexing (it indexes after the
-		// commit, concurrently), or the node is briefly unreachable: look again at the
-		// next block, or after a pause if that comes first. A node that makes blocks
-		// only for transactions may make no next block while we wait.
-		if herr != nil {
-			h = 0
-		}
-		wctx, wcancel := context.WithTimeout(ctx, pause)
-		_, err := b.c.WaitHeight(wctx, h+1)
-		wcancel()
-		if ctx.Err() != nil {
-			// The sequence stays counted: if the mempool dropped the transaction, the
-			// node's wrong-sequence answer to the next one repairs it.
-			if errors.Is(context.Cause(ctx), errInclusionTimeout) {
-				return nil, fmt.Errorf("%w: %X after %s", ErrTimeout, hash, b.opts.Timeout)
-			}
-			return nil, ctx.Err()
-		}
-		if err == nil {
-			pause = indexPollFirst
+		if want, ok := ledger.ExpectedSequence(err); ok {
+			b.seq = want
 		} else {
-			pause = min(2*pause, indexPollLongest)
+			b.seqKnown = false
 		}
+		// A sequence just learnt is used at once: a pause would let it go stale. When
+		// another user of the key took that one too, pause (jittered, growing) before
+		// trying again, so that those racing for the account's next sequences spread
+		// out instead of colliding again.
+		if learnt {
+			if !sleepCtx(ctx, rand.N(pause)+time.Millisecond) { //nolint:gosec // G404: jitter, not a secret
+				return nil, fmt.Errorf("%w (while repairing the sequence)", ctx.Err())
+			}
+			pause = min(2*pause, repairPauseLongest)
+		}
+		learnt = !learnt
 	}
 }
-
-// While a transaction is awaited, its lookup is retried at each new block, and between
-// blocks after a pause growing from indexPollFirst to indexPollLongest.
-const (
-	indexPollFirst   = 50 * time.Millisecond
-	indexPollLongest = time.Second
-)
 
 func (b *Broadcaster) forgetSequence() {
 	b.mu.Lock()

@@ -2,7 +2,8 @@
 // feed that reads every block's results in order from a given height (so a restart or a
 // dropped connection catches up instead of losing events), and a transaction
 // broadcaster that signs, tracks the account sequence, recovers from sequence
-// mismatches, batches messages, and waits for inclusion.
+// mismatches (several processes may share a key), batches messages, waits for
+// inclusion, and reports a failure only once the transaction provably did not land.
 //
 // The node's websocket is used only as a wake-up signal for new blocks: its
 // subscription buffer silently drops events under bursts, so what happened is always

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -42,19 +43,29 @@ type Options struct {
 	ClientCert *tls.Certificate
 	Signer     ledger.Signer
 	Tenant     string
-	// Timeout bounds each request (not streams); default 30 s.
+	// Timeout bounds each attempt of a request (not streams); default 30 s.
 	Timeout time.Duration
+	// OnRetry, when set, is told of each failed attempt of a request that will be made
+	// again: its number in the request (from 1), its error and the pause before the
+	// next. It must not block.
+	OnRetry func(attempt int, err error, pause time.Duration)
 }
 
 // TokenTTL is how long the bearer tokens a client makes are valid (as Akash's tools).
 const TokenTTL = 15 * time.Minute
 
-// Client calls one provider's gateway.
+// Client calls one provider's gateway. A request the provider could not answer —
+// unreachable (connection refused or reset, a TLS handshake cut short, a timeout) or
+// answering 500, 502, 503 or 504, as while it restarts — is made again with backoff
+// (capped, jittered) until the caller's context ends. A 4xx answer is the tenant's
+// error and is returned at once, as is a provider certificate that fails the checks.
 type Client struct {
 	opts Options
 	base *url.URL
 	http *http.Client
 	tls  *tls.Config
+	// pauses between attempts: retryFirst and retryLongest (shorter in tests)
+	pauseFirst, pauseLongest time.Duration
 }
 
 // ResponseError is a gateway's refusal: its status and message.
@@ -85,7 +96,7 @@ func New(opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	c := &Client{opts: opts, base: u}
+	c := &Client{opts: opts, base: u, pauseFirst: retryFirst, pauseLongest: retryLongest}
 	c.tls = &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// The provider's certificate may be self-signed: dialTLS checks it against a
@@ -122,12 +133,23 @@ func (c *Client) dialTLS(ctx context.Context, network, addr string) (net.Conn, e
 	return conn, nil
 }
 
+// untrustedError is a provider certificate that fails the checks: asking again does
+// not help.
+type untrustedError struct{ err error }
+
+func (e *untrustedError) Error() string { return e.err.Error() }
+func (e *untrustedError) Unwrap() error { return e.err }
+
+func untrusted(format string, a ...any) error {
+	return &untrustedError{fmt.Errorf(format, a...)}
+}
+
 // verifyProvider accepts the server's certificate when a system CA vouches for it
 // for the host, or when it is the provider's own certificate as the ledger records
 // it (subject CN the provider, registered and valid).
 func (c *Client) verifyProvider(ctx context.Context, cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
-		return errors.New("provider presented no certificate")
+		return untrusted("provider presented no certificate")
 	}
 	leaf := cs.PeerCertificates[0]
 	inter := x509.NewCertPool()
@@ -138,19 +160,23 @@ func (c *Client) verifyProvider(ctx context.Context, cs tls.ConnectionState) err
 		return nil
 	}
 	if len(cs.PeerCertificates) != 1 || leaf.Subject.CommonName != c.opts.Provider {
-		return fmt.Errorf("provider certificate: not from a trusted CA, and not %s's own certificate", c.opts.Provider)
+		return untrusted("provider certificate: not from a trusted CA, and not %s's own certificate", c.opts.Provider)
 	}
 	reg, err := c.opts.Certs(ctx, c.opts.Provider, leaf.SerialNumber.String())
+	if errors.Is(err, ledger.ErrNotFound) {
+		return untrusted("provider certificate %s: not found on the ledger: %w", leaf.SerialNumber, err)
+	}
 	if err != nil {
-		return fmt.Errorf("provider certificate %s: not found on the ledger: %w", leaf.SerialNumber, err)
+		// The ledger did not answer: the certificate may be fine.
+		return fmt.Errorf("provider certificate %s: looking it up on the ledger: %w", leaf.SerialNumber, err)
 	}
 	b, _ := pem.Decode(reg.Cert)
 	if reg.State != ledger.CertValid || b == nil || !bytes.Equal(b.Bytes, leaf.Raw) {
-		return fmt.Errorf("provider certificate %s: not the valid certificate the ledger records for %s", leaf.SerialNumber, c.opts.Provider)
+		return untrusted("provider certificate %s: not the valid certificate the ledger records for %s", leaf.SerialNumber, c.opts.Provider)
 	}
 	now := time.Now()
 	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
-		return fmt.Errorf("provider certificate %s: outside its validity period", leaf.SerialNumber)
+		return untrusted("provider certificate %s: outside its validity period", leaf.SerialNumber)
 	}
 	return nil
 }
@@ -188,9 +214,75 @@ func (c *Client) token() (string, error) {
 		Audience: []string{c.opts.Provider}, Version: auth.TokenVersion, Leases: auth.Leases{Access: auth.AccessFull}}, c.opts.Signer)
 }
 
+// Retries of a request: the pause before the next attempt grows from retryFirst to
+// retryLongest, jittered (half of it at random) so that clients waiting for one
+// provider do not all come back at once.
+const (
+	retryFirst   = 250 * time.Millisecond
+	retryLongest = 5 * time.Second
+)
+
 // do sends a request and returns the body of a 200 answer; any other status is a
-// *ResponseError.
+// *ResponseError. An attempt the provider could not answer (see Client) is made again
+// after a pause until ctx ends; the error then is the last attempt's that says why.
 func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	pause := c.pauseFirst
+	var last error
+	for attempt := 1; ; attempt++ {
+		data, err := c.once(ctx, method, path, body)
+		if err == nil || !retryable(err) {
+			return data, err
+		}
+		if ctx.Err() != nil {
+			// The caller's end cut the attempt short; say what failed before.
+			if last == nil {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", last, attempt, ctx.Err())
+		}
+		last = err
+		wait := pause/2 + rand.N(pause/2+1) //nolint:gosec // G404: jitter, not a secret
+		if c.opts.OnRetry != nil {
+			c.opts.OnRetry(attempt, err, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", last, attempt, ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, c.pauseLongest)
+	}
+}
+
+// retryable reports whether a failed attempt may succeed if made again: the provider
+// did not answer (whatever the network said: refused, reset, a handshake or an answer
+// cut short, a timeout) or answered 500, 502, 503 or 504. A 4xx is the tenant's error;
+// a certificate that fails the checks, or a request that could not be made, fails
+// again.
+func retryable(err error) bool {
+	var re *ResponseError
+	if errors.As(err, &re) {
+		switch re.Status {
+		case http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var ue *untrustedError
+	var ae *attemptError
+	return errors.As(err, &ae) && !errors.As(err, &ue)
+}
+
+// attemptError is a request that went out and got no answer.
+type attemptError struct{ err error }
+
+func (e *attemptError) Error() string { return e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+// once makes one attempt of a request, within the client's timeout.
+func (c *Client) once(ctx context.Context, method, path string, body []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
 	req, err := c.request(ctx, method, path, body)
@@ -199,12 +291,16 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		var ue *url.Error // it repeats the method and URL
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &attemptError{fmt.Errorf("%s %s: %w", method, path, err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, &attemptError{fmt.Errorf("%s %s: %w", method, path, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var eb struct {
@@ -219,30 +315,18 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 	return data, nil
 }
 
-// SendManifest sends a deployment's manifest (the JSON array of groups). A provider
-// that answers 503 (starting, or its ledger unreachable) is asked again, with backoff,
-// until ctx ends.
+// SendManifest sends a deployment's manifest (the JSON array of groups), making the
+// request again while the provider does not answer it (see Client). Sending it again
+// after an attempt whose answer was lost is safe: the PUT is idempotent — a provider
+// takes the same manifest again as it took it the first time — and a provider answers
+// 200 only once it holds the manifest.
 func (c *Client) SendManifest(ctx context.Context, dseq uint64, m market.Manifest) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
-	backoff := 250 * time.Millisecond
-	for {
-		_, err = c.do(ctx, http.MethodPut, fmt.Sprintf("/deployment/%d/manifest", dseq), b)
-		var re *ResponseError
-		if !errors.As(err, &re) || re.Status != http.StatusServiceUnavailable {
-			return err
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 4*time.Second)
-	}
+	_, err = c.do(ctx, http.MethodPut, fmt.Sprintf("/deployment/%d/manifest", dseq), b)
+	return err
 }
 
 func leasePath(id market.LeaseID, rest string) string {

@@ -117,8 +117,10 @@ func TestNewChecksOptions(t *testing.T) {
 	}
 }
 
-// TestSendManifestRetriesUnavailable: a provider that is starting (503) is asked again.
-func TestSendManifestRetriesUnavailable(t *testing.T) {
+// newRetryClient returns a client of a TLS server answering with handle, and the
+// failed attempts its OnRetry was told of.
+func newRetryClient(t *testing.T, handle http.HandlerFunc) (*Client, *atomic.Int32) {
+	t.Helper()
 	l := authtest.NewLedger()
 	tenant := authtest.NewTenant(t, l)
 	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
@@ -126,26 +128,93 @@ func TestSendManifestRetriesUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	serial, _ := own.Serial()
-	tc := authtest.TLS(t, own)
-	var calls atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		if calls.Add(1) <= 2 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"message":"the provider is starting; try again shortly"}`))
-		}
-	}))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{tc}, MinVersion: tls.VersionTLS13}
+	srv := httptest.NewUnstartedServer(handle)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{authtest.TLS(t, own)}, MinVersion: tls.VersionTLS13}
 	srv.StartTLS()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	var retries atomic.Int32
 	c, err := New(Options{HostURI: srv.URL, Provider: provider, Signer: tenant.Key, Tenant: tenant.Address,
 		Certs: func(context.Context, string, string) (ledger.Certificate, error) {
 			return ledger.Certificate{Owner: provider, Serial: serial, State: ledger.CertValid, Cert: own.Cert}, nil
-		}})
+		},
+		OnRetry: func(int, error, time.Duration) { retries.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.http.CloseIdleConnections()
-	if err := c.SendManifest(t.Context(), 5, market.Manifest{}); err != nil || calls.Load() != 3 {
-		t.Fatalf("after two 503s: %v (%d calls)", err, calls.Load())
+	c.pauseFirst, c.pauseLongest = time.Millisecond, 10*time.Millisecond
+	t.Cleanup(c.http.CloseIdleConnections)
+	return c, &retries
+}
+
+// TestRequestsRetried: a provider that cannot answer — 500, 502, 503, 504, a
+// connection cut before the answer — is asked again, the manifest and status alike;
+// a 4xx is the tenant's error, returned at once.
+func TestRequestsRetried(t *testing.T) {
+	failures := []func(w http.ResponseWriter){
+		// The connection closed, no answer. (First, on a new connection: Go's transport
+		// itself makes a GET again when a reused connection fails this way.)
+		func(http.ResponseWriter) { panic(http.ErrAbortHandler) },
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusServiceUnavailable) },
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) },
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) },
+		func(w http.ResponseWriter) { w.WriteHeader(http.StatusGatewayTimeout) },
+	}
+	for _, call := range []struct {
+		name string
+		do   func(*Client) error
+	}{
+		{"manifest", func(c *Client) error { return c.SendManifest(t.Context(), 5, market.Manifest{}) }},
+		{"status", func(c *Client) error {
+			_, err := c.LeaseStatus(t.Context(), market.LeaseID{Owner: "akash1tenant", DSeq: 5, GSeq: 1, OSeq: 1, Provider: provider})
+			return err
+		}},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			var calls atomic.Int32
+			c, retries := newRetryClient(t, func(w http.ResponseWriter, _ *http.Request) {
+				if n := int(calls.Add(1)); n <= len(failures) {
+					failures[n-1](w)
+					return
+				}
+				_, _ = w.Write([]byte(`{}`))
+			})
+			if err := call.do(c); err != nil || calls.Load() != int32(len(failures)+1) || retries.Load() != int32(len(failures)) {
+				t.Fatalf("after %d failures: %v (%d calls, %d retries)", len(failures), err, calls.Load(), retries.Load())
+			}
+		})
+	}
+	for _, code := range []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound, http.StatusUnprocessableEntity} {
+		var calls atomic.Int32
+		c, retries := newRetryClient(t, func(w http.ResponseWriter, _ *http.Request) {
+			calls.Add(1)
+			w.WriteHeader(code)
+			_, _ = w.Write([]byte(`{"message":"refused"}`))
+		})
+		err := c.SendManifest(t.Context(), 5, market.Manifest{})
+		var re *ResponseError
+		if !errors.As(err, &re) || re.Status != code || calls.Load() != 1 || retries.Load() != 0 {
+			t.Fatalf("%d: %v (%d calls, %d retries)", code, err, calls.Load(), retries.Load())
+		}
+	}
+}
+
+// TestRetriesEndWithTheContext: retries stop when the caller's context ends, with
+// the provider's last answer in the error.
+func TestRetriesEndWithTheContext(t *testing.T) {
+	c, retries := newRetryClient(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"message":"the provider is starting; try again shortly"}`))
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	c.opts.OnRetry = func(n int, _ error, _ time.Duration) {
+		retries.Add(1)
+		if n == 3 {
+			cancel()
+		}
+	}
+	err := c.SendManifest(ctx, 5, market.Manifest{})
+	var re *ResponseError
+	if !errors.As(err, &re) || re.Status != http.StatusServiceUnavailable || !errors.Is(err, context.Canceled) || retries.Load() != 3 {
+		t.Fatalf("%v (%d retries)", err, retries.Load())
 	}
 }
