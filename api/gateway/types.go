@@ -138,7 +138,7 @@ type ShellExit struct {
 
 // Websocket close codes besides the normal closure.
 const (
-	CloseInternal    = 4000 // the provider failed, or the lease has no running pods
+	CloseInternal    = 4000 // the provider failed, the lease has no running pods, or a pod's log could not be read
 	CloseNotFound    = 4001 // no such lease or service
 	CloseUnavailable = 4002 // the provider cannot reach what it needs; try again
 )

@@ -13,10 +13,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -152,6 +158,30 @@ func TestTenantGatewayCommands(t *testing.T) {
 	}
 	if _, err := shell([]string{"--service", "db"}, "true"); exitCode(err) != 1 || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("shell in an unknown service: %v", err)
+	}
+	// A command the container does not have: Akash's answer, and exit 1.
+	if _, err := shell([]string{"--service", "web"}, "berth-no-such-command"); exitCode(err) != 1 ||
+		!strings.Contains(err.Error(), "command could not be executed because it does not exist") {
+		t.Fatalf("shell with an unknown command: %v (exit %d)", err, exitCode(err))
+	}
+
+	// A pod whose log cannot be read (its container never starts): the other pods'
+	// lines, then the provider's reason and exit 1, not a quiet end.
+	lease := market.LeaseID{Owner: l.Address(t, "tenant"), DSeq: 5, GSeq: 1, OSeq: 1, Provider: provider}
+	zero := int64(0)
+	pending, err := k.Clientset(t).CoreV1().Pods(kube.LeaseNamespace(lease)).Create(t.Context(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web-never-starts", Labels: map[string]string{cluster.LabelManaged: "true", kube.LabelService: "web"}},
+		Spec:       corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "web", Image: "example.invalid/never:1"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = cli("tenant", "lease", "logs", "5", "--service", "web", "--tail", "50")
+	if exitCode(err) != 1 || !strings.Contains(err.Error(), "log could not be read") || !strings.Contains(out, "] "+marker) {
+		t.Fatalf("logs with a pod that never started: %v (exit %d)\n%s", err, exitCode(err), out)
+	}
+	if err := k.Clientset(t).CoreV1().Pods(pending.Namespace).Delete(t.Context(), pending.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
 	}
 
 	// Once the certificate is revoked, the provider refuses it (within its cache time);

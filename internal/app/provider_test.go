@@ -106,6 +106,10 @@ inventory:
 		{"balance period short", "balance: {withdraw_period: 10s, check_interval: 1m}\n", nil, "withdraw_period 10s: shorter than check_interval"},
 		{"balance min", "balance: {min_balance: lots}\n", nil, `balance.min_balance "lots"`},
 		{"balance blocks", "balance: {low_funds_blocks: -1}\n", nil, "low_funds_blocks"},
+		// One document: a second one is refused with the file and its line, never
+		// ignored; markers around the one document are fine.
+		{"second document", "log_level: warn\n---\nlog_level: debug\n", nil, "provider.yaml: line 3: a second YAML document"},
+		{"document markers", "---\nlog_level: warn\n---\n", nil, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := LoadProviderConfig(writeConfig(t, tc.yaml), func(k string) string { return tc.env[k] })

@@ -33,6 +33,10 @@ func streamError(err error) error {
 		return fmt.Errorf("%w: %w", rest.ErrPodIndex, err)
 	case errors.Is(err, kube.ErrInvalidRequest):
 		return fmt.Errorf("%w: %w", rest.ErrBadRequest, err)
+	case errors.Is(err, kube.ErrLogUnreadable):
+		return fmt.Errorf("%w: %w", rest.ErrLogUnreadable, err)
+	case errors.Is(err, kube.ErrNoSuchCommand):
+		return fmt.Errorf("%w: %w", rest.ErrCommandNotFound, err)
 	}
 	return err
 }

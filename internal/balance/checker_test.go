@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -190,6 +191,39 @@ func TestLowFunds(t *testing.T) {
 		t.Fatalf("%d low funds events (want 1, when the deployment fell below), %d withdrawals", lowEvents, withdrawals)
 	}
 	e.assertEarnings(c)
+}
+
+// TestWithdrawalAtShutdown: a shutdown that comes while a withdrawal waits for its
+// block does not lose what the ledger paid: the checker waits for the transaction it
+// sent, records the payout, publishes the withdrawal and saves the record before Run
+// returns.
+func TestWithdrawalAtShutdown(t *testing.T) {
+	e := newEnv(t)
+	low, _ := e.deploy(dep{ours: []string{"1"}, theirs: []string{"10000"}})
+	e.advance(1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cfg := testConfig()
+	cfg.EarningsFile = filepath.Join(t.TempDir(), "earnings.json")
+	c, sub, _ := e.checker(cfg, &lateBroadcaster{b: e.prov, stop: cancel})
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	paid := e.paid(low[0][0])
+	if paid == 0 {
+		t.Fatal("the withdrawal paid nothing out")
+	}
+	e.assertEarnings(c)
+	if !slices.ContainsFunc(drain(sub), func(ev Event) bool { return ev.Kind == KindWithdrawal }) {
+		t.Error("no withdrawal event")
+	}
+	rec, found, err := loadEarnings(cfg.EarningsFile, e.me)
+	if err != nil || !found {
+		t.Fatalf("earnings file: found %v, %v", found, err)
+	}
+	if got := rec.totalCoins(); len(got) != 1 || got[0] != uakt(paid) {
+		t.Fatalf("earnings file totals %v, the ledger paid out %duakt", got, paid)
+	}
 }
 
 // TestMinBalance: with the provider's balance below MinBalance, a check withdraws

@@ -36,6 +36,11 @@
 // sends the batch without the ones no longer active, until it succeeds or nothing is
 // left: every retry is smaller, so it ends.
 //
+// A withdrawal transaction, once started, is awaited even when the check's context
+// ends (at shutdown; up to a minute, and the broadcaster's inclusion timeout): the
+// node may have taken it, and what it paid is then recorded, published and saved
+// before Run returns. No further transaction starts after the context has ended.
+//
 // Ledger errors (a node restarting, a timeout) fail the check: they are logged and
 // shown in Status (last_error), berth_balance_last_check_timestamp_seconds stops
 // advancing, and the next check starts afresh. Run never returns them.

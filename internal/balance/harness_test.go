@@ -296,3 +296,22 @@ func (cb *countingBroadcaster) take() []int {
 	cb.sizes = nil
 	return s
 }
+
+// lateBroadcaster is a shutdown arriving while a withdrawal waits for its block: the
+// transaction goes into a block, then stop ends the checker's context, and a caller
+// waiting under a context that has ended gets its error, as from chain.Broadcaster
+// (whose wait ends with its caller's context while the transaction is committed
+// anyway).
+type lateBroadcaster struct {
+	b    Broadcaster
+	stop context.CancelFunc
+}
+
+func (lb *lateBroadcaster) Broadcast(ctx context.Context, msgs ...ledger.Msg) (*chain.Result, error) {
+	res, err := lb.b.Broadcast(context.WithoutCancel(ctx), msgs...)
+	lb.stop()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return res, err
+}

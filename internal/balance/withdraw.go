@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/ledger"
@@ -69,11 +70,14 @@ func (c *Checker) withdraw(ctx context.Context, reason string, cands []candidate
 // and the ones still active sent again. Each retry has fewer leases, so it ends.
 func (c *Checker) sendBatch(ctx context.Context, batch []candidate, t *tally) error {
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("withdraw %d lease(s): %w", len(batch), err)
+		}
 		msgs := make([]ledger.Msg, len(batch))
 		for i := range batch {
 			msgs[i] = &ledger.MsgWithdrawLease{ID: batch[i].id}
 		}
-		res, err := c.bc.Broadcast(ctx, msgs...)
+		res, err := c.broadcast(ctx, msgs)
 		if err == nil {
 			c.m.withdrawals.WithLabelValues(outcomeOK).Inc()
 			c.m.withdrawnLeases.Add(float64(len(batch)))
@@ -102,6 +106,21 @@ func (c *Checker) sendBatch(ctx context.Context, batch []candidate, t *tally) er
 		}
 		batch = still
 	}
+}
+
+// withdrawTimeout bounds one withdrawal transaction, sent and awaited, once it has
+// started (the broadcaster's own inclusion timeout, 30 s by default, comes first).
+const withdrawTimeout = time.Minute
+
+// broadcast sends msgs and waits for their block even when ctx ends meanwhile (up to
+// withdrawTimeout). A transaction the node has taken goes into a block whether anyone
+// waits or not; given up at shutdown, what it paid out would be neither recorded, nor
+// published, nor saved before Run returns, and the earnings file and status would stay
+// short of the ledger until a check reads the lease again (at the next start).
+func (c *Checker) broadcast(ctx context.Context, msgs []ledger.Msg) (*chain.Result, error) {
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+	defer cancel()
+	return c.bc.Broadcast(bctx, msgs...)
 }
 
 // stillActive reads each lease of a batch again (recording the final payout of the

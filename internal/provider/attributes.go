@@ -18,7 +18,7 @@ const MaxAttributesFileBytes = 64 << 10
 // ParseAttributes reads provider attributes from YAML (JSON is YAML too) in either of
 // two shapes: a provider.yaml-style mapping with an "attributes" list, or the list
 // itself. Each entry is {key: K, value: V}; keys must be unique. Other top-level keys
-// of a provider.yaml (host, info, …) are ignored.
+// of a provider.yaml (host, info, …) are ignored; a second YAML document is an error.
 //
 //	attributes:
 //	  - key: region
@@ -30,6 +30,9 @@ func ParseAttributes(data []byte) (market.Attributes, error) {
 		return nil, fmt.Errorf("attributes file is %d bytes, at most %d", len(data), MaxAttributesFileBytes)
 	}
 	doc, err := yaml.Parse(data)
+	if err == nil {
+		err = yaml.OneDocument(doc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("attributes file: %w", err)
 	}

@@ -26,6 +26,9 @@ func TestParseAttributes(t *testing.T) {
 		{name: "unknown field", in: "- {key: a, value: b, extra: c}\n", err: `unknown field "extra"`},
 		{name: "nested value", in: "- {key: a, value: [1]}\n", err: "must be a scalar"},
 		{name: "bad yaml", in: "- {key: a\n", err: "attributes file:"},
+		{name: "second document", in: "attributes:\n  - {key: a, value: 1}\n---\nattributes:\n  - {key: b, value: 2}\n",
+			err: "attributes file: line 4: a second YAML document"},
+		{name: "markers around one document", in: "---\n- {key: a, value: 1}\n---\n", want: market.Attributes{{Key: "a", Value: "1"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

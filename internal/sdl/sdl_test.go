@@ -161,6 +161,22 @@ func TestWarningsForKeysAkashIgnores(t *testing.T) {
 	}
 }
 
+// TestSecondDocumentIgnoredAsAkash: Akash reads an SDL with yaml.v3's Unmarshal, which
+// reads the first document only; so does Parse (unlike configuration files, where a
+// second document is an error), with a warning at the line where the rest starts.
+func TestSecondDocumentIgnoredAsAkash(t *testing.T) {
+	plain, _ := mustParse(t, base)
+	for rest, after := range map[string]int{"---\nversion: \"1.0\"\n": 0, "---\n": 0, "...\nnot: yaml: at all\n": 1} {
+		res, ws := mustParse(t, base+rest)
+		if hex.EncodeToString(plain.Version) != hex.EncodeToString(res.Version) {
+			t.Errorf("%q after the SDL changed its manifest version", rest)
+		}
+		if len(ws) != 1 || ws[0].Line != strings.Count(base, "\n")+1+after || !strings.Contains(ws[0].Msg, "not part of the SDL") {
+			t.Errorf("%q after the SDL: warnings %v", rest, ws)
+		}
+	}
+}
+
 // TestYAMLv3DecodingRules pins the yaml.v3 behaviours Akash's files depend on.
 func TestYAMLv3DecodingRules(t *testing.T) {
 	global := func(v string) string { return edit(t, "- global: true", "- global: "+v) }

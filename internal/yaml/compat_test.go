@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,9 +63,56 @@ func divergence(data []byte) string {
 		return fmt.Sprintf("root: ours %v, yaml.v3's %v", doc.Root != nil, theirs != nil)
 	}
 	if doc.Root == nil {
+		if doc.MoreLine != 0 || doc.ContentLine != 0 {
+			return fmt.Sprintf("no document, but content after it at line %d (%d)", doc.MoreLine, doc.ContentLine)
+		}
 		return ""
 	}
-	return compareNodes(data, "root", doc.Root, theirs, map[*Node]*yamlv3.Node{})
+	if d := compareNodes(data, "root", doc.Root, theirs, map[*Node]*yamlv3.Node{}); d != "" {
+		return d
+	}
+	return restDivergence(data, doc)
+}
+
+// restDivergence checks Document.ContentLine against what yaml.v3's Decoder finds
+// after the first document. ContentLine 0: only empty documents (a null scalar written
+// as nothing), and no error. yaml.v3 finding a document with something in it, or an
+// error: ContentLine is set, at or before that document's line. (The converse does not
+// hold for directives, which count as content here but make no node.)
+func restDivergence(data []byte, doc Document) (d string) {
+	defer func() {
+		if r := recover(); r != nil {
+			d = "" // yaml.v3 panicked: no reference
+		}
+	}()
+	if doc.ContentLine != 0 && doc.ContentLine < doc.MoreLine || doc.MoreLine == 0 && doc.ContentLine != 0 {
+		return fmt.Sprintf("content after the first document at line %d, more from line %d", doc.ContentLine, doc.MoreLine)
+	}
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var first yamlv3.Node
+	if err := dec.Decode(&first); err != nil {
+		return ""
+	}
+	for i := 2; ; i++ {
+		var n yamlv3.Node
+		err := dec.Decode(&n)
+		switch {
+		case errors.Is(err, io.EOF):
+			return ""
+		case err != nil && doc.ContentLine == 0:
+			return fmt.Sprintf("nothing after the first document, yaml.v3 fails in document %d: %v", i, err)
+		case err != nil:
+			return ""
+		}
+		if len(n.Content) != 1 {
+			return fmt.Sprintf("yaml.v3 document %d has %d roots", i, len(n.Content))
+		}
+		r := n.Content[0]
+		empty := r.Kind == yamlv3.ScalarNode && r.Tag == "!!null" && r.Value == "" && r.Anchor == "" && r.Style == 0
+		if !empty && (doc.ContentLine == 0 || doc.ContentLine > max(r.Line, n.Line)) {
+			return fmt.Sprintf("content after the first document at line %d, yaml.v3's document %d at line %d holds %s %q", doc.ContentLine, i, r.Line, r.Tag, r.Value)
+		}
+	}
 }
 
 // byDesign reports our errors on input yaml.v3 accepts on purpose: encodings and control
@@ -174,6 +222,9 @@ var tricky = []string{
 	"a: |\n  x\nb: c\n", "a:\n  b: |\n    x\n  c: d\n", "  a: b\n  c: d\n", "  a: b\n c: d\n", "a: 'b'c\n",
 	"a: @b\n", "a: `b\n", "a: %b\n", "%b\n", "a: *\n", "a: &\n", "a: &x\n", "*x\n", "a: [*x]\n", "&a [*a]\n",
 	"? |\n#00", "x:\n  ? a\n  # c\ny: z\n", "x:\n  ? a\ny: z\n",
+	"a: b\n---\n", "a: b\n---\n# c\n", "a: b\n---\n---\n...\n", "a: b\n...\n---\n", "a: b\n--- ~\n", "a: b\n--- &x\n",
+	"a: b\n--- !!null\n", "a: b\n---\n''\n", "a: b\n---\nc: d\n", "---\n---\nc: d\n", "a: b\n...\nc: d\n", "a: b\n---\n%YAML 1.1\n---\n",
+	"a: b\n--- [\n", "a: b\n---\n  c: d\ne: f\n",
 	"a: 0x1F\nb: 0o17\nc: 017\nd: 0b101\ne: 1_000\nf: +1\ng: .5\nh: 1e3\ni: .inf\nj: -.Inf\nk: .NaN\nl: 2001-12-14\nm: ~\nn: Null\no: yes\np: <<\n",
 }
 

@@ -15,7 +15,10 @@ import (
 // ("line 7: bidding.pricing.scale.cpu: …"). Fields absent from the document keep the
 // values v already holds, so defaults can be set before decoding. Supported field
 // types: structs, pointers to them, map[string]T, []T, string, bool, integers and
-// float64.
+// float64. The data must hold one document: content after it (a second document, or
+// lines indented less than the first) is an error naming its line, not ignored; a
+// leading "---" and trailing empty documents ("---" or "..." with only comments after)
+// are allowed.
 func Decode(data []byte, v any) error {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() {
@@ -25,10 +28,22 @@ func Decode(data []byte, v any) error {
 	if err != nil {
 		return err
 	}
+	if err := OneDocument(doc); err != nil {
+		return err
+	}
 	if doc.Root == nil || deref(doc.Root).IsNull() {
 		return nil
 	}
 	return decodeNode(deref(doc.Root), rv.Elem(), "")
+}
+
+// OneDocument refuses a parsed stream with content after its first document (see
+// Document.ContentLine), for files that must hold one document.
+func OneDocument(doc Document) error {
+	if doc.ContentLine > 0 {
+		return &Error{Line: doc.ContentLine, Msg: "a second YAML document (or text indented less than the first line): the file must hold one document, and this would be ignored"}
+	}
+	return nil
 }
 
 func deref(n *Node) *Node {

@@ -69,10 +69,45 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
+// TestDecodeOneDocument: a configuration file holds one document. Content after it is
+// an error naming its line, never silently dropped. Document markers that start or end
+// the one document, and empty documents after it (a "---" followed by nothing, or by
+// comments only: YAML reads it as a null document), hold nothing and are allowed. A
+// directive after the first document counts as content.
+func TestDecodeOneDocument(t *testing.T) {
+	for _, tc := range []struct{ doc, name, err string }{
+		{doc: "name: a\n", name: "a"},
+		{doc: "---\nname: a\n", name: "a"},
+		{doc: "# config\n---\nname: a\n...\n", name: "a"},
+		{doc: "name: a\n---\n", name: "a"},
+		{doc: "name: a\n---\n# nothing more\n---\n...\n", name: "a"},
+		{doc: "name: a\n...\n", name: "a"},
+		{doc: "name: a\n---\nname: b\n", err: "line 3: a second YAML document"},
+		{doc: "name: a\n---\n\n# b follows\nname: b\n", err: "line 5: a second YAML document"},
+		{doc: "name: a\n...\nname: b\n", err: "line 3: a second YAML document"},
+		{doc: "name: a\n--- ~\n", err: "line 2: a second YAML document"},
+		{doc: "---\n---\nname: b\n", err: "line 3: a second YAML document"},
+		{doc: "name: a\n---\n%YAML 1.1\n---\n", err: "line 3: a second YAML document"},
+		{doc: "  name: a\nkeep: b\n", err: "line 2: a second YAML document (or text indented less than the first line)"},
+	} {
+		v := decodeTarget{Name: "default"}
+		err := Decode([]byte(tc.doc), &v)
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.doc, err)
+		case tc.err == "" && v.Name != tc.name:
+			t.Errorf("%q: name %q, want %q", tc.doc, v.Name, tc.name)
+		case tc.err != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.err)):
+			t.Errorf("%q: error %v, want one starting %q", tc.doc, err, tc.err)
+		}
+	}
+}
+
 // FuzzDecode: configuration files are outside input; decoding never panics, and what
 // decodes once decodes the same way again.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{"name: web\ncount: 3\n", "inner: {items: [{key: a, value: 1}]}", "rates: {a: b}", "tags: [x, y]", "- a", "&a x: *a"} {
+	for _, s := range []string{"name: web\ncount: 3\n", "inner: {items: [{key: a, value: 1}]}", "rates: {a: b}", "tags: [x, y]", "- a", "&a x: *a",
+		"name: a\n---\nname: b\n", "name: a\n---\n# c\n...\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, doc string) {

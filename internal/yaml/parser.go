@@ -2,6 +2,7 @@ package yaml
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"unicode/utf8"
 )
@@ -21,6 +22,12 @@ type Document struct {
 	// MoreLine is the line where content after the first document starts (another
 	// document, which Parse does not read, as yaml.v3's Unmarshal does not); 0 if none.
 	MoreLine int
+	// ContentLine is MoreLine past documents that hold nothing: the line of the first
+	// token after the first document that is not a document marker ("---", "...");
+	// comments are not tokens. 0 when everything after the first document is empty
+	// documents (a trailing "---" is one: a null document). A directive counts as
+	// content. Readers of files that must hold one document refuse ContentLine > 0.
+	ContentLine int
 	// Nodes is the number of nodes in the document.
 	Nodes int
 }
@@ -240,23 +247,27 @@ func (p *parser) parseStream() (Document, error) {
 	}
 	if t.kind == tokDocumentEnd {
 		p.skip()
-		doc.MoreLine = p.moreContent()
+		doc.MoreLine = p.moreContent(tokDocumentEnd)
 	} else if t.kind != tokStreamEnd {
 		doc.MoreLine = t.start.line + 1
+	}
+	if doc.MoreLine > 0 {
+		doc.ContentLine = p.moreContent(tokDocumentEnd, tokDocumentStart)
 	}
 	return doc, nil
 }
 
-// moreContent returns the line where content starts after an explicit document end
-// ("..."), or 0. yaml.v3 reads no further than that marker, so what follows is looked
-// at only to tell the caller it is there; a syntax error in it counts as content.
-func (p *parser) moreContent() int {
+// moreContent skips the tokens of the skipped kinds and returns the line where the
+// next token starts, or 0 at the end of the stream. yaml.v3 reads no further than the
+// first document, so what follows is looked at only to tell the caller it is there; a
+// syntax error in it counts as content.
+func (p *parser) moreContent(skipped ...tokenKind) int {
 	for {
 		t, err := p.s.peekToken()
 		switch {
 		case err != nil:
 			return p.s.m.line + 1
-		case t.kind == tokDocumentEnd:
+		case slices.Contains(skipped, t.kind):
 			p.skip()
 		case t.kind == tokStreamEnd:
 			return 0

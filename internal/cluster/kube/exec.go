@@ -49,7 +49,8 @@ type TerminalSize struct {
 // Exec runs a command in the container of one of a lease service's running pods and
 // returns once it has exited, with its exit code: a command that fails is a result, not
 // an error. Errors are the request's (ErrInvalidRequest, ErrNoSuchLease,
-// ErrNoSuchService, ErrNoSuchPod) or the connection's; ctx ending ends the session.
+// ErrNoSuchService, ErrNoSuchPod, ErrNoSuchCommand) or the connection's; ctx ending
+// ends the session.
 //
 // The session goes over a websocket, or SPDY when the API server does not take
 // websockets.
@@ -90,9 +91,22 @@ func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts ExecOptions)
 		return 0, nil
 	case errors.As(err, &exit) && exit.Exited():
 		return exit.ExitStatus(), nil
+	case commandNotFound(err):
+		return 0, fmt.Errorf("lease %s: exec %q in %s/%s: %w", id, opts.Command[0], ns, pod.Name, ErrNoSuchCommand)
 	default:
 		return 0, fmt.Errorf("lease %s: exec in %s/%s: %w", id, ns, pod.Name, err)
 	}
+}
+
+// commandNotFound reports the kubelet's answer to a command the container does not
+// have. It arrives as text only (a Status with reason InternalError, its message the
+// container runtime's: "error executing command in container: … exec: "x":
+// executable file not found in $PATH", or "… no such file or directory" for a path),
+// so the text is all there is to tell it by, as Akash's provider does.
+func commandNotFound(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "error executing command in container") &&
+		(strings.Contains(msg, "executable file not found") || strings.Contains(msg, "no such file or directory"))
 }
 
 // execPod is the service's running pod at index (sorted by name).

@@ -111,6 +111,8 @@ func TestExec(t *testing.T) {
 			{"unknown service", l.id, ExecOptions{Service: "nope", Command: []string{"true"}}, ErrNoSuchService},
 			{"index past the replicas", l.id, ExecOptions{Service: "web", PodIndex: 2, Command: []string{"true"}}, ErrNoSuchPod},
 			{"negative index", l.id, ExecOptions{Service: "db", PodIndex: -1, Command: []string{"true"}}, ErrNoSuchPod},
+			{"unknown command", l.id, ExecOptions{Service: "web", Command: []string{"berth-no-such-command"}}, ErrNoSuchCommand},
+			{"unknown command by path", l.id, ExecOptions{Service: "web", Command: []string{"/no/such/dir/cmd"}}, ErrNoSuchCommand},
 			{"unknown lease", market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"},
 				ExecOptions{Service: "web", Command: []string{"true"}}, ErrNoSuchLease},
 		} {

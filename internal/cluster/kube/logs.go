@@ -53,9 +53,13 @@ const (
 // slow fn is: when fn falls behind, reading stops.
 //
 // Logs returns when ctx ends (nil), when fn returns an error (that error), or, without
-// Follow, once every pod's log has been read. A pod whose log cannot be read (not
-// started, gone meanwhile) is logged and left out. An unknown lease is ErrNoSuchLease,
-// an unknown service ErrNoSuchService.
+// Follow, once every pod's log has been read. Without Follow, a pod whose log cannot
+// be read (its container has not started, the pod is gone, the read broke off) is
+// left out and, once the others' lines are delivered, Logs returns ErrLogUnreadable
+// (saying how many): the tenant learns that lines are missing. With Follow such a pod
+// is logged and left out (one that has not started is streamed when it starts). No
+// pods at all is ErrNoPods; an unknown lease is ErrNoSuchLease, an unknown service
+// ErrNoSuchService.
 func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, fn func(LogLine) error) error {
 	if opts.TailLines != nil && *opts.TailLines < 0 {
 		return fmt.Errorf("lease %s: negative tail: %w", id, ErrInvalidRequest)
@@ -100,8 +104,15 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, 
 		return fnErr
 	case parent.Err() != nil:
 		return nil // the caller is done; what failed meanwhile does not matter
+	case findErr != nil: // written before lines was closed
+		return findErr
 	}
-	return findErr // written before lines was closed
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unread > 0 {
+		return fmt.Errorf("lease %s: %d of %d pods: %w", id, m.unread, m.pods, ErrLogUnreadable)
+	}
+	return nil
 }
 
 // logMux starts one stream per pod (per container instance) and merges their lines.
@@ -112,10 +123,23 @@ type logMux struct {
 	opts  LogOptions
 	lines chan LogLine
 
-	mu      sync.Mutex // guards started and closed, and the Add side of streams
+	mu      sync.Mutex // guards started, closed, pods and unread, and the Add side of streams
 	started map[string]bool
 	closed  bool
 	streams sync.WaitGroup
+	// Without Follow: the pods listed, and those whose log could not be read.
+	pods, unread int
+}
+
+// failed counts a pod whose log could not be read, without Follow (following, one
+// that has not started yet is streamed when it does, and a failure is only logged).
+func (m *logMux) failed() {
+	if m.opts.Follow {
+		return
+	}
+	m.mu.Lock()
+	m.unread++
+	m.mu.Unlock()
 }
 
 // listPods streams the pods running now.
@@ -127,6 +151,9 @@ func (m *logMux) listPods(ctx context.Context) error {
 	if len(pods.Items) == 0 {
 		return fmt.Errorf("lease %s: %w", m.id, ErrNoPods)
 	}
+	m.mu.Lock()
+	m.pods = len(pods.Items)
+	m.mu.Unlock()
 	for i := range pods.Items {
 		m.start(ctx, &pods.Items[i], m.opts.TailLines)
 	}
@@ -179,6 +206,7 @@ func (m *logMux) start(ctx context.Context, p *corev1.Pod, tail *int64) {
 		}
 	}
 	if !ready {
+		m.failed()
 		return
 	}
 	// A restarted container has a new log.
@@ -198,6 +226,7 @@ func (m *logMux) stream(ctx context.Context, pod, service, container string, tai
 	body, err := m.s.cs.CoreV1().Pods(m.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: m.opts.Follow, TailLines: tail}).Stream(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
+			m.failed()
 			m.s.log.WarnContext(ctx, "pod log unreadable", slog.String("lease", m.id.String()), slog.String("pod", m.ns+"/"+pod), slog.String("error", err.Error()))
 		}
 		return
@@ -208,6 +237,7 @@ func (m *logMux) stream(ctx context.Context, pod, service, container string, tai
 		line, _, err := r.ReadLine() // a line, or a MaxLogLine piece of one
 		if err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				m.failed()
 				m.s.log.WarnContext(ctx, "pod log interrupted", slog.String("lease", m.id.String()), slog.String("pod", m.ns+"/"+pod), slog.String("error", err.Error()))
 			}
 			return

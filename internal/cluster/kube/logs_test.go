@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -155,6 +156,39 @@ func TestLogs(t *testing.T) {
 		})
 		if !errors.Is(err, errStop) || n != 1 {
 			t.Fatalf("err %v after %d lines, want the consumer's after 1", err, n)
+		}
+	})
+
+	// Last: the pod it adds would be missing from the others' counts.
+	t.Run("a pod whose log cannot be read", func(t *testing.T) {
+		running := runningPods(t, kube, l.ns)["db"] // follow added one
+		unstartedPod(t, kube, l.ns, "db")
+		// Without follow: the lines of the pods that run, then ErrLogUnreadable.
+		var c collected[LogLine]
+		err := s.Logs(ctx, l.id, LogOptions{Service: "db"}, c.add)
+		if want := fmt.Sprintf("1 of %d pods", len(running)+1); !errors.Is(err, ErrLogUnreadable) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err %v, want ErrLogUnreadable for %s", err, want)
+		}
+		got := ours(c.all())
+		for _, pod := range running {
+			if !slices.Equal(got[pod], []string{"1", "2", "3"}) {
+				t.Errorf("pod %s: lines %v", pod, got[pod])
+			}
+		}
+		if len(got) != len(running) {
+			t.Fatalf("lines from %d pods, want the %d running", len(got), len(running))
+		}
+		// Following, a pod that has not started is waited for, not an error.
+		runCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		var ferr error
+		var fc collected[LogLine]
+		wg.Go(func() { ferr = s.Logs(runCtx, l.id, LogOptions{Service: "db", Follow: true}, fc.add) })
+		eventually(t, "the running db pods' lines", func() bool { return len(ours(fc.all())) == len(running) })
+		stop()
+		wg.Wait()
+		if ferr != nil {
+			t.Fatalf("follow: %v", ferr)
 		}
 	})
 

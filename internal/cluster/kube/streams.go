@@ -31,6 +31,11 @@ var (
 	ErrNoSuchPod = errors.New("the service has no running replica at that index")
 	// ErrInvalidRequest: the request lacks what it needs (a service, a command).
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrLogUnreadable: without Follow, a listed pod's log could not be read (its
+	// container has not started, or the pod is gone).
+	ErrLogUnreadable = errors.New("a pod's log could not be read")
+	// ErrNoSuchCommand: the container has no such program to execute.
+	ErrNoSuchCommand = errors.New("no such command in the container")
 )
 
 // Streams serves a lease's tenant what the provider gateway exposes of the lease's

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -155,4 +156,26 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// unstartedPod adds to a lease's namespace a pod of service that never starts: it is
+// bound to a node that does not exist, so no kubelet (nor kwok) runs it and its
+// container has no status. It is deleted when the test ends.
+func unstartedPod(t *testing.T, kube *testenv.Kube, ns, service string) string {
+	t.Helper()
+	cs := kube.Clientset(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: service + "-unstarted-", Namespace: ns,
+			Labels: map[string]string{cluster.LabelManaged: "true", LabelService: service}},
+		Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: service, Image: "example.invalid/never:1"}}},
+	}
+	got, err := cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = cs.CoreV1().Pods(ns).Delete(context.WithoutCancel(t.Context()), got.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	return got.Name
 }

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -63,7 +64,18 @@ func (c *Client) dial(ctx context.Context, path string, q url.Values) (*websocke
 	return conn, nil
 }
 
-// closeError turns how a stream ended into nil (a normal closure) or an error.
+// closeMeanings say what a close code means when the provider gave no reason (Akash's
+// provider gives none).
+var closeMeanings = map[int]string{
+	api.CloseInternal:              "the provider failed",
+	websocket.CloseGoingAway:       "the provider is going away",
+	websocket.CloseProtocolError:   "protocol error",
+	websocket.CloseAbnormalClosure: "the connection was lost",
+}
+
+// closeError turns how a stream ended into nil (a normal closure) or an error: any
+// other close, with its reason, is one (the caller exits non-zero), never an end of
+// the stream.
 func closeError(err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
@@ -75,7 +87,11 @@ func closeError(err error) error {
 		case api.CloseUnavailable:
 			return &ResponseError{Status: http.StatusServiceUnavailable, Message: ce.Text}
 		}
-		return fmt.Errorf("provider ended the stream: %s (%d)", ce.Text, ce.Code)
+		reason := ce.Text
+		if reason == "" {
+			reason = cmp.Or(closeMeanings[ce.Code], "no reason given")
+		}
+		return fmt.Errorf("the provider ended the stream: %s (close code %d)", reason, ce.Code)
 	}
 	return err
 }

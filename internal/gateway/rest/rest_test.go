@@ -156,6 +156,8 @@ type env struct {
 	lease    market.LeaseID
 	manifest *fakeManifests
 	ca       *tls.Certificate
+	// stop stops the server (Serve returns) and reports what Serve returned.
+	stop func() error
 }
 
 // testIngressDomain is where the test provider names services' HTTP ports.
@@ -199,9 +201,17 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
+	var once sync.Once
+	var serveErr error
+	e.stop = func() error {
+		once.Do(func() {
+			cancel()
+			serveErr = <-done
+		})
+		return serveErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := e.stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})

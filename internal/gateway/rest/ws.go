@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -23,12 +24,15 @@ import (
 // Streams reach a lease's containers and events through the cluster.
 type Streams interface {
 	// Logs sends each log line of the lease's pods (of the services named, or all) to
-	// emit; without Follow it returns when the logs are read.
+	// emit; without Follow it returns when the logs are read, with ErrLogUnreadable if
+	// a pod's could not be (after the others' lines) and ErrNoPods if there are none.
 	Logs(ctx context.Context, id market.LeaseID, opts LogOptions, emit func(LogLine) error) error
 	// Events sends the lease's Kubernetes events to emit; with follow it then sends
 	// new ones until ctx ends.
 	Events(ctx context.Context, id market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error
-	// Exec runs a command in one of a service's pods and returns its exit code.
+	// Exec runs a command in one of a service's pods and returns its exit code; a
+	// command that could not run is ErrNoPods, ErrPodIndex, ErrNotFound or
+	// ErrCommandNotFound.
 	Exec(ctx context.Context, id market.LeaseID, req ExecRequest) (int, error)
 }
 
@@ -63,7 +67,24 @@ var (
 	ErrNoPods = errors.New("no running pods")
 	// ErrPodIndex: podIndex is past the service's running pods.
 	ErrPodIndex = errors.New("pod index out of range")
+	// ErrLogUnreadable: without follow, a pod's log could not be read (Logs returns
+	// it after the other pods' lines).
+	ErrLogUnreadable = errors.New("a pod's log could not be read")
+	// ErrCommandNotFound: the container has no such command.
+	ErrCommandNotFound = errors.New("command not found")
 )
+
+// Close reasons and result messages the tenant sees. msgCommandNotFound is Akash's
+// result text for a command the container does not have, word for word.
+const (
+	reasonStopping     = "the provider is stopping; try again"
+	reasonLogUnread    = "a pod's log could not be read (its container has not started, or the pod is gone)"
+	msgCommandNotFound = "remote command execute error: command could not be executed because it does not exist"
+)
+
+// maxCloseReason is the most a close frame's reason may hold (a control frame's 125
+// bytes, less the code's 2).
+const maxCloseReason = 123
 
 // Websocket close codes (Akash's): internal error, lease not found, unavailable.
 const (
@@ -110,7 +131,7 @@ func (s *Server) admit(owner string) (release func(), err error) {
 }
 
 // wsConn is an upgraded connection: writes serialised, pings sent every period, and
-// the connection's context ended when the client goes away.
+// the connection's context ended when the client goes away or breaks the protocol.
 type wsConn struct {
 	c      *websocket.Conn
 	mu     sync.Mutex
@@ -118,6 +139,9 @@ type wsConn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	done   func() // the server's session count
+	// violation is what the client sent that the protocol does not allow (the session
+	// then ends with 1002 and this as the reason); nil if nothing.
+	violation atomic.Pointer[string]
 }
 
 // upgrade upgrades the request and starts pinging; onMessage (may be nil) gets the
@@ -156,6 +180,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, owner string, o
 			_ = c.SetReadDeadline(time.Now().Add(2 * s.cfg.PingPeriod))
 			if onMessage != nil {
 				if err := onMessage(kind, msg); err != nil {
+					v := err.Error()
+					ws.violation.Store(&v)
 					return
 				}
 			}
@@ -194,9 +220,12 @@ func (ws *wsConn) writeJSON(v any) error {
 	return ws.write(websocket.TextMessage, b)
 }
 
-// close sends a close frame with code and reason, closes the connection and waits for
-// its goroutines.
+// close sends a close frame with code and reason (cut to what a close frame holds),
+// closes the connection and waits for its goroutines.
 func (ws *wsConn) close(code int, reason string) {
+	if len(reason) > maxCloseReason {
+		reason = strings.ToValidUTF8(reason[:maxCloseReason], "")
+	}
 	msg := websocket.FormatCloseMessage(code, reason)
 	_ = ws.c.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
 	ws.cancel()
@@ -205,15 +234,24 @@ func (ws *wsConn) close(code int, reason string) {
 	ws.done()
 }
 
-// closeFor closes with the code fitting err (nil: normal closure).
+// closeFor closes with the code fitting how the session ended: the provider stopping
+// (1001), the client breaking the protocol (1002, with what it sent), err, or nothing
+// (1000, normal closure).
 func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
-	// Close reasons are fixed texts: a control frame holds at most 123 bytes, and the
-	// error's own text may name the cluster's objects.
+	// Close reasons are fixed texts (a protocol violation's is ours, about the client's
+	// frame): a control frame holds at most 123 bytes, and an error's own text may name
+	// the cluster's objects.
 	switch {
+	case r.Context().Err() != nil: // the server's context: the client leaving ends ws.ctx only
+		ws.close(websocket.CloseGoingAway, reasonStopping)
+	case ws.violation.Load() != nil:
+		ws.close(websocket.CloseProtocolError, *ws.violation.Load())
 	case err == nil, ws.ctx.Err() != nil:
 		ws.close(websocket.CloseNormalClosure, "")
 	case errors.Is(err, ErrNoPods):
 		ws.close(closeInternal, "no running pods")
+	case errors.Is(err, ErrLogUnreadable):
+		ws.close(closeInternal, reasonLogUnread)
 	case errors.Is(err, ErrNotFound):
 		ws.close(closeNotFound, "lease or service not found (not deployed yet?)")
 	case errors.Is(err, ErrBadRequest):
@@ -401,16 +439,21 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	}
 	code, err := s.deps.Streams.Exec(ws.ctx, id, er)
 	switch {
+	case ws.ctx.Err() != nil:
+		// Cut short (the client left or broke the protocol, the provider is stopping):
+		// the command's end, if it came, is no result (closing its input may have
+		// ended it), and closeFor says why.
 	case err == nil:
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code}))
 	case errors.Is(err, ErrNoPods), errors.Is(err, ErrPodIndex):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "no running pod at that index (pod index out of range)"}))
 	case errors.Is(err, ErrNotFound):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "the lease's service is not deployed (yet)"}))
-	case ws.ctx.Err() != nil:
+	case errors.Is(err, ErrCommandNotFound):
+		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: msgCommandNotFound}))
 	default:
 		s.log.WarnContext(r.Context(), "lease shell failed", slog.String("lease", id.String()), slog.String("error", err.Error()))
 		_ = ws.write(websocket.BinaryMessage, []byte{frameFailure})
 	}
-	ws.close(websocket.CloseNormalClosure, "")
+	s.closeFor(ws, r, nil)
 }

@@ -35,6 +35,12 @@ func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o LogOptions, 
 	if o.Tail == 98 {
 		return ErrNoPods
 	}
+	if o.Tail == 97 { // one pod's container has not started
+		if err := emit(LogLine{Pod: "web-0", Service: "web", Message: "hello from web-0"}); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", ErrLogUnreadable)
+	}
 	for _, pod := range []string{"web-0", "web-1"} {
 		if err := emit(LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(o.Tail, 10)}); err != nil {
 			return err
@@ -60,6 +66,8 @@ func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r ExecRequest)
 	switch {
 	case r.PodIndex == 9:
 		return 0, ErrPodIndex
+	case r.Command[0] == "no-such-command":
+		return 0, fmt.Errorf("%w: exec in lease-abcdef/web-0", ErrCommandNotFound)
 	case r.Command[0] == "boom":
 		return 0, errors.New("kube: stream reset by peer at 10.0.0.3")
 	case r.Command[0] == "exit":
@@ -122,14 +130,29 @@ func TestLogsAndEvents(t *testing.T) {
 		t.Fatalf("after the logs: %v", err)
 	}
 
-	// Errors after the upgrade end the stream with their close code and a fixed reason.
-	for tail, want := range map[string]int{"99": api.CloseNotFound, "98": api.CloseInternal} {
+	// Errors after the upgrade end the stream with their close code and a fixed reason
+	// (never the error's own text, which names the cluster's objects).
+	for tail, want := range map[string]struct {
+		code   int
+		reason string
+	}{
+		"99": {api.CloseNotFound, "lease or service not found"},
+		"98": {api.CloseInternal, "no running pods"},
+		// A log that cannot be read is not a normal end with lines missing.
+		"97": {api.CloseInternal, "a pod's log could not be read (its container has not started, or the pod is gone)"},
+	} {
 		c, _, err := e.dial(t, "/lease/7/1/1/logs?tail="+tail, tok)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != want || strings.Contains(ce.Text, "namespace") {
-			t.Fatalf("tail=%s: %v, want close %d", tail, err, want)
+		if tail == "97" {
+			var m api.LogMessage
+			if err := c.ReadJSON(&m); err != nil || m.Name != "web-0" {
+				t.Fatalf("the readable pod's line: %+v %v", m, err)
+			}
+		}
+		if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != want.code || !strings.HasPrefix(ce.Text, want.reason) || strings.Contains(ce.Text, "lease-") {
+			t.Fatalf("tail=%s: %v, want close %d %q", tail, err, want.code, want.reason)
 		}
 	}
 
@@ -266,6 +289,14 @@ func TestShell(t *testing.T) {
 	if _, _, res, _ := readShell(t, c); res == nil || !strings.Contains(res.Message, "out of range") {
 		t.Fatalf("pod index: %+v", res)
 	}
+	// A command the container does not have: Akash's result text, word for word.
+	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=no-such-command&service=web&podIndex=0", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, res, _ := readShell(t, c); res == nil || res.Message != "remote command execute error: command could not be executed because it does not exist" {
+		t.Fatalf("unknown command: %+v", res)
+	}
 	c, _, err = e.dial(t, "/lease/7/1/1/shell?cmd0=boom&service=web&podIndex=0", tok)
 	if err != nil {
 		t.Fatal(err)
@@ -283,6 +314,82 @@ func TestShell(t *testing.T) {
 	} {
 		if _, code, err := e.dial(t, tc.path, tok); err == nil || code != tc.want {
 			t.Errorf("%s: %d %v, want %d", tc.path, code, err, tc.want)
+		}
+	}
+}
+
+// TestShellProtocolViolation: a frame a client may not send ends the session with
+// close code 1002 and what was wrong with it, not with a normal closure.
+func TestShellProtocolViolation(t *testing.T) {
+	e := newEnv(t)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	for _, tc := range []struct {
+		name   string
+		frame  []byte
+		reason string
+	}{
+		{"unknown code", []byte{7, 'x'}, "frame code 7: a client sends 104 (stdin) or 105 (resize)"},
+		{"output code", []byte{frameStdout, 'x'}, "frame code 100: a client sends 104 (stdin) or 105 (resize)"},
+		{"short resize", []byte{frameResize, 0, 80}, "resize frame of 3 bytes: want the code and 4"},
+	} {
+		c, _, err := e.dial(t, "/lease/7/1/1/shell?cmd0=cat&service=web&podIndex=0&stdin=1&tty=1", tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Text frames and empty frames are ignored, as Akash's provider does.
+		if err := c.WriteMessage(websocket.TextMessage, []byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteMessage(websocket.BinaryMessage, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.WriteMessage(websocket.BinaryMessage, tc.frame); err != nil {
+			t.Fatal(err)
+		}
+		var ce *websocket.CloseError
+		if _, msg, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != websocket.CloseProtocolError || !strings.HasPrefix(ce.Text, tc.reason) {
+			t.Errorf("%s: %q %v, want close 1002 %q", tc.name, msg, err, tc.reason)
+		}
+	}
+}
+
+// TestStreamsWhenTheProviderStops: a followed stream that the provider ends because
+// it stops closes with 1001 and says so; the tenant does not take it for the end of
+// the logs.
+func TestStreamsWhenTheProviderStops(t *testing.T) {
+	e := newEnv(t)
+	tok := e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull})
+	logs, _, err := e.dial(t, "/lease/7/1/1/logs?follow=true", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m api.LogMessage
+	if err := logs.ReadJSON(&m); err != nil {
+		t.Fatal(err)
+	}
+	shell, _, err := e.dial(t, "/lease/7/1/1/shell?cmd0=cat&service=web&podIndex=0&stdin=1", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, "both sessions open", func() bool {
+		e.srv.mu.Lock()
+		defer e.srv.mu.Unlock()
+		return e.srv.open == 2
+	})
+	if err := e.stop(); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*websocket.Conn{"logs": logs, "shell": shell} {
+		var ce *websocket.CloseError
+		for {
+			_, _, err := c.ReadMessage()
+			if err == nil {
+				continue // the follow's second line
+			}
+			if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway || ce.Text != "the provider is stopping; try again" {
+				t.Errorf("%s: %v, want close 1001", name, err)
+			}
+			break
 		}
 	}
 }
