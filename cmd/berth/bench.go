@@ -2,10 +2,12 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/chaos"
 )
 
 func newBenchCommand(log *slog.Logger) *cobra.Command {
@@ -15,7 +17,7 @@ func newBenchCommand(log *slog.Logger) *cobra.Command {
 		GroupID: groupTools,
 		Args:    exactArgs(0),
 	}
-	cmd.AddCommand(newBenchLeaseReadyCommand(log), newBenchStatusCommand(log))
+	cmd.AddCommand(newBenchLeaseReadyCommand(log), newBenchStatusCommand(log), newBenchChaosCommand(log))
 	return cmd
 }
 
@@ -79,5 +81,50 @@ func newBenchStatusCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&b.Connections, "connections", b.Connections, "keep-alive connections")
 	f.IntVar(&b.Nodes, "nodes", b.Nodes, "nodes in the in-process gateway's status")
 	f.StringVar(&b.Target, "target", "", "a running gateway to measure instead (https://host:port)")
+	return cmd
+}
+
+func newBenchChaosCommand(log *slog.Logger) *cobra.Command {
+	c := chaos.DefaultConfig()
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Lease lifecycles while providers are killed, the API server and the ledger go down",
+		Long: "chaos runs a marketplace on this machine (a ledger node, a control plane with kwok,\n" +
+			"and two providers, a and b, as `berth provider run` processes of this binary sharing\n" +
+			"the cluster) and drives --lifecycles tenant deployments through create, bid, lease,\n" +
+			"manifest, ready, update and close, --concurrency at a time. Meanwhile it kills the\n" +
+			"providers (SIGKILL or SIGTERM, mostly a) at random moments up to --kill-pause apart and\n" +
+			"starts them again, takes the API server down for --api-outage and stops the ledger node\n" +
+			"for --ledger-down once each. After each round it checks that every manifest answered\n" +
+			"200 ran, no namespace outlived its lease, no provider touched the other's leases, no\n" +
+			"reservation outlived its bid or lease, no lease was closed but by its tenant, and that\n" +
+			"all held again within --converge. Every random choice follows --seed (printed). It\n" +
+			"prints `name value unit` lines, and exits 1 with the broken promises if any. See\n" +
+			"docs/reliability.md.",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if c.Berth == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				c.Berth = exe
+			}
+			c.Out = cmd.OutOrStdout()
+			_, err := chaos.Run(cmd.Context(), c, log)
+			return err
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&c.Lifecycles, "lifecycles", c.Lifecycles, "tenant deployments through their whole life")
+	f.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "lifecycles at once (a round each)")
+	f.Uint64Var(&c.Seed, "seed", 0, "the random choices' seed (0: a new one, printed)")
+	f.DurationVar(&c.KillPause, "kill-pause", c.KillPause, "longest pause between provider kills (0: none)")
+	f.DurationVar(&c.APIOutage, "api-outage", c.APIOutage, "API server outage, once (0: none)")
+	f.DurationVar(&c.LedgerDown, "ledger-down", c.LedgerDown, "ledger node stop, once (0: none)")
+	f.IntVar(&c.Nodes, "nodes", c.Nodes, "simulated nodes (16 CPU, 64 GiB each)")
+	f.DurationVar(&c.Converge, "converge", c.Converge, "time the invariants have to hold again after a round's faults")
+	f.StringVar(&c.Dir, "dir", "", "where to keep the run's state and provider logs (default: a temporary directory, removed after a clean run)")
+	f.StringVar(&c.Berth, "berth", "", "the berth binary the providers run (default: this one)")
 	return cmd
 }

@@ -152,7 +152,7 @@ func TestTenantGatewayCommands(t *testing.T) {
 	if out, err := shell([]string{"--service", "web", "-t"}, "echo", "hello"); err != nil || out != "hello\r\n" {
 		t.Fatalf("shell -t: %q %v", out, err)
 	}
-	failed([]string{"--service", "web"}, []string{"berth-no-such-command"}, 1, "could not run the command")
+	failed([]string{"--service", "web"}, []string{"berth-no-such-command"}, 1, "command could not be executed because it does not exist")
 	if _, err := shell([]string{"--service", "web", "--pod-index", "7"}, "true"); err == nil || !strings.Contains(err.Error(), "index") {
 		t.Fatalf("shell on a pod that does not exist: %v", err)
 	}

@@ -317,9 +317,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 			retErr = err
 		}
 	}()
-	if err := svc.start(gctx, g, true); err != nil {
-		return nil, err
-	}
+	svc.start(gctx, g, true, quiet)
 	for _, ch := range []<-chan struct{}{svc.inv.Synced(), svc.monitor.Synced(), svc.manager.Started()} {
 		select {
 		case <-ch:

@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -70,17 +73,44 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	return s, nil
 }
 
-// start installs the CRDs when configured to and runs the inventory, the manager, the
-// monitor and the drift watcher in g until ctx ends.
-func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCRDs bool) error {
+// start runs, in g until ctx ends, the CRD install when configured to (retried while
+// the API server does not answer: a provider started during an outage waits for it),
+// the inventory, the manager, the monitor and the drift watcher. Those wait for the
+// cluster on their own; the manager takes manifests once it has read the Manifest
+// resources, so none is accepted before the CRDs are there.
+func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCRDs bool, log *slog.Logger) {
 	if installCRDs {
-		if err := kube.InstallCRDs(ctx, s.dc); err != nil {
-			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
-		}
+		g.Go(func() error { return installCRDsWithRetry(ctx, s.dc, log) })
 	}
 	g.Go(func() error { return s.inv.Run(ctx) })
 	g.Go(func() error { return s.manager.Run(ctx) })
 	g.Go(func() error { return s.monitor.Run(ctx) })
 	g.Go(func() error { return s.drift.Run(ctx) })
-	return nil
+}
+
+// installCRDsWithRetry installs berth's CRDs, retrying with backoff (logged) while the
+// API server cannot be reached; a refusal (RBAC, an invalid object) stops the provider
+// with the reason.
+func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.Logger) error {
+	backoff := time.Second
+	for {
+		err := kube.InstallCRDs(ctx, dc)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return nil //nolint:nilerr // stopping: the error is the cancellation's
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, kube.ErrCRDRefused):
+			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
+		}
+		log.WarnContext(ctx, "installing berth's CRDs: the API server does not answer; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }

@@ -287,13 +287,7 @@ func (p *Provider) Run(ctx context.Context) error {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	if err := p.start(ctx, g, p.cfg.Cluster.InstallCRDs); err != nil {
-		closed.Close()
-		payouts.Close()
-		won.Close()
-		p.gw.close()
-		return err
-	}
+	p.start(ctx, g, p.cfg.Cluster.InstallCRDs, p.log)
 	g.Go(func() error { return p.followClosed(ctx, closed) })
 	g.Go(func() error { return p.followPayouts(ctx, payouts) })
 	g.Go(func() error { return p.followWon(ctx, won) })

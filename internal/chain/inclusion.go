@@ -133,6 +133,10 @@ func (b *Broadcaster) settle(ctx context.Context, tx *signedTx) (fate, *Result, 
 		if err != nil {
 			return fatePending, nil, fmt.Errorf("block %d: %w", h, err)
 		}
+		if blk == nil || blk.Block == nil {
+			// A node that has just started may not serve every block it has yet.
+			return fatePending, nil, fmt.Errorf("block %d: the node does not have it", h)
+		}
 		for i, raw := range blk.Block.Txs {
 			if !bytes.Equal(raw, tx.raw) {
 				continue

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"time"
@@ -16,6 +17,10 @@ import (
 
 	"berth.dev/berth/config/crd"
 )
+
+// ErrCRDRefused reports CRDs the API server refuses to let berth read back (RBAC):
+// retrying cannot help.
+var ErrCRDRefused = errors.New("refused")
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -61,7 +66,7 @@ func waitEstablished(ctx context.Context, dc dynamic.Interface, name string) err
 		u, err := dc.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 		// Retrying cannot help a refusal: say what is missing (RBAC, usually).
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("CRD %s installed, but reading it back is refused (the provider needs get on customresourcedefinitions): %w", name, err)
+			return fmt.Errorf("CRD %s installed, but reading it back is %w (the provider needs get on customresourcedefinitions): %w", name, ErrCRDRefused, err)
 		}
 		if err == nil {
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")

@@ -66,10 +66,18 @@ func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts ExecOptions)
 	if err != nil {
 		return 0, err
 	}
+	// Output nobody reads is read and dropped: a node serves no exec without a stream
+	// (a kubelet refuses one), and an unread stream would stall the command.
+	if opts.Stdout == nil {
+		opts.Stdout = io.Discard
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = io.Discard
+	}
 	req := s.cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{
 			Container: serviceContainer(pod), Command: opts.Command,
-			Stdin: opts.Stdin != nil, Stdout: opts.Stdout != nil, Stderr: opts.Stderr != nil && !opts.TTY, TTY: opts.TTY,
+			Stdin: opts.Stdin != nil, Stdout: true, Stderr: !opts.TTY, TTY: opts.TTY,
 		}, scheme.ParameterCodec)
 	exec, err := s.executor(req.URL())
 	if err != nil {
