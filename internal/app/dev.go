@@ -120,6 +120,13 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	start := time.Now()
+	// Another berth dev (or chain start, or provider run) on this home is refused before
+	// anything in the home changes: its config.toml names the running node's ports.
+	locks, err := lockDevHome(cfg)
+	if err != nil {
+		return err
+	}
+	defer locks.release()
 	if cfg.Reset {
 		if err := resetDevHome(cfg.Home); err != nil {
 			return err
@@ -144,7 +151,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	log.InfoContext(ctx, "starting the ledger node", slog.String("home", cfg.Home), slog.String("rpc", rpc))
-	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger"))})
+	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger")), Lock: locks.node})
 	if err != nil {
 		return fmt.Errorf("start the ledger node: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -207,10 +208,23 @@ func TestResetDevHomeRefusesOtherDirectories(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "config", "genesis.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The home's lock files stay (berth dev holds them while it resets).
+	lock := filepath.Join(home, node.LockFile(node.PartNode))
+	if err := os.WriteFile(lock, []byte("pid 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := resetDevHome(home); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(home); !os.IsNotExist(err) {
-		t.Fatalf("home still there: %v", err)
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != filepath.Base(lock) {
+		t.Fatalf("home after reset holds %v, want only its lock file", entries)
+	}
+	// A home holding only lock files may be reset.
+	if err := resetDevHome(home); err != nil {
+		t.Fatalf("reset of a home with only its lock files: %v", err)
 	}
 }
