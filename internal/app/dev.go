@@ -202,8 +202,10 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 			retErr = fmt.Errorf("provider: %w", err)
 		}
 	}()
-	// watch returns nil once until is closed or ctx ends, or says why the node or the
-	// provider stopped first (their error is put back for the deferred waits).
+	// watch returns nil once until is closed or ctx ends, or says why the node, the
+	// provider or the cluster stopped first (the node's and the provider's error is put
+	// back for the deferred waits). A cluster process that dies is restarted by the
+	// control plane; the cluster stops when one cannot be (etcd, or too many restarts).
 	watch := func(until <-chan struct{}, when string) error {
 		select {
 		case <-until:
@@ -216,6 +218,9 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		case err := <-provDone:
 			provDone <- err
 			return stopped("the provider", when, err)
+		case <-cp.Failed():
+			// The control plane logged the process's exit and its restarts.
+			return stopped("the local cluster", when, cp.Err())
 		}
 	}
 	if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {

@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,4 +230,81 @@ func TestResetDevHomeRefusesOtherDirectories(t *testing.T) {
 	if err := resetDevHome(home); err != nil {
 		t.Fatalf("reset of a home with only its lock files: %v", err)
 	}
+}
+
+// TestRunDevWatchesTheCluster kills processes of a running berth dev's cluster: kwok
+// is restarted and berth dev runs on; etcd is not, and berth dev stops saying so.
+func TestRunDevWatchesTheCluster(t *testing.T) {
+	if _, err := localenv.FindBinaries(t.Context()); err != nil {
+		testenv.Require(t, err)
+	}
+	cfg := DefaultDevConfig()
+	cfg.Home = filepath.Join(t.TempDir(), "dev")
+	cfg.Nodes, cfg.GPUNodes = 1, 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := testenv.NewMarkerWriter("Press Ctrl-C")
+	done := make(chan error, 1)
+	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	select {
+	case <-out.Seen():
+	case err := <-done:
+		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
+	}
+
+	// The processes are found by the paths of this home on their command lines.
+	kwokConfig := "--config=" + filepath.Join(cfg.Home, "cluster", "kwok", "config.yaml")
+	kwok := pidWith(t, kwokConfig)
+	if err := syscall.Kill(kwok, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "a new kwok", func() bool {
+		pid := pidWithOrZero(kwokConfig)
+		return pid != 0 && pid != kwok
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("berth dev stopped after kwok was killed: %v", err)
+	default:
+	}
+
+	etcd := pidWith(t, "--data-dir="+filepath.Join(cfg.Home, "cluster", "etcd"))
+	if err := syscall.Kill(etcd, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "the local cluster stopped: etcd exited (signal: killed) and it is not restarted") {
+			t.Fatalf("RunDev: %v, want the cluster's failure", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("berth dev still runs a minute after its etcd was killed")
+	}
+}
+
+// pidWith is the process whose command line has arg.
+func pidWith(t *testing.T, arg string) int {
+	t.Helper()
+	pid := pidWithOrZero(arg)
+	if pid == 0 {
+		t.Fatalf("no process with %s", arg)
+	}
+	return pid
+}
+
+func pidWithOrZero(arg string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), arg) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		if err == nil {
+			return pid
+		}
+	}
+	return 0
 }
