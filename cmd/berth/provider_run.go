@@ -9,6 +9,7 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/gateway/rest"
+	"berth.dev/berth/internal/node"
 )
 
 func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
@@ -49,6 +50,12 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 				return usageError("log_level: %w", err)
 			}
+			// One provider per home: a second one would write the same state files.
+			lock, err := node.LockHome(cfg.Home, node.PartProvider)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
 			p, err := app.NewProvider(cmd.Context(), cfg, metricsListen, log)

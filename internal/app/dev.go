@@ -120,6 +120,13 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	start := time.Now()
+	// Another berth dev (or chain start, or provider run) on this home is refused before
+	// anything in the home changes: its config.toml names the running node's ports.
+	locks, err := lockDevHome(cfg)
+	if err != nil {
+		return err
+	}
+	defer locks.release()
 	if cfg.Reset {
 		if err := resetDevHome(cfg.Home); err != nil {
 			return err
@@ -144,7 +151,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	log.InfoContext(ctx, "starting the ledger node", slog.String("home", cfg.Home), slog.String("rpc", rpc))
-	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger"))})
+	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger")), Lock: locks.node})
 	if err != nil {
 		return fmt.Errorf("start the ledger node: %w", err)
 	}
@@ -195,8 +202,10 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 			retErr = fmt.Errorf("provider: %w", err)
 		}
 	}()
-	// watch returns nil once until is closed or ctx ends, or says why the node or the
-	// provider stopped first (their error is put back for the deferred waits).
+	// watch returns nil once until is closed or ctx ends, or says why the node, the
+	// provider or the cluster stopped first (the node's and the provider's error is put
+	// back for the deferred waits). A cluster process that dies is restarted by the
+	// control plane; the cluster stops when one cannot be (etcd, or too many restarts).
 	watch := func(until <-chan struct{}, when string) error {
 		select {
 		case <-until:
@@ -209,6 +218,9 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		case err := <-provDone:
 			provDone <- err
 			return stopped("the provider", when, err)
+		case <-cp.Failed():
+			// The control plane logged the process's exit and its restarts.
+			return stopped("the local cluster", when, cp.Err())
 		}
 	}
 	if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {

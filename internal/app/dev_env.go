@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -42,20 +43,79 @@ func devAttributes(cfg DevConfig) (market.Attributes, error) {
 	return append(market.Attributes{{Key: "host", Value: "berth-dev"}, {Key: "region", Value: "local"}, {Key: "tier", Value: "community"}}, caps...), nil
 }
 
-// resetDevHome removes a dev home, refusing a directory that does not look like one (a
-// berth node home, or empty) so that a mistyped --home cannot delete unrelated files.
-func resetDevHome(home string) error {
+// devLocks are the home's locks berth dev holds while it runs: the ledger node's and
+// the provider's.
+type devLocks struct{ node, provider *node.HomeLock }
+
+func (l devLocks) release() {
+	l.provider.Release()
+	l.node.Release()
+}
+
+// lockDevHome takes the home's locks before berth dev writes anything into it (a
+// --reset of a directory that is not a berth home is refused before that too), making
+// the home when it does not exist.
+func lockDevHome(cfg DevConfig) (devLocks, error) {
+	var l devLocks
+	if cfg.Reset {
+		if err := checkResettable(cfg.Home); err != nil {
+			return l, err
+		}
+	}
+	if err := os.MkdirAll(cfg.Home, 0o700); err != nil {
+		return l, fmt.Errorf("--home: %w", err)
+	}
+	var err error
+	if l.node, err = node.LockHome(cfg.Home, node.PartNode); err != nil {
+		return l, err
+	}
+	if l.provider, err = node.LockHome(cfg.Home, node.PartProvider); err != nil {
+		l.node.Release()
+		return devLocks{}, err
+	}
+	return l, nil
+}
+
+// checkResettable refuses to reset a directory that does not look like a dev home (a
+// berth node home, or empty but for the home's lock files) so that a mistyped --home
+// cannot delete unrelated files.
+func checkResettable(home string) error {
 	entries, err := os.ReadDir(home)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return nil
 	case err != nil:
 		return fmt.Errorf("--reset: %w", err)
-	case len(entries) > 0 && !node.HasGenesis(home):
-		return fmt.Errorf("--reset: %s is not a berth home (no config/genesis.json); not removing it", home)
 	}
-	if err := os.RemoveAll(home); err != nil {
+	for _, e := range entries {
+		if !node.IsLockFile(e.Name()) && !node.HasGenesis(home) {
+			return fmt.Errorf("--reset: %s is not a berth home (no config/genesis.json); not removing it", home)
+		}
+	}
+	return nil
+}
+
+// resetDevHome empties a dev home, whose locks the caller holds: everything goes but
+// the lock files (removing them would let another process lock the home while this
+// one runs it).
+func resetDevHome(home string) error {
+	if err := checkResettable(home); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(home)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
 		return fmt.Errorf("--reset: %w", err)
+	}
+	for _, e := range entries {
+		if node.IsLockFile(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(home, e.Name())); err != nil {
+			return fmt.Errorf("--reset: %w", err)
+		}
 	}
 	return nil
 }

@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -207,10 +211,100 @@ func TestResetDevHomeRefusesOtherDirectories(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "config", "genesis.json"), []byte("{}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The home's lock files stay (berth dev holds them while it resets).
+	lock := filepath.Join(home, node.LockFile(node.PartNode))
+	if err := os.WriteFile(lock, []byte("pid 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := resetDevHome(home); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(home); !os.IsNotExist(err) {
-		t.Fatalf("home still there: %v", err)
+	entries, err := os.ReadDir(home)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if len(entries) != 1 || entries[0].Name() != filepath.Base(lock) {
+		t.Fatalf("home after reset holds %v, want only its lock file", entries)
+	}
+	// A home holding only lock files may be reset.
+	if err := resetDevHome(home); err != nil {
+		t.Fatalf("reset of a home with only its lock files: %v", err)
+	}
+}
+
+// TestRunDevWatchesTheCluster kills processes of a running berth dev's cluster: kwok
+// is restarted and berth dev runs on; etcd is not, and berth dev stops saying so.
+func TestRunDevWatchesTheCluster(t *testing.T) {
+	if _, err := localenv.FindBinaries(t.Context()); err != nil {
+		testenv.Require(t, err)
+	}
+	cfg := DefaultDevConfig()
+	cfg.Home = filepath.Join(t.TempDir(), "dev")
+	cfg.Nodes, cfg.GPUNodes = 1, 0
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	out := testenv.NewMarkerWriter("Press Ctrl-C")
+	done := make(chan error, 1)
+	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	select {
+	case <-out.Seen():
+	case err := <-done:
+		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
+	}
+
+	// The processes are found by the paths of this home on their command lines.
+	kwokConfig := "--config=" + filepath.Join(cfg.Home, "cluster", "kwok", "config.yaml")
+	kwok := pidWith(t, kwokConfig)
+	if err := syscall.Kill(kwok, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, "a new kwok", func() bool {
+		pid := pidWithOrZero(kwokConfig)
+		return pid != 0 && pid != kwok
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("berth dev stopped after kwok was killed: %v", err)
+	default:
+	}
+
+	etcd := pidWith(t, "--data-dir="+filepath.Join(cfg.Home, "cluster", "etcd"))
+	if err := syscall.Kill(etcd, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "the local cluster stopped: etcd exited (signal: killed) and it is not restarted") {
+			t.Fatalf("RunDev: %v, want the cluster's failure", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("berth dev still runs a minute after its etcd was killed")
+	}
+}
+
+// pidWith is the process whose command line has arg.
+func pidWith(t *testing.T, arg string) int {
+	t.Helper()
+	pid := pidWithOrZero(arg)
+	if pid == 0 {
+		t.Fatalf("no process with %s", arg)
+	}
+	return pid
+}
+
+func pidWithOrZero(arg string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil || !slices.Contains(strings.Split(string(b), "\x00"), arg) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		if err == nil {
+			return pid
+		}
+	}
+	return 0
 }

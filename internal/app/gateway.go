@@ -268,7 +268,7 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
 		s.Cluster.Inventory.Available.Nodes = append(s.Cluster.Inventory.Available.Nodes, status.Node{
-			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available)})
+			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available), Unschedulable: !n.Schedulable})
 	}
 	for _, pool := range snap.Pools {
 		if class, ok := strings.CutPrefix(pool.Name, cluster.StoragePool("")); ok {

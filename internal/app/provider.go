@@ -162,9 +162,11 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
 		return nil, err
 	}
-	if err := p.reg.Register(newSeedMetrics(p)); err != nil {
-		p.gw.close()
-		return nil, fmt.Errorf("metrics: %w", err)
+	for _, c := range []prometheus.Collector{newSeedMetrics(p), newInventoryMetrics(p.capacity)} {
+		if err := p.reg.Register(c); err != nil {
+			p.gw.close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
 	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {

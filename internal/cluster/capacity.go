@@ -14,7 +14,9 @@ type Node struct {
 	Allocatable Amounts
 	// GPU is the model of the node's GPUs (one model per node), when it has any.
 	GPU GPUModel
-	// Schedulable is false for nodes that are not Ready or are cordoned.
+	// Schedulable is false for nodes that are not Ready, are cordoned, or carry a
+	// NoSchedule or NoExecute taint: no replica is planned there, and they offer
+	// nothing in Totals and Snapshot.
 	Schedulable bool
 }
 
@@ -148,7 +150,7 @@ func NewCapacity() *Capacity {
 }
 
 // SetNode adds or replaces a node. Replicas planned on a node that no longer has room
-// for them move to other nodes, or become unplaced.
+// for them, or is no longer schedulable, move to other nodes, or become unplaced.
 func (c *Capacity) SetNode(n Node) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -276,8 +278,9 @@ func (c *Capacity) deletePodLocked(key string) {
 		delete(c.podsOf, o)
 	}
 	if r := c.res[o]; r != nil && ps.mat {
-		// The replica is planned again where the pod was: the space it just freed.
-		if ni, ok := c.nodeIndex[ps.Node]; ok {
+		// The replica is planned again where the pod was, the space it just freed, when
+		// that node still takes pods; otherwise it looks for a place anew.
+		if ni, ok := c.nodeIndex[ps.Node]; ok && c.nodes[ni].Schedulable {
 			r.planned[ps.unit] = append(r.planned[ps.unit], ni)
 			c.planAddLocked(ni, r.demand.Units[ps.unit].Each)
 		} else {

@@ -246,9 +246,59 @@ func TestDeleteNodeUnplaces(t *testing.T) {
 	}
 }
 
+// TestNodeGoingUnschedulableLosesItsPlans: a node that stops taking pods later (NotReady,
+// cordoned, tainted) is treated as one that never took them: replicas planned there
+// move to nodes that do, or become unplaced until one has room (the node coming back),
+// and it offers nothing.
+func TestNodeGoingUnschedulableLosesItsPlans(t *testing.T) {
+	c := NewCapacity()
+	c.SetNode(cpuNode("a", 8000, 16*gi))
+	c.SetNode(cpuNode("b", 4000, 8*gi))
+	// The most free CPU first: both replicas go to a.
+	if _, err := c.Reserve(order(1), Demand{Units: []Unit{unit(1, 2, 2000, gi)}}); err != nil {
+		t.Fatal(err)
+	}
+	if tot := c.Totals(); tot.Reserved.CPU != 4000 {
+		t.Fatalf("totals %+v", tot)
+	}
+	down := cpuNode("a", 8000, 16*gi)
+	down.Schedulable = false
+	c.SetNode(down)
+	mustCheck(t, c)
+	s := c.Snapshot()
+	if s.Nodes[0].Available != (Amounts{}) || s.Nodes[1].Available.CPU != 0 {
+		t.Fatalf("after a went down: %+v, want nothing on a and both replicas on b", s.Nodes)
+	}
+	if tot := c.Totals(); tot.Reserved.CPU != 4000 || tot.Unplaced != 0 || tot.Nodes != 1 {
+		t.Fatalf("after a went down: totals %+v", tot)
+	}
+	// Nothing more fits: a does not count.
+	if _, err := c.Fit(Demand{Units: []Unit{unit(1, 1, 1000, gi)}}); err == nil {
+		t.Fatal("an order fits on a node that takes no pods")
+	}
+	// b cordoned too: the replicas have nowhere to go; the bid stands.
+	cordoned := cpuNode("b", 4000, 8*gi)
+	cordoned.Schedulable = false
+	c.SetNode(cordoned)
+	mustCheck(t, c)
+	if tot := c.Totals(); tot.Unplaced != 2 || tot.Nodes != 0 {
+		t.Fatalf("with both down: totals %+v", tot)
+	}
+	// a comes back Ready: the replicas are planned there again.
+	c.SetNode(cpuNode("a", 8000, 16*gi))
+	mustCheck(t, c)
+	if tot := c.Totals(); tot.Unplaced != 0 || tot.Reserved.CPU != 4000 {
+		t.Fatalf("a back: totals %+v", tot)
+	}
+	if s := c.Snapshot(); s.Nodes[0].Available.CPU != 4000 {
+		t.Fatalf("a back: %+v", s.Nodes[0])
+	}
+}
+
 // TestReservationProperties runs random sequences of reservations, releases and lease
 // pods coming and going and checks the invariants after every step: reserved + used ≤
-// allocatable on every node; the bookkeeping adds up; every reservation belongs to an
+// allocatable on every node; nothing is planned on a node that takes no pods; the
+// bookkeeping adds up; every reservation belongs to an
 // order that holds one; releasing everything restores the empty cluster exactly.
 func TestReservationProperties(t *testing.T) {
 	for seed := range uint64(40) {
@@ -267,7 +317,12 @@ func TestReservationProperties(t *testing.T) {
 			held := map[market.OrderID]Demand{}
 			pods := map[string]Pod{}
 			for step := range 300 {
-				switch op := rng.IntN(11); {
+				switch op := rng.IntN(12); {
+				case op == 11:
+					// A node stops taking pods (NotReady, cordoned) or takes them again.
+					n := c.nodes[rng.IntN(len(c.nodes))].Node
+					n.Schedulable = !n.Schedulable
+					c.SetNode(n)
 				case op == 10:
 					// Reserving and releasing at once leaves every node and pool as it was.
 					before := snapshot(c)
@@ -320,6 +375,9 @@ func TestReservationProperties(t *testing.T) {
 				for _, n := range c.nodes {
 					if free := n.Allocatable.Sub(c.used[n.Name]).Sub(n.planned); free.Negative() {
 						t.Fatalf("step %d: node %s overcommitted: %s", step, n.Name, free)
+					}
+					if !n.Schedulable && n.planned != (Amounts{}) {
+						t.Fatalf("step %d: %s planned on unschedulable node %s", step, n.planned, n.Name)
 					}
 				}
 				if got := len(c.Reservations()); got != len(held) {
@@ -404,6 +462,10 @@ func TestSnapshot(t *testing.T) {
 	}
 	if got := s.Nodes[0].Available; got.CPU != 3500 || got.Memory != 7<<30 || got.Pods != 109 {
 		t.Fatalf("n1 available %+v", got)
+	}
+	// A node that takes no pods has nothing available, whatever it has free.
+	if got := s.Nodes[1]; got.Available != (Amounts{}) || got.Allocatable.CPU != 2000 {
+		t.Fatalf("unschedulable n2: %+v, want nothing available", got)
 	}
 	if s.Active != 0 || s.Pending != 0 {
 		t.Fatalf("reservations %d active %d pending", s.Active, s.Pending)

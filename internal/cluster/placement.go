@@ -289,11 +289,14 @@ func (c *Capacity) Unreserve(order market.OrderID) bool {
 }
 
 // rebalanceLocked moves planned replicas off node ni while pods and plans together
-// exceed it: the scheduler put a pod where berth had planned another order's replica,
-// or the node shrank. A replica that fits nowhere else becomes unplaced.
+// exceed it (the scheduler put a pod where berth had planned another order's replica,
+// or the node shrank), and all of them when it no longer takes pods (it went NotReady,
+// was cordoned or tainted: a node that is unschedulable later holds no plans, as one
+// unschedulable from the start never gets any). A replica that fits nowhere else
+// becomes unplaced, and is planned again where room appears (the node coming back).
 func (c *Capacity) rebalanceLocked(ni int) {
 	n := c.nodes[ni]
-	for c.hot[ni].free.Negative() && n.planned != (Amounts{}) {
+	for (c.hot[ni].free.Negative() || !n.Schedulable) && n.planned != (Amounts{}) {
 		r, u, k := c.plannedOnLocked(ni)
 		if r == nil {
 			return

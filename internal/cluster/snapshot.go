@@ -3,7 +3,9 @@ package cluster
 import "slices"
 
 // NodeSnapshot is one node's capacity: what it offers and what is left after running
-// pods and reservations not yet running.
+// pods and reservations not yet running. A node that is not schedulable (not Ready,
+// cordoned, or tainted NoSchedule/NoExecute) has nothing available: no new pod goes
+// there, so bids do not count it and status must not show it as free.
 type NodeSnapshot struct {
 	Name        string
 	Allocatable Amounts
@@ -36,8 +38,11 @@ func (c *Capacity) Snapshot() Snapshot {
 	defer c.mu.Unlock()
 	s := Snapshot{Nodes: make([]NodeSnapshot, len(c.nodes))}
 	for i, n := range c.nodes {
-		free := c.hot[i].free
-		s.Nodes[i] = NodeSnapshot{Name: n.Name, Allocatable: n.Allocatable, Available: free.Max0(), GPU: n.GPU, Schedulable: n.Schedulable}
+		var available Amounts
+		if n.Schedulable {
+			available = c.hot[i].free.Max0()
+		}
+		s.Nodes[i] = NodeSnapshot{Name: n.Name, Allocatable: n.Allocatable, Available: available, GPU: n.GPU, Schedulable: n.Schedulable}
 	}
 	for name, p := range c.pools {
 		s.Pools = append(s.Pools, PoolSnapshot{Name: name, Capacity: p.capacity, Used: p.used + p.reserved})

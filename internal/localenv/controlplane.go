@@ -42,6 +42,9 @@ type ControlPlaneOptions struct {
 	// client rate limits (5,000 QPS, burst 10,000, as kwokctl's disableQPSLimits), the
 	// API server's in-flight request limits, and kwok's parallelism (16 workers each).
 	Throughput bool
+	// Restart is what happens when a process exits once the control plane runs
+	// (default: restarts with backoff, at most 5 per process in 10 minutes; etcd never).
+	Restart RestartPolicy
 }
 
 // ControlPlane is a running private Kubernetes control plane with kwok.
@@ -63,11 +66,22 @@ type ControlPlane struct {
 	cfg       *rest.Config
 	tlsClient *http.Client
 
-	mu      sync.Mutex // guards procs (RestartAPIServer replaces one)
+	mu      sync.Mutex // guards procs (a restart replaces one)
 	procs   []*process
 	node    *nodeServer // the simulated nodes' kubelet endpoint, in front of kwok
 	removed bool
 	log     *slog.Logger
+
+	// Supervision (supervise.go): one goroutine per process from the end of start-up
+	// until Stop, which closes stopping and waits for them.
+	restart   RestartPolicy
+	stopping  chan struct{}
+	wg        sync.WaitGroup
+	failed    chan struct{}
+	smu       sync.Mutex // guards err, recent, restarted
+	err       error
+	recent    map[string][]time.Time // restarts within the policy's window, by process
+	restarted map[string]int
 
 	stopOnce sync.Once
 }
@@ -116,6 +130,12 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 	return nil, err
 }
 
+func newControlPlane(dir string, removeDir bool, log *slog.Logger, restart RestartPolicy) *ControlPlane {
+	restart.defaults()
+	return &ControlPlane{Dir: dir, removed: removeDir, log: log, restart: restart,
+		stopping: make(chan struct{}), failed: make(chan struct{}), recent: map[string][]time.Time{}, restarted: map[string]int{}}
+}
+
 func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *ControlPlane, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
@@ -137,7 +157,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 			return nil, fmt.Errorf("create control plane dir: %w", err)
 		}
 	}
-	cp := &ControlPlane{Dir: dir, removed: removeDir, log: opts.Logger}
+	cp := newControlPlane(dir, removeDir, opts.Logger, opts.Restart)
 	defer func() {
 		if retErr != nil {
 			cp.Stop()
@@ -183,7 +203,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}
 	cp.procs = append(cp.procs, etcd)
 	plain := &http.Client{Timeout: 2 * time.Second}
-	if err := waitFor(ctx, "etcd health", 50*time.Millisecond, []*process{etcd}, httpOK(plain, etcdURL+"/health")); err != nil {
+	if err := waitFor(ctx, "etcd health", 50*time.Millisecond, anyExited(etcd), httpOK(plain, etcdURL+"/health")); err != nil {
 		return nil, err
 	}
 
@@ -232,7 +252,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	if err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, cp.procs, httpOK(tlsClient, cp.APIServerURL+"/readyz")); err != nil {
+	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, cp.APIServerURL+"/readyz")); err != nil {
 		return nil, err
 	}
 	cp.tlsClient = tlsClient
@@ -302,17 +322,17 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	}}
 	defer insecure.CloseIdleConnections()
 	defer tlsClient.CloseIdleConnections()
-	if err := waitFor(ctx, "kube-scheduler health", 100*time.Millisecond, cp.procs, httpOK(insecure, "https://"+hostPort(schedPort)+"/healthz")); err != nil {
+	if err := waitFor(ctx, "kube-scheduler health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(insecure, "https://"+hostPort(schedPort)+"/healthz")); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, "kube-controller-manager health", 100*time.Millisecond, cp.procs, httpOK(insecure, "https://"+hostPort(kcmPort)+"/healthz")); err != nil {
+	if err := waitFor(ctx, "kube-controller-manager health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(insecure, "https://"+hostPort(kcmPort)+"/healthz")); err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, "kwok health", 100*time.Millisecond, cp.procs, httpOK(tlsClient, "https://"+hostPort(kwokPort)+"/healthz")); err != nil {
+	if err := waitFor(ctx, "kwok health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, "https://"+hostPort(kwokPort)+"/healthz")); err != nil {
 		return nil, err
 	}
 	// The API server reaches kwok through the node server.
-	if err := waitFor(ctx, "node server health", 100*time.Millisecond, cp.procs, httpOK(tlsClient, "https://"+node.addr+"/healthz")); err != nil {
+	if err := waitFor(ctx, "node server health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, "https://"+node.addr+"/healthz")); err != nil {
 		return nil, err
 	}
 	// The service-account controller creating "default" proves the controllers reconcile.
@@ -320,7 +340,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	if err := waitFor(ctx, "default service account", 100*time.Millisecond, cp.procs, func(ctx context.Context) (bool, error) {
+	if err := waitFor(ctx, "default service account", 100*time.Millisecond, anyExited(cp.procs...), func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
@@ -328,6 +348,9 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		return err == nil, err
 	}); err != nil {
 		return nil, err
+	}
+	for _, p := range cp.procs {
+		cp.supervise(p)
 	}
 	opts.Logger.InfoContext(ctx, "control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
 	return cp, nil
@@ -377,26 +400,35 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 		return ctx.Err()
 	case <-t.C:
 	}
+	cp.mu.Lock()
+	select {
+	case <-cp.stopping:
+		cp.mu.Unlock()
+		return errors.New("control plane stopped")
+	default:
+	}
 	p, err := startProcess(old.name, old.logDir, old.bin, old.args...)
 	if err != nil {
+		cp.mu.Unlock()
 		return err
 	}
-	cp.mu.Lock()
 	cp.procs[i] = p
-	procs := slices.Clone(cp.procs)
+	cp.supervise(p)
 	cp.mu.Unlock()
-	return waitFor(ctx, "kube-apiserver readiness after restart", 100*time.Millisecond, procs, httpOK(cp.tlsClient, cp.APIServerURL+"/readyz"))
+	return waitFor(ctx, "kube-apiserver readiness after restart", 100*time.Millisecond, cp.Err, httpOK(cp.tlsClient, cp.APIServerURL+"/readyz"))
 }
 
-// Stop ends every process (in reverse start order) and removes the directory when it
-// was a temporary one. It is idempotent.
+// Stop ends the supervision and every process (in reverse start order) and removes
+// the directory when it was a temporary one. It is idempotent.
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
+		close(cp.stopping)
 		cp.mu.Lock()
-		defer cp.mu.Unlock()
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			cp.procs[i].stop()
 		}
+		cp.mu.Unlock()
+		cp.wg.Wait()
 		if cp.node != nil {
 			cp.node.stop()
 		}
@@ -408,18 +440,8 @@ func (cp *ControlPlane) Stop() {
 	})
 }
 
-// Healthy reports an error when one of the control-plane processes has exited.
-func (cp *ControlPlane) Healthy() error {
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	var errs []error
-	for _, p := range cp.procs {
-		if dead, err := p.exited(); dead {
-			errs = append(errs, fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, p.logPath, p.tail(2000)))
-		}
-	}
-	return errors.Join(errs...)
-}
+// Healthy reports why the control plane failed (Err), nil while it runs.
+func (cp *ControlPlane) Healthy() error { return cp.Err() }
 
 func httpOK(c *http.Client, url string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {

@@ -7,7 +7,9 @@
 //
 // Everything binds to 127.0.0.1 on free ports and keeps its state in one directory.
 // Every child process runs in its own process group and dies with its parent; Stop
-// ends the groups, so nothing is left behind. A ControlPlane or RedisServer is safe for
+// ends the groups, so nothing is left behind. A running control plane watches its
+// processes: one that exits unexpectedly is logged with its exit and log tail and
+// restarted, or the control plane fails (Failed, Err), as its RestartPolicy says. A ControlPlane or RedisServer is safe for
 // concurrent use once started; Stop is idempotent.
 //
 // A dependency that is not installed is reported as ErrMissingDependency with a

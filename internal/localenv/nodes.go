@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -151,15 +150,12 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	cp.mu.Lock()
-	procs := slices.Clone(cp.procs)
-	cp.mu.Unlock()
 	var missing string
 	interval := 100 * time.Millisecond
 	if len(nodes) > 100 {
 		interval = time.Second // a list of many nodes is megabytes
 	}
-	err = waitFor(ctx, fmt.Sprintf("%d nodes ready", len(nodes)), interval, procs, func(ctx context.Context) (bool, error) {
+	err = waitFor(ctx, fmt.Sprintf("%d nodes ready", len(nodes)), interval, cp.Err, func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -29,6 +30,9 @@ type process struct {
 	done    chan struct{}
 	// grace is how long stop waits after SIGTERM before SIGKILL.
 	grace time.Duration
+
+	// stopping is set by stop: the exit that follows is expected.
+	stopping atomic.Bool
 
 	mu      sync.Mutex
 	waitErr error
@@ -80,9 +84,21 @@ func (p *process) exited() (bool, error) {
 	}
 }
 
+// exitStatus says how the process ended ("exit status 1", "signal: killed"); call it
+// after done is closed.
+func (p *process) exitStatus() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waitErr == nil {
+		return "exit status 0"
+	}
+	return p.waitErr.Error()
+}
+
 // stop sends SIGTERM to the process group, waits up to p.grace, then SIGKILLs it.
 // It returns once the process has been reaped.
 func (p *process) stop() {
+	p.stopping.Store(true)
 	pgid := p.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
@@ -142,17 +158,28 @@ func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // errStopped marks a wait that ended because a process died.
 var errStopped = errors.New("process ended")
 
-// waitFor polls check every interval until it returns true, ctx ends, or one of the
-// watched processes exits (whose log tail is then part of the error).
-func waitFor(ctx context.Context, what string, interval time.Duration, procs []*process, check func(context.Context) (bool, error)) error {
+// anyExited is waitFor's dead for processes not (yet) supervised: the first of procs
+// that has exited, with its log tail.
+func anyExited(procs ...*process) func() error {
+	return func() error {
+		for _, p := range procs {
+			if dead, err := p.exited(); dead {
+				return fmt.Errorf("%w: %w\n--- last lines of %s ---\n%s", errStopped, err, p.logPath, p.tail(4000))
+			}
+		}
+		return nil
+	}
+}
+
+// waitFor polls check every interval until it returns true, ctx ends, or dead reports
+// that what is waited on cannot come (a process it needs has exited).
+func waitFor(ctx context.Context, what string, interval time.Duration, dead func() error, check func(context.Context) (bool, error)) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var last error
 	for {
-		for _, p := range procs {
-			if dead, err := p.exited(); dead {
-				return fmt.Errorf("waiting for %s: %w: %w\n--- last lines of %s ---\n%s", what, errStopped, err, p.logPath, p.tail(4000))
-			}
+		if err := dead(); err != nil {
+			return fmt.Errorf("waiting for %s: %w", what, err)
 		}
 		ok, err := check(ctx)
 		if ok {

@@ -46,7 +46,7 @@ func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
 			return nil, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = waitFor(wctx, "redis-server", 20*time.Millisecond, []*process{r.proc}, r.ping)
+		err = waitFor(wctx, "redis-server", 20*time.Millisecond, anyExited(r.proc), r.ping)
 		cancel()
 		if err == nil {
 			return r, nil

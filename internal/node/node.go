@@ -45,6 +45,11 @@ type Config struct {
 	// ("tcp://127.0.0.1:PORT" or, for RPC, "unix:///path/to.sock").
 	RPCListen string
 	P2PListen string
+	// Lock is the home's node lock (LockHome with PartNode) when the caller took it
+	// before writing into the home, as berth dev does; the caller keeps it. Nil: Start
+	// takes it, so that a home another process runs is refused before anything is
+	// opened, and Stop releases it.
+	Lock *HomeLock
 }
 
 // Node is a running ledger node.
@@ -58,6 +63,7 @@ type Node struct {
 	stopMu   sync.Mutex // held for the whole of Stop, so every caller returns after it
 	mu       sync.Mutex
 	dbs      []dbm.DB
+	lock     *HomeLock // taken by Start, released by Stop (nil: the caller's)
 	stopped  bool
 	stopping *atomic.Bool // read by the logger: errors while stopping are expected
 }
@@ -89,7 +95,7 @@ func LoadConfig(home string) (*cfg.Config, error) {
 
 // Start opens the home and starts the node. It returns once the node runs (its first
 // block may still be coming).
-func Start(c Config) (*Node, error) {
+func Start(c Config) (_ *Node, retErr error) {
 	conf, err := LoadConfig(c.Home)
 	if err != nil {
 		return nil, err
@@ -105,9 +111,20 @@ func Start(c Config) (*Node, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Node{conf: conf, stopping: new(atomic.Bool)}
+	if c.Lock == nil {
+		if n.lock, err = LockHome(c.Home, PartNode); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if retErr != nil {
+				n.lock.Release()
+			}
+		}()
+	}
 	appDB, err := dbm.NewDB(appDBName, dbm.BackendType(conf.DBBackend), conf.DBDir())
 	if errors.Is(err, syscall.EAGAIN) {
-		// goleveldb locks its directory: another process runs this home.
+		// goleveldb locks its directory: another process runs this home without the
+		// home's lock (a berth from before the lock).
 		return nil, fmt.Errorf("open ledger database in %s: another process (berth chain start, berth dev) is running this home: %w", conf.DBDir(), err)
 	}
 	if err != nil {
@@ -244,6 +261,7 @@ func (n *Node) Stop() error {
 		n.cmt.Wait()
 	}
 	n.closeDBs()
+	n.lock.Release()
 	return err
 }
 

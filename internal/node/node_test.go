@@ -3,6 +3,7 @@ package node_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -234,7 +235,8 @@ func TestInitNetworkPorts(t *testing.T) {
 	}
 }
 
-// TestStartTwiceSaysWhy: a home already running refuses a second node with the reason.
+// TestStartTwiceSaysWhy: a home already running refuses a second node with the reason:
+// which process runs it, and what to do.
 func TestStartTwiceSaysWhy(t *testing.T) {
 	home := t.TempDir()
 	if _, err := node.Init(home, node.InitOptions{Fast: true, RPCListen: "tcp://127.0.0.1:0", P2PListen: "tcp://127.0.0.1:0"}); err != nil {
@@ -245,7 +247,24 @@ func TestStartTwiceSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = n.Stop() }()
-	if _, err := node.Start(node.Config{Home: home}); err == nil || !strings.Contains(err.Error(), "another process") {
-		t.Fatalf("second start: %v", err)
+	_, err = node.Start(node.Config{Home: home})
+	if !errors.Is(err, node.ErrHomeInUse) {
+		t.Fatalf("second start: %v, want ErrHomeInUse", err)
+	}
+	for _, want := range []string{"process " + strconv.Itoa(os.Getpid()), "runs the ledger node of " + home, "another --home"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("second start: %q lacks %q", err, want)
+		}
+	}
+	// The first node still runs, and the home is free once it stops.
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	n2, err := node.Start(node.Config{Home: home})
+	if err != nil {
+		t.Fatalf("start after the first stopped: %v", err)
+	}
+	if err := n2.Stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,13 +23,19 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 }
 
 // EventuallyNoError polls f every 20 ms until it succeeds, as Eventually does; a
-// failure reports f's last error.
+// failure reports f's last error. A wait ends at once when the package's shared control
+// plane fails (Cluster).
 func EventuallyNoError(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
+	var failed <-chan struct{} // nil (never ready) without a shared control plane
+	cp := sharedFailure.Load()
+	if cp != nil {
+		failed = cp.done
+	}
 	for {
 		err := f()
 		if err == nil {
@@ -40,6 +46,8 @@ func EventuallyNoError(t testing.TB, timeout time.Duration, what string, f func(
 			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
 		case <-t.Context().Done():
 			t.Fatalf("waiting for %s: %v", what, t.Context().Err())
+		case <-failed:
+			t.Fatalf("waiting for %s: the shared control plane failed: %v", what, cp.err())
 		case <-tick.C:
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,13 +38,28 @@ var shared struct {
 	err  error
 }
 
+// failure is how a control plane says it failed: Failed and Err.
+type failure struct {
+	done <-chan struct{}
+	err  func() error
+}
+
+// sharedFailure is the shared control plane's once it runs, for the Eventually helpers
+// (of tests that did not call Cluster themselves too).
+var sharedFailure atomic.Pointer[failure]
+
 // Main runs a test package: m.Run, then stops the shared control plane, then fails the
-// run if goroutines leaked. Use it from TestMain:
+// run if a process of the shared control plane died or goroutines leaked. Use it from
+// TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
 	if shared.cp != nil {
+		if err := shared.cp.Err(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: the shared control plane failed during the run: %v\n", err)
+			code = 1
+		}
 		shared.cp.Stop()
 	}
 	if code == 0 {
@@ -92,14 +108,22 @@ func LeakOptions() []goleak.Option {
 // sharing it must not assume they are alone: create objects in a Namespace of their
 // own and give nodes unique names. Without the binaries the test is skipped (failed
 // under CI=true).
+//
+// The shared control plane restarts nothing: a process of it that dies fails the run
+// (Main), every test that asks for it from then on, and every Eventually wait in
+// progress, at once and with the process's exit and log, instead of leaving tests to
+// wait for a cluster that no longer works. A test that kills control-plane processes
+// starts its own (localenv.StartControlPlane).
 func Cluster(t testing.TB) *Kube {
 	t.Helper()
 	shared.once.Do(func() {
 		start := time.Now()
 		shared.cp, shared.err = localenv.StartControlPlane(context.Background(), localenv.ControlPlaneOptions{
-			Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Restart: localenv.RestartPolicy{Max: -1},
 		})
 		if shared.err == nil {
+			sharedFailure.Store(&failure{done: shared.cp.Failed(), err: shared.cp.Err})
 			fmt.Fprintf(os.Stderr, "testenv: control plane ready in %s (%s)\n", time.Since(start).Round(time.Millisecond), shared.cp.Dir)
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,4 +182,142 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 		_, err := capacity.Reserve(market.OrderID{Owner: "akash1x", DSeq: 3, GSeq: 1, OSeq: 1}, cluster.Demand{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 9})
 		return err == nil
 	})
+}
+
+// TestInventoryNodesThatTakeNoPods: against the real API server, a node that is not
+// Ready, one cordoned and one tainted NoExecute offer nothing — to bids and in the
+// snapshot /status shows — whether they are so from the start or become so later, and
+// a reservation planned on a node that goes NotReady moves to one that takes pods.
+func TestInventoryNodesThatTakeNoPods(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx := t.Context()
+	addNodes(t, kube,
+		localenv.NodeSpec{Name: "inv-take-a", CPU: "4", Memory: "16Gi"},
+		localenv.NodeSpec{Name: "inv-take-b", CPU: "4", Memory: "16Gi"},
+	)
+	// Two nodes kwok does not manage (no kwok annotation), whose Ready condition the
+	// test sets: one Ready that goes NotReady later, one NotReady from the start.
+	for _, n := range []struct {
+		name  string
+		ready corev1.ConditionStatus
+	}{{"inv-take-later", corev1.ConditionTrue}, {"inv-take-never", corev1.ConditionFalse}} {
+		spec, err := localenv.NodeSpec{Name: n.name, CPU: "16", Memory: "64Gi"}.Object()
+		if err != nil {
+			t.Fatal(err)
+		}
+		delete(spec.Annotations, "kwok.x-k8s.io/node")
+		spec.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: n.ready, Reason: "Test",
+			LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, spec, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = cs.CoreV1().Nodes().Delete(dctx, n.name, metav1.DeleteOptions{})
+		})
+	}
+	capacity := cluster.NewCapacity()
+	inv, err := NewInventory(cs, capacity, InventoryConfig{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := inv.Run(runCtx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer wg.Wait()
+	defer stop()
+	if err := inv.WaitSynced(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// node is the named node in the inventory's snapshot.
+	node := func(name string) (cluster.NodeSnapshot, bool) {
+		for _, n := range capacity.Snapshot().Nodes {
+			if n.Name == name {
+				return n, true
+			}
+		}
+		return cluster.NodeSnapshot{}, false
+	}
+	eventually(t, "the four nodes, inv-take-never offering nothing", func() bool {
+		_, a := node("inv-take-a")
+		_, b := node("inv-take-b")
+		l, later := node("inv-take-later")
+		n, never := node("inv-take-never")
+		return a && b && later && l.Schedulable && never && !n.Schedulable && n.Available == (cluster.Amounts{}) && n.Allocatable.CPU == 16000
+	})
+
+	// A 3-CPU replica is planned on the node with the most free CPU: inv-take-later.
+	order := market.OrderID{Owner: "akash1tenant", DSeq: 9, GSeq: 1, OSeq: 1}
+	if _, err := capacity.Reserve(order, cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 3000, Memory: gi, Pods: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := node("inv-take-later"); n.Available.CPU != 13000 {
+		t.Fatalf("the replica is not on inv-take-later: %+v", n)
+	}
+
+	// It goes NotReady (as the node lifecycle controller marks a node whose kubelet, or
+	// kwok, stopped): it offers nothing, and the replica moves to a node that takes pods.
+	later, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-later", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later.Status.Conditions[0].Status = corev1.ConditionFalse
+	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, later, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "inv-take-later NotReady, its replica elsewhere", func() bool {
+		n, _ := node("inv-take-later")
+		a, _ := node("inv-take-a")
+		b, _ := node("inv-take-b")
+		return !n.Schedulable && n.Available == (cluster.Amounts{}) && a.Available.CPU+b.Available.CPU == 5000
+	})
+	if err := capacity.Check(); err != nil {
+		t.Fatal(err)
+	}
+
+	// inv-take-a cordoned, inv-take-b tainted NoExecute: nothing takes pods; the
+	// reservation stands without a node, and no order fits.
+	a, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Spec.Unschedulable = true
+	if _, err := cs.CoreV1().Nodes().Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-b", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Spec.Taints = append(b.Spec.Taints, corev1.Taint{Key: "berth.dev/test-drain", Effect: corev1.TaintEffectNoExecute})
+	if _, err := cs.CoreV1().Nodes().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no node of this test takes pods", func() bool {
+		for _, name := range []string{"inv-take-a", "inv-take-b", "inv-take-later", "inv-take-never"} {
+			if n, ok := node(name); !ok || n.Schedulable || n.Available != (cluster.Amounts{}) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := capacity.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// Unless other tests' nodes take pods in the shared cluster, nothing fits.
+	others := slices.ContainsFunc(capacity.Snapshot().Nodes, func(n cluster.NodeSnapshot) bool {
+		return n.Schedulable && !strings.HasPrefix(n.Name, "inv-take-")
+	})
+	if _, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 1000, Memory: gi, Pods: 1}}}}); err == nil && !others {
+		t.Fatal("an order fits with no node taking pods")
+	}
+	if tot := capacity.Totals(); !others && (tot.Nodes != 0 || tot.Unplaced != 1) {
+		t.Fatalf("totals %+v, want no node and the replica unplaced", tot)
+	}
 }

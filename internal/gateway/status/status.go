@@ -54,11 +54,14 @@ type Available struct {
 	Storage []Storage `json:"storage,omitempty"`
 }
 
-// Node is one node's allocatable and available resources.
+// Node is one node's allocatable and available resources. A node that takes no new
+// pods (not Ready, cordoned, tainted NoSchedule or NoExecute) is Unschedulable, with
+// nothing available.
 type Node struct {
-	Name        string  `json:"name"`
-	Allocatable Metrics `json:"allocatable"`
-	Available   Metrics `json:"available"`
+	Name          string  `json:"name"`
+	Allocatable   Metrics `json:"allocatable"`
+	Available     Metrics `json:"available"`
+	Unschedulable bool    `json:"unschedulable,omitempty"`
 }
 
 // Storage is a storage class's free bytes.

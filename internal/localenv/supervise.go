@@ -1,0 +1,182 @@
+package localenv
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+)
+
+// This file: watching the control plane's processes once it runs.
+
+// RestartPolicy says what a control plane does when one of its processes exits
+// without being asked to. The exit is logged at error level, with its status and the
+// last lines of the process's log, whatever the policy.
+//
+// The controllers (kube-controller-manager, kube-scheduler) and kwok are restarted with
+// the same flags: they keep no state of their own and resync from the API server on
+// start, and kwok takes the simulated nodes back over once the old kwok's node leases
+// expire (40 s; a node marked NotReady while it was down turns Ready again). kube-apiserver is restarted too: it is stateless in front
+// of etcd (RestartAPIServer does the same on purpose, and clients reconnect). etcd is
+// not: it holds the cluster's state, and an etcd that died on its own (its disk full,
+// its data damaged) is not something a restart fixes; its exit fails the control plane.
+type RestartPolicy struct {
+	// Max is how many times one process may be restarted within Window; one more exit
+	// fails the control plane (default 5). Negative: never restart, any exit fails it
+	// (what the tests' shared control plane does: a test run must not hide a crash).
+	Max int
+	// Window is the period Max counts over (default 10 minutes).
+	Window time.Duration
+	// Backoff is the pause before the first restart in the window, doubled for each
+	// further one up to MaxBackoff (defaults 1 s and 30 s).
+	Backoff, MaxBackoff time.Duration
+}
+
+func (r *RestartPolicy) defaults() {
+	if r.Max == 0 {
+		r.Max = 5
+	}
+	if r.Window <= 0 {
+		r.Window = 10 * time.Minute
+	}
+	if r.Backoff <= 0 {
+		r.Backoff = time.Second
+	}
+	if r.MaxBackoff < r.Backoff {
+		r.MaxBackoff = max(30*time.Second, r.Backoff)
+	}
+}
+
+// restartable are the processes a control plane restarts (RestartPolicy says why).
+var restartable = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+
+// Failed is closed when the control plane has failed: a process exited and was not
+// restarted (etcd, a process out of restarts, or any process under a policy without
+// restarts). Err says why. The owner should then Stop it.
+func (cp *ControlPlane) Failed() <-chan struct{} { return cp.failed }
+
+// Err is why the control plane failed, nil while it runs (a process being restarted
+// is not a failure).
+func (cp *ControlPlane) Err() error {
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
+	return cp.err
+}
+
+// Restarts is how many times each process has been restarted, by name.
+func (cp *ControlPlane) Restarts() map[string]int {
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
+	out := make(map[string]int, len(cp.restarted))
+	for name, n := range cp.restarted {
+		out[name] = n
+	}
+	return out
+}
+
+// PIDs are the process IDs of the control plane's processes, by name.
+func (cp *ControlPlane) PIDs() map[string]int {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	out := make(map[string]int, len(cp.procs))
+	for _, p := range cp.procs {
+		out[p.name] = p.cmd.Process.Pid
+	}
+	return out
+}
+
+// supervise watches p until Stop: an unexpected exit is logged, and p restarted or the
+// control plane failed, as the policy says. The goroutine ends at Stop.
+func (cp *ControlPlane) supervise(p *process) {
+	cp.wg.Go(func() {
+		for p != nil {
+			select {
+			case <-cp.stopping:
+				return
+			case <-p.done:
+			}
+			p = cp.exited(p)
+		}
+	})
+}
+
+// exited handles p's exit: nothing when it was stopped on purpose; otherwise it logs
+// the exit and returns the restarted process, or fails the control plane and returns
+// nil.
+func (cp *ControlPlane) exited(p *process) *process {
+	if p.stopping.Load() {
+		return nil
+	}
+	status, tail := p.exitStatus(), p.tail(2000)
+	now := time.Now()
+	cp.smu.Lock()
+	recent := slices.DeleteFunc(cp.recent[p.name], func(t time.Time) bool { return now.Sub(t) > cp.restart.Window })
+	cp.recent[p.name] = recent
+	cp.smu.Unlock()
+	attrs := []any{slog.String("process", p.name), slog.String("status", status), slog.String("log", p.logPath), slog.String("log_tail", tail)}
+
+	var why string
+	switch {
+	case !slices.Contains(restartable, p.name):
+		why = "it is not restarted"
+	case cp.restart.Max < 0:
+		why = "this control plane restarts nothing"
+	case len(recent) >= cp.restart.Max:
+		why = fmt.Sprintf("it was restarted %d times in the last %s", len(recent), cp.restart.Window)
+	}
+	if why != "" {
+		cp.log.Error("control plane process exited; the control plane has failed", append(attrs, slog.String("reason", why))...)
+		cp.fail(fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", p.name, status, why, p.logPath, tail))
+		return nil
+	}
+	backoff := cp.restart.Backoff << len(recent)
+	if backoff > cp.restart.MaxBackoff || backoff <= 0 {
+		backoff = cp.restart.MaxBackoff
+	}
+	cp.log.Error("control plane process exited; restarting it", append(attrs, slog.Duration("in", backoff))...)
+	t := time.NewTimer(backoff)
+	defer t.Stop()
+	select {
+	case <-cp.stopping:
+		return nil
+	case <-t.C:
+	}
+
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	// Stop closes stopping before it takes the lock to stop the processes: a process
+	// started here before that is among those it stops.
+	select {
+	case <-cp.stopping:
+		return nil
+	default:
+	}
+	i := slices.Index(cp.procs, p)
+	if i < 0 {
+		return nil // replaced meanwhile (RestartAPIServer)
+	}
+	np, err := startProcess(p.name, p.logDir, p.bin, p.args...)
+	if err != nil {
+		cp.log.Error("restart control plane process", slog.String("process", p.name), slog.String("error", err.Error()))
+		cp.fail(fmt.Errorf("%s exited (%s) and could not be restarted: %w", p.name, status, err))
+		return nil
+	}
+	cp.procs[i] = np
+	cp.smu.Lock()
+	cp.recent[p.name] = append(cp.recent[p.name], time.Now())
+	cp.restarted[p.name]++
+	cp.smu.Unlock()
+	cp.log.Info("control plane process restarted", slog.String("process", p.name), slog.Int("pid", np.cmd.Process.Pid))
+	return np
+}
+
+// fail records the control plane's failure (the first one) and closes Failed.
+func (cp *ControlPlane) fail(err error) {
+	cp.smu.Lock()
+	defer cp.smu.Unlock()
+	if cp.err != nil {
+		return
+	}
+	cp.err = err
+	close(cp.failed)
+}
