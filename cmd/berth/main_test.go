@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -12,7 +13,17 @@ import (
 	"berth.dev/berth/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+// asBerthEnv makes this test binary berth itself (main), for tests that run berth as
+// processes of its own (the chaos suite's providers and ledger node).
+const asBerthEnv = "BERTH_TEST_AS_BERTH"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asBerthEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
 
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()

@@ -345,7 +345,15 @@ func (p *Provider) Run(ctx context.Context) error {
 		})
 	}
 	p.log.InfoContext(ctx, "provider running", slog.String("node", p.cfg.Node), slog.String("address", p.bcast.Address()))
+	var stopping time.Time
+	g.Go(func() error {
+		<-ctx.Done()
+		stopping = time.Now()
+		p.log.InfoContext(ctx, "provider stopping")
+		return nil
+	})
 	err = g.Wait()
+	p.log.InfoContext(context.WithoutCancel(ctx), "provider stopped", slog.Duration("took", time.Since(stopping)))
 	p.won.Close()
 	p.closed.Close()
 	p.balanceEvents.Close()

@@ -37,8 +37,8 @@ type Config struct {
 	// uniformly up to it); 0 kills nothing.
 	KillPause time.Duration
 	// APIOutage and LedgerDown are how long the API server and the ledger node are
-	// down, once each in the run (in its second and third rounds, or its last); 0 skips
-	// the fault.
+	// down, every fifth round (from the second and the third: in the last round of a
+	// shorter run); 0 skips the fault.
 	APIOutage, LedgerDown time.Duration
 	// Nodes is the number of simulated nodes.
 	Nodes int
@@ -267,9 +267,15 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 	var g errgroup.Group
 	var mu sync.Mutex // guards rep
 	lastRound := (cfg.Lifecycles+cfg.Concurrency-1)/cfg.Concurrency - 1
-	g.Go(func() error {
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(2*round))) //nolint:gosec // G404: reproducible chaos, not secrets
-		if cfg.APIOutage > 0 && round == min(1, lastRound) && sleep(ctx, time.Duration(rng.Int64N(int64(3*time.Second)))) {
+	// The outages happen whatever the lifecycles' pace: ctx (the round's faults) does
+	// not cut them short.
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(3*round))) //nolint:gosec // G404: reproducible chaos, not secrets
+	apiAt, ledgerAt, ledgerKill := time.Duration(rng.Int64N(int64(3*time.Second))), time.Duration(rng.Int64N(int64(5*time.Second))), rng.IntN(2) == 0
+	// The API server goes down in rounds 2, 7, 12…, the ledger node in rounds 3, 8,
+	// 13… (in the last round when there are fewer).
+	if cfg.APIOutage > 0 && (round%5 == 1 || round == lastRound && lastRound < 1) {
+		g.Go(func() error {
+			sleep(context.WithoutCancel(ctx), apiAt)
 			progress(cfg.Out, "chaos: the API server goes down for %s", cfg.APIOutage)
 			if err := w.cp.RestartAPIServer(context.WithoutCancel(ctx), cfg.APIOutage); err != nil {
 				return fmt.Errorf("API server outage: %w", err)
@@ -277,24 +283,27 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 			mu.Lock()
 			rep.apiOutages++
 			mu.Unlock()
-		}
-		if cfg.LedgerDown > 0 && round == min(2, lastRound) && sleep(ctx, time.Duration(rng.Int64N(int64(3*time.Second)))) {
-			kill := rng.IntN(2) == 0
-			progress(cfg.Out, "chaos: the ledger node stops (%s) for %s", map[bool]string{true: "SIGKILL", false: "SIGTERM"}[kill], cfg.LedgerDown)
-			if err := w.restartLedger(ctx, cfg.LedgerDown, kill); err != nil {
+			return nil
+		})
+	}
+	if cfg.LedgerDown > 0 && (round%5 == 2 || round == lastRound && lastRound < 2) {
+		g.Go(func() error {
+			sleep(context.WithoutCancel(ctx), ledgerAt)
+			progress(cfg.Out, "chaos: the ledger node stops (%s) for %s", map[bool]string{true: "SIGKILL", false: "SIGTERM"}[ledgerKill], cfg.LedgerDown)
+			if err := w.restartLedger(ctx, cfg.LedgerDown, ledgerKill); err != nil {
 				return fmt.Errorf("ledger restart: %w", err)
 			}
 			mu.Lock()
 			rep.ledgerRestarts++
 			mu.Unlock()
-		}
-		return nil
-	})
+			return nil
+		})
+	}
 	g.Go(func() error {
 		if cfg.KillPause <= 0 {
 			return nil
 		}
-		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(2*round+1))) //nolint:gosec // G404: reproducible chaos, not secrets
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(3*round+1))) //nolint:gosec // G404: reproducible chaos, not secrets
 		for {
 			if !sleep(ctx, time.Duration(rng.Int64N(int64(cfg.KillPause)))+200*time.Millisecond) {
 				return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	"berth.dev/berth/internal/market"
 )
@@ -39,10 +38,19 @@ func (m *Manager) ManifestReceived(ctx context.Context, id market.LeaseID, versi
 // version: the cluster converges to it) and the error asks the tenant to send the
 // manifest again, which completes the rest.
 //
-// Manifests of one lease are accepted one at a time, so the record and what the
-// manager runs agree on which came last; a second waits for the first (or ctx).
+// Manifests of one lease are accepted one at a time, and never while the lease is
+// being applied, so the record and what the manager runs agree on which came last; a
+// second waits for the first (or ctx).
 func (m *Manager) ManifestsReceived(ctx context.Context, version []byte, leases []LeaseManifest) error {
-	routes, err := m.beginAccept(ctx, leases)
+	ids := make([]market.LeaseID, len(leases))
+	for i := range leases {
+		ids[i] = leases[i].Lease
+	}
+	if err := m.locks.lock(ctx, ids...); err != nil {
+		return fmt.Errorf("another manifest for the lease is being accepted, or the lease applied: %w", err)
+	}
+	defer m.locks.unlock(ids...)
+	routes, err := m.beginAccept(leases)
 	if err != nil {
 		return err
 	}
@@ -60,29 +68,13 @@ func (m *Manager) ManifestsReceived(ctx context.Context, version []byte, leases 
 	return err
 }
 
-// beginAccept checks the leases and their routes, marks them as being accepted and
-// holds their hostnames for the tenant until endAccept. It returns the routes each
-// lease will hold, for its record.
-func (m *Manager) beginAccept(ctx context.Context, leases []LeaseManifest) ([]Routes, error) {
+// beginAccept checks the leases and their routes, and holds their hostnames for the
+// tenant until endAccept. It returns the routes each lease will hold, for its record.
+func (m *Manager) beginAccept(leases []LeaseManifest) ([]Routes, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for {
-		if !m.rebuilt {
-			return nil, ErrStarting
-		}
-		busy := slices.ContainsFunc(leases, func(l LeaseManifest) bool { return m.accepting[l.Lease] })
-		if !busy {
-			break
-		}
-		done := m.acceptDone
-		m.mu.Unlock()
-		select {
-		case <-done:
-			m.mu.Lock()
-		case <-ctx.Done():
-			m.mu.Lock()
-			return nil, fmt.Errorf("another manifest for the lease is being accepted: %w", ctx.Err())
-		}
+	if !m.rebuilt {
+		return nil, ErrStarting
 	}
 	routes := make([]Routes, len(leases))
 	for i := range leases {
@@ -97,7 +89,6 @@ func (m *Manager) beginAccept(ctx context.Context, leases []LeaseManifest) ([]Ro
 		routes[i] = m.routes.preview(id, r)
 	}
 	for i := range leases {
-		m.accepting[leases[i].Lease] = true
 		m.routes.pend(leases[i].Lease.Owner, RoutesOf(&leases[i].Group).Hosts)
 	}
 	return routes, nil
@@ -112,7 +103,6 @@ func (m *Manager) endAccept(leases []LeaseManifest, version []byte, n int) error
 	var closed error
 	for i := range leases {
 		id := leases[i].Lease
-		delete(m.accepting, id)
 		m.routes.unpend(id.Owner, RoutesOf(&leases[i].Group).Hosts)
 		if i >= n {
 			continue
@@ -129,8 +119,6 @@ func (m *Manager) endAccept(leases []LeaseManifest, version []byte, n int) error
 		}
 		m.setManifestLocked(id, version, leases[i].Group)
 	}
-	close(m.acceptDone)
-	m.acceptDone = make(chan struct{})
 	return closed
 }
 

@@ -97,10 +97,8 @@ type Manager struct {
 	// one back.
 	closed map[market.LeaseID]time.Time
 	routes *routeIndex
-	// accepting marks leases whose manifest is being recorded; acceptDone is closed
-	// (and replaced) whenever an acceptance ends.
-	accepting  map[market.LeaseID]bool
-	acceptDone chan struct{}
+	// locks: one acceptance or sync of a lease at a time (leaselock.go).
+	locks *leaseLocks
 	// queue is made by Run (its delaying loop is a goroutine); nil before.
 	queue   workqueue.TypedRateLimitingInterface[market.LeaseID]
 	rebuilt bool
@@ -134,7 +132,7 @@ func NewManager(cfg ManagerConfig, dep Deployer, active LeaseActive, log *slog.L
 		return nil, fmt.Errorf("deployment manager: concurrency %d is negative", cfg.Concurrency)
 	}
 	return &Manager{cfg: cfg, dep: dep, active: active, log: log, leases: map[market.LeaseID]*leaseState{}, closed: map[market.LeaseID]time.Time{},
-		routes: newRouteIndex(), accepting: map[market.LeaseID]bool{}, acceptDone: make(chan struct{}), started: make(chan struct{})}, nil
+		routes: newRouteIndex(), locks: newLeaseLocks(), started: make(chan struct{})}, nil
 }
 
 // Started is closed once the manager has rebuilt from the cluster and takes events.
@@ -425,8 +423,14 @@ func (m *Manager) next(ctx context.Context, queue workqueue.TypedRateLimitingInt
 }
 
 // sync brings the cluster to what the lease must run now: torn down if it is
-// closing, the recorded manifest with the routes it holds otherwise.
+// closing, the recorded manifest with the routes it holds otherwise. It holds the
+// lease's lock, and reads what to run once it has it: a manifest accepted meanwhile
+// is not written over by the one before.
 func (m *Manager) sync(ctx context.Context, id market.LeaseID) error {
+	if err := m.locks.lock(ctx, id); err != nil {
+		return err
+	}
+	defer m.locks.unlock(id)
 	m.mu.Lock()
 	l, ok := m.leases[id]
 	if !ok {

@@ -629,26 +629,85 @@ func TestManagerAcceptanceRaces(t *testing.T) {
 	if v, _, _ := m.Manifest(lease(1)); v[0] != 2 {
 		t.Fatalf("runs version %d after versions 1 then 2", v[0])
 	}
-	// Closed while being recorded.
+	// Closed while being recorded: the teardown waits for the record (which may have
+	// made the namespace), then runs.
 	third := make(chan error, 1)
 	go func() { third <- m.ManifestReceived(t.Context(), lease(3), version(1), market.ManifestGroup{}) }()
 	<-s.entered
 	m.LeaseClosed(lease(3))
-	eventuallyTrue(t, "the close torn down", func() bool { _, ok := m.State(lease(3)); return !ok })
 	s.release <- struct{}{}
 	if err := <-third; !errors.Is(err, ErrLeaseClosed) {
 		t.Fatalf("a lease closed during its record: %v", err)
 	}
-	eventuallyTrue(t, "torn down again after its record", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		n := 0
-		for _, c := range s.calls {
-			if c == "teardown 3" {
-				n++
-			}
+	eventuallyTrue(t, "torn down after its record", func() bool { _, ok := m.State(lease(3)); return !ok })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, tear := slices.Index(s.calls, "record 3 v1"), slices.Index(s.calls, "teardown 3")
+	if rec < 0 || tear < rec {
+		t.Fatalf("calls %v: the teardown must follow the record", s.calls)
+	}
+}
+
+// heldDeployer holds each Deploy of one lease until released, and writes the record
+// as the real deployer does (the Manifest resource, from the group it applies).
+type heldDeployer struct {
+	*fakeDeployer
+	hold     market.LeaseID
+	entered  chan []byte
+	released chan struct{}
+}
+
+func (h *heldDeployer) Deploy(ctx context.Context, id market.LeaseID, v []byte, g market.ManifestGroup, r Routes) error {
+	if id == h.hold {
+		h.entered <- v
+		select {
+		case <-h.released:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
-		return n == 2
+	}
+	h.mu.Lock()
+	h.recorded[id] = Deployed{Lease: id, Version: v, Group: g, Routes: r}
+	h.mu.Unlock()
+	return h.fakeDeployer.Deploy(ctx, id, v, g, r)
+}
+
+// TestManagerNewerRecordNotOverwritten: a manifest accepted while the lease is being
+// applied with the one before is recorded after that apply, so the older one cannot
+// be written over it (found by the chaos suite: the provider killed just after, the
+// next start ran the older manifest, though the tenant had been told the newer one
+// was durable).
+func TestManagerNewerRecordNotOverwritten(t *testing.T) {
+	h := &heldDeployer{fakeDeployer: newFake(), hold: lease(1), entered: make(chan []byte, 4), released: make(chan struct{})}
+	m := startManagerWith(t, ManagerConfig{RetryMin: time.Millisecond, RetryMax: 10 * time.Millisecond}, h,
+		func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	if err := m.ManifestReceived(t.Context(), lease(1), version(1), market.ManifestGroup{}); err != nil {
+		t.Fatal(err)
+	}
+	if v := <-h.entered; v[0] != 1 {
+		t.Fatalf("applying version %d", v[0])
+	}
+	// Version 1 is being applied; version 2 arrives.
+	accepted := make(chan error, 1)
+	go func() { accepted <- m.ManifestReceived(t.Context(), lease(1), version(2), market.ManifestGroup{}) }()
+	h.released <- struct{}{} // the apply of version 1 ends (writing its record)
+	if err := <-accepted; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	got := h.recorded[lease(1)].Version[0]
+	h.mu.Unlock()
+	if got != 2 {
+		t.Fatalf("after version 2 was accepted, the record holds version %d", got)
+	}
+	// Version 2 is applied next.
+	if v := <-h.entered; v[0] != 2 {
+		t.Fatalf("then applying version %d", v[0])
+	}
+	h.released <- struct{}{}
+	eventuallyTrue(t, "version 2 deployed", func() bool {
+		s, _ := m.State(lease(1))
+		return s.Phase == PhaseDeployed && s.Version[0] == 2
 	})
 }
 
