@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
@@ -44,8 +45,9 @@ type Inventory struct {
 	log    *slog.Logger
 	owner  cluster.Owner
 	synced chan struct{}
-	// sdlClass maps a cluster storage class to the SDL class whose pool it fills.
-	sdlClass map[string]string
+	// sdlClass maps a cluster storage class to the SDL class whose pool it fills;
+	// storageClasses is the configured mapping (SDL class to cluster class).
+	sdlClass, storageClasses map[string]string
 }
 
 // NewInventory returns an inventory feeding capacity; it sets the pool sizes now.
@@ -72,7 +74,7 @@ func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg I
 	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, cfg.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, cfg.NodePorts)
-	return &Inventory{client: client, cap: capacity, log: log, owner: cfg.Owner, synced: make(chan struct{}), sdlClass: sdlClass}, nil
+	return &Inventory{client: client, cap: capacity, log: log, owner: cfg.Owner, synced: make(chan struct{}), sdlClass: sdlClass, storageClasses: maps.Clone(cfg.StorageClasses)}, nil
 }
 
 // Synced is closed once the informers have listed everything.
@@ -246,21 +248,27 @@ func podRequests(p *corev1.Pod) cluster.Amounts {
 
 // pool is the storage pool a claim of the cluster's class counts against: that of the
 // SDL class mapped to it, else the class of the same name.
+// pool is the pool a claim of cluster storage class class counts against: its SDL
+// class's. A cluster class named like an SDL class that is mapped to another cluster
+// class fills no pool ("": its claims are not on the storage that pool offers).
 func (inv *Inventory) pool(class string) string {
 	if sdl, ok := inv.sdlClass[class]; ok {
 		return cluster.StoragePool(sdl)
+	}
+	if k8s, mapped := inv.storageClasses[class]; mapped && k8s != class {
+		return ""
 	}
 	return cluster.StoragePool(class)
 }
 
 func (inv *Inventory) setPVC(o any) {
-	if v, ok := o.(*pvcView); ok && v.class != "" {
+	if v, ok := o.(*pvcView); ok && v.class != "" && inv.pool(v.class) != "" {
 		inv.cap.SetPoolItem(inv.pool(v.class), cluster.PoolItem{Key: v.key(), Amount: v.size, Lease: v.lease})
 	}
 }
 
 func (inv *Inventory) deletePVC(o any) {
-	if v, ok := tombstone(o).(*pvcView); ok && v.class != "" {
+	if v, ok := tombstone(o).(*pvcView); ok && v.class != "" && inv.pool(v.class) != "" {
 		inv.cap.DeletePoolItem(inv.pool(v.class), v.key())
 	}
 }

@@ -53,6 +53,24 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // TestInventoryFollowsTheCluster runs the inventory against the real API server with
 // kwok nodes: nodes (with their GPU model), a lease's pod, PVC and NodePort service,
 // and a pod outside berth, each counted where it belongs; deletions give capacity back.
+// TestInventoryPoolOfAClaim: a claim counts against the pool of its cluster class's
+// SDL class; a cluster class named like an SDL class mapped elsewhere fills no pool
+// (found when another test's unmapped beta3 claims used a mapped beta3's room).
+func TestInventoryPoolOfAClaim(t *testing.T) {
+	inv, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{Owner: testOwner,
+		StorageClasses: map[string]string{"beta3": "fast-ssd", "beta2": "beta2"}}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for class, want := range map[string]string{
+		"fast-ssd": cluster.StoragePool("beta3"), "beta3": "", "beta2": cluster.StoragePool("beta2"), "beta1": cluster.StoragePool("beta1"),
+	} {
+		if got := inv.pool(class); got != want {
+			t.Errorf("claims of cluster class %q count against %q, want %q", class, got, want)
+		}
+	}
+}
+
 func TestInventoryStorageClassesMapOneToOne(t *testing.T) {
 	_, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{Owner: testOwner, StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), `"beta2" and "beta3" both map to the cluster's "ssd"`) {
@@ -219,7 +237,7 @@ func TestInventoryNodesThatTakeNoPods(t *testing.T) {
 		})
 	}
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}

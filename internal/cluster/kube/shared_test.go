@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -208,12 +210,20 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	})
 	// 20 GiB of the 30 are the lease's: 10 are free, whether or not its claim exists.
 	probe := market.OrderID{Owner: "akash1probe", DSeq: 1, GSeq: 1, OSeq: 1}
-	eventually(t, "the claim counted against the lease", func() bool {
+	testenv.EventuallyNoError(t, 30*time.Second, "the claim counted against the lease", func() error {
 		_, err := capacity.Reserve(probe, cluster.Demand{Storage: map[string]int64{"beta3": 10 * gi}})
 		if err == nil {
 			capacity.Unreserve(probe)
+			return nil
 		}
-		return err == nil
+		var claims []string
+		if l, lerr := cs.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{}); lerr == nil {
+			for i := range l.Items {
+				c := &l.Items[i]
+				claims = append(claims, fmt.Sprintf("%s/%s class %v labels %v", c.Namespace, c.Name, ptr.Deref(c.Spec.StorageClassName, ""), c.Labels))
+			}
+		}
+		return fmt.Errorf("%w; pools %+v; claims %q", err, capacity.Snapshot().Pools, claims)
 	})
 	if err := capacity.Check(); err != nil {
 		t.Fatal(err)
