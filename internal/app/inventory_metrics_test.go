@@ -45,22 +45,10 @@ func TestStatusCountsOnlyNodesThatTakePods(t *testing.T) {
 			_ = cs.CoreV1().Nodes().Delete(dctx, name, metav1.DeleteOptions{})
 		}
 	})
-	cordoned, err := cs.CoreV1().Nodes().Get(ctx, "app-take-cordoned", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cordoned.Spec.Unschedulable = true
-	if _, err := cs.CoreV1().Nodes().Update(ctx, cordoned, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tainted, err := cs.CoreV1().Nodes().Get(ctx, "app-take-tainted", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tainted.Spec.Taints = append(tainted.Spec.Taints, corev1.Taint{Key: "berth.dev/test-drain", Effect: corev1.TaintEffectNoExecute})
-	if _, err := cs.CoreV1().Nodes().Update(ctx, tainted, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditNode(ctx, t, cs, "app-take-cordoned", false, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	testenv.EditNode(ctx, t, cs, "app-take-tainted", false, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "berth.dev/test-drain", Effect: corev1.TaintEffectNoExecute})
+	})
 
 	l := testenv.Ledger(t, testenv.LedgerOptions{})
 	p, _ := startTestProvider(t, l, k, "gateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\n", "", nil)

@@ -281,14 +281,13 @@ func TestInventoryNodesThatTakeNoPods(t *testing.T) {
 
 	// It goes NotReady (as the node lifecycle controller marks a node whose kubelet, or
 	// kwok, stopped): it offers nothing, and the replica moves to a node that takes pods.
-	later, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-later", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	later.Status.Conditions[0].Status = corev1.ConditionFalse
-	if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, later, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditNode(ctx, t, cs, "inv-take-later", true, func(n *corev1.Node) {
+		for i := range n.Status.Conditions {
+			if n.Status.Conditions[i].Type == corev1.NodeReady {
+				n.Status.Conditions[i].Status = corev1.ConditionFalse
+			}
+		}
+	})
 	eventually(t, "inv-take-later NotReady, its replica elsewhere", func() bool {
 		n, _ := node("inv-take-later")
 		a, _ := node("inv-take-a")
@@ -301,22 +300,10 @@ func TestInventoryNodesThatTakeNoPods(t *testing.T) {
 
 	// inv-take-a cordoned, inv-take-b tainted NoExecute: nothing takes pods; the
 	// reservation stands without a node, and no order fits.
-	a, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-a", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Spec.Unschedulable = true
-	if _, err := cs.CoreV1().Nodes().Update(ctx, a, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b, err := cs.CoreV1().Nodes().Get(ctx, "inv-take-b", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Spec.Taints = append(b.Spec.Taints, corev1.Taint{Key: "berth.dev/test-drain", Effect: corev1.TaintEffectNoExecute})
-	if _, err := cs.CoreV1().Nodes().Update(ctx, b, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	testenv.EditNode(ctx, t, cs, "inv-take-a", false, func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	testenv.EditNode(ctx, t, cs, "inv-take-b", false, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "berth.dev/test-drain", Effect: corev1.TaintEffectNoExecute})
+	})
 	eventually(t, "no node of this test takes pods", func() bool {
 		for _, name := range []string{"inv-take-a", "inv-take-b", "inv-take-later", "inv-take-never"} {
 			if n, ok := node(name); !ok || n.Schedulable || n.Available != (cluster.Amounts{}) {
