@@ -121,7 +121,9 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 			return nil, fmt.Errorf("gateway.grpc_listen %s: %w", cfg.Gateway.GRPCListen, err)
 		}
 	}
-	if cfg.Gateway.Listen != "" {
+	if p.early != nil {
+		gw.ln, p.early = p.early.handOver(ctx), nil
+	} else if cfg.Gateway.Listen != "" {
 		if gw.ln, err = (&net.ListenConfig{}).Listen(ctx, "tcp", cfg.Gateway.Listen); err != nil {
 			gw.close()
 			return nil, fmt.Errorf("gateway.listen %s: %w", cfg.Gateway.Listen, err)
@@ -168,6 +170,7 @@ func ownCertificate(dir, addr, hostname string) (auth.Certificate, error) {
 func (gw *gatewayService) run(ctx context.Context, g *errgroup.Group, p *Provider) {
 	g.Go(func() error { return gw.manifests.Run(ctx) })
 	g.Go(func() error { return gw.publishStatus(ctx, p) })
+	g.Go(func() error { return p.ledger.run(ctx) })
 	if gw.own != nil {
 		g.Go(func() error { return gw.registerCertificate(ctx, p) })
 	}
@@ -250,6 +253,8 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 		}
 	}
 	s.Berth.ManifestsWaiting = gw.manifests.Waiting()
+	l := p.ledger.state()
+	s.Berth.Ledger = &l
 	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
 	if b := p.balance.Status(); !b.LastCheck.IsZero() {
 		s.Berth.Balance = &status.Balance{

@@ -54,6 +54,10 @@ type Provider struct {
 	balance       *balance.Checker
 	balanceEvents *bus.Bus[balance.Event]
 	ready         chan struct{}
+	// early answers on the gateway's address until the gateway takes its listener
+	// (nil once it has); ledger checks the ledger node for /status.
+	early  *startupServer
+	ledger *ledgerWatch
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -63,11 +67,27 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
-	c, err := dialLedger(ctx, cfg.Node, log)
+	// The gateway's address answers from the start: while the ledger node does not,
+	// /status says so.
+	waiting := func(error) {}
+	if cfg.Gateway.Listen != "" {
+		early, err := newStartupServer(ctx, cfg, log)
+		if err != nil {
+			return nil, err
+		}
+		waiting, p.early = early.waiting, early
+		defer func() {
+			if p.early != nil {
+				p.early.close(ctx)
+			}
+		}()
+	}
+	c, err := dialLedger(ctx, cfg.Node, log, waiting)
 	if err != nil {
 		return nil, err
 	}
 	p.client = c
+	p.ledger = newLedgerWatch(cfg.Node, c.Height, log)
 	prefix := c.Params().AddressPrefix
 	kr, err := keys.Open(node.KeyringDir(cfg.Home), prefix)
 	if err != nil {
@@ -180,7 +200,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 // dialLedger connects to the ledger node, retrying with backoff (saying so in the
 // log) until it answers or ctx ends: a provider started before its node, or while the
 // node restarts, waits for it rather than exiting.
-func dialLedger(ctx context.Context, addr string, log *slog.Logger) (*chain.Client, error) {
+func dialLedger(ctx context.Context, addr string, log *slog.Logger, waiting func(error)) (*chain.Client, error) {
 	backoff := time.Second
 	for {
 		c, err := chain.Dial(ctx, addr)
@@ -190,6 +210,7 @@ func dialLedger(ctx context.Context, addr string, log *slog.Logger) (*chain.Clie
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 		}
+		waiting(err)
 		log.WarnContext(ctx, "the ledger node does not answer; retrying", slog.String("node", addr), slog.String("error", err.Error()), slog.Duration("in", backoff))
 		if !sleepCtx(ctx, backoff) {
 			return nil, fmt.Errorf("ledger node %s: %w", addr, err)

@@ -616,3 +616,110 @@ func TestBalanceDefaults(t *testing.T) {
 		t.Fatalf("earnings file %s", b.EarningsFile)
 	}
 }
+
+// TestProviderWaitsForTheLedger: started while its ledger node is down, the provider
+// waits for it, and its gateway's address says so (/status 503 with the reason) until
+// the node answers; then the same address serves the gateway, and /status reports the
+// node reachable.
+func TestProviderWaitsForTheLedger(t *testing.T) {
+	k := testenv.Cluster(t)
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	home := l.KeyHome(t, "provider")
+	c := l.Client(t)
+	if _, err := l.Broadcaster(t, c, "provider").Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: l.Address(t, "provider"), HostURI: "https://p.example:8443"}); err != nil {
+		t.Fatal(err)
+	}
+	port, err := testenv.FreePort(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cfg, err := LoadProviderConfig(writeConfig(t, fmt.Sprintf("home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: %q}\n", home, l.RPC(), k.Kubeconfig(t), addr)),
+		func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	logs := testenv.NewMarkerWriter("the ledger node does not answer; retrying")
+	type built struct {
+		p   *Provider
+		err error
+	}
+	done := make(chan built, 1)
+	go func() {
+		p, err := NewProvider(t.Context(), cfg, "", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		done <- built{p, err}
+	}()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	defer hc.CloseIdleConnections()
+	get := func(path string) (int, []byte, error) {
+		resp, err := hc.Get("https://" + addr + path)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, body, err
+	}
+	type statusBody struct {
+		Berth struct {
+			Starting string `json:"starting"`
+			Ledger   *struct {
+				Node      string `json:"node"`
+				Reachable bool   `json:"reachable"`
+				Error     string `json:"error"`
+			} `json:"ledger"`
+		} `json:"berth"`
+	}
+	select {
+	case <-logs.Seen():
+	case b := <-done:
+		t.Fatalf("the provider was built with its ledger node down: %v", b.err)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no retry logged: %s", logs)
+	}
+	var s statusBody
+	testenv.Eventually(t, 30*time.Second, "/status 503 saying the provider waits for the ledger node", func() bool {
+		code, body, err := get("/status")
+		if err != nil || code != http.StatusServiceUnavailable || json.Unmarshal(body, &s) != nil {
+			return false
+		}
+		return s.Berth.Starting != "" && s.Berth.Ledger != nil && !s.Berth.Ledger.Reachable && s.Berth.Ledger.Error != "" && s.Berth.Ledger.Node == l.RPC()
+	})
+	if code, body, err := get("/deployment/1/manifest"); err != nil || code != http.StatusServiceUnavailable || !strings.Contains(string(body), "waiting for the ledger node") {
+		t.Fatalf("a tenant route while starting: %d %s %v", code, body, err)
+	}
+
+	l.Start(t)
+	var b built
+	select {
+	case b = <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the provider did not start once the ledger node answered")
+	}
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	if b.p.Gateway() != addr {
+		t.Fatalf("the gateway serves on %s, want the start-up address %s", b.p.Gateway(), addr)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := b.p.Run(ctx); err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	testenv.Eventually(t, 30*time.Second, "/status 200 with the ledger node reachable", func() bool {
+		code, body, err := get("/status")
+		s = statusBody{}
+		if err != nil || code != http.StatusOK || json.Unmarshal(body, &s) != nil {
+			return false
+		}
+		return s.Berth.Starting == "" && s.Berth.Ledger != nil && s.Berth.Ledger.Reachable
+	})
+}

@@ -108,6 +108,13 @@ func (l *LedgerNode) Restart(t testing.TB) {
 	if err := l.Stop(); err != nil {
 		t.Fatalf("stop ledger node: %v", err)
 	}
+	l.Start(t)
+}
+
+// Start starts the node again, after Stop, from the same home, and waits until it
+// serves its state.
+func (l *LedgerNode) Start(t testing.TB) {
+	t.Helper()
 	l.start(t)
 	l.awaitFirstBlock(t)
 }

@@ -97,6 +97,22 @@ type Berth struct {
 	LeasesNotReady int `json:"leases_not_ready"`
 	// Balance is the balance checker's view (nil when it has not checked yet).
 	Balance *Balance `json:"balance,omitempty"`
+	// Ledger is the provider's connection to its ledger node.
+	Ledger *Ledger `json:"ledger,omitempty"`
+	// Starting, when set, says what the provider waits for before it serves (the
+	// gateway then answers 503).
+	Starting string `json:"starting,omitempty"`
+}
+
+// Ledger is whether the provider's ledger node answers: checked every few seconds
+// (bids, leases, withdrawals and the gateway's checks all need it).
+type Ledger struct {
+	Node      string `json:"node"`
+	Reachable bool   `json:"reachable"`
+	// Error is why the last check failed (empty when Reachable).
+	Error string `json:"error,omitempty"`
+	// Since is when Reachable last changed (or the provider started).
+	Since time.Time `json:"since"`
 }
 
 // Balance is the provider's account and earnings, as its balance checker last saw
