@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +40,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Dir = dir
-	var out lockedBuffer
+	var out testenv.Buffer
 	cfg.Out = &out
 	logf, err := os.Create(filepath.Join(dir, "chaos.log"))
 	if err != nil {
@@ -65,22 +63,4 @@ func TestChaos(t *testing.T) {
 	if rep.Lifecycles != cfg.Lifecycles || rep.ManifestsAcked != 2*cfg.Lifecycles || len(rep.Kills) == 0 || rep.APIOutages != 1 || rep.LedgerDown != 1 {
 		t.Fatalf("the suite did not do what it should: %+v", rep)
 	}
-}
-
-// lockedBuffer is a buffer written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -40,3 +40,23 @@ func (w *MarkerWriter) String() string {
 	defer w.mu.Unlock()
 	return w.b.String()
 }
+
+// Buffer is an io.Writer, safe for concurrent use, that a test reads while a stream
+// or a process writes it.
+type Buffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *Buffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// String is everything written so far.
+func (w *Buffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

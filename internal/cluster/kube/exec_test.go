@@ -76,7 +76,7 @@ func TestExec(t *testing.T) {
 		defer func() { _ = pw.Close() }()
 		resize := make(chan TerminalSize, 1)
 		resize <- TerminalSize{Width: 100, Height: 40}
-		var out lockedBuffer
+		var out testenv.Buffer
 		var wg sync.WaitGroup
 		var code int
 		var err error

@@ -140,24 +140,6 @@ func (c *collected[T]) all() []T {
 	return slices.Clone(c.got)
 }
 
-// lockedBuffer is an io.Writer a test can read while a stream writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // unstartedPod adds to a lease's namespace a pod of service that never starts: it is
 // bound to a node that does not exist, so no kubelet (nor kwok) runs it and its
 // container has no status. It is deleted when the test ends.
