@@ -124,8 +124,10 @@ type Report struct {
 	// Lifecycle times.
 	LifecycleP50, LifecycleMax time.Duration
 	Duration                   time.Duration
-	// Violations are broken promises; Errors lifecycles that failed otherwise.
-	Violations, Errors []string
+	// Violations are broken promises; Errors lifecycles that failed otherwise;
+	// ClusterStalls versions berth applied that the cluster did not roll out in time
+	// (listed, not failures: see stallError).
+	Violations, Errors, ClusterStalls []string
 }
 
 // violation is a broken promise.
@@ -184,6 +186,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) (Report, error) {
 	}
 	rep.Duration = time.Since(start)
 	writeReport(cfg.Out, &rep)
+	for _, s := range rep.ClusterStalls {
+		progress(cfg.Out, "chaos: cluster stall (not berth's): %s", s)
+	}
 	if len(rep.Violations) > 0 || len(rep.Errors) > 0 {
 		return rep, fmt.Errorf("chaos (seed %d): %d broken promise(s), %d failed lifecycle(s); state and provider logs in %s:\n  %s",
 			cfg.Seed, len(rep.Violations), len(rep.Errors), cfg.Dir, strings.Join(append(slices.Clone(rep.Violations), rep.Errors...), "\n  "))
@@ -214,7 +219,10 @@ func (w *world) round(ctx context.Context, cfg Config, rep *Report, batch []*lif
 			defer mu.Unlock()
 			rep.ManifestsAcked += l.acks
 			var v *violation
+			var stall *stallError
 			switch {
+			case errors.As(err, &stall):
+				rep.ClusterStalls = append(rep.ClusterStalls, fmt.Sprintf("lifecycle %d (%s): %v", l.n+1, l.provider.name, err))
 			case errors.As(err, &v):
 				rep.Violations = append(rep.Violations, fmt.Sprintf("lifecycle %d (%s): %v", l.n+1, l.provider.name, err))
 				rep.Failed++
@@ -381,6 +389,7 @@ func writeReport(w io.Writer, r *Report) {
 		{"api_server_outages", r.APIOutages, ""},
 		{"ledger_restarts", r.LedgerDown, ""},
 		{"broken_promises", len(r.Violations), ""},
+		{"cluster_stalls", len(r.ClusterStalls), ""},
 		{"converge_max", r.MaxConverge.Seconds(), "s"},
 		{"sigterm_stop_max", r.MaxTermStop.Seconds(), "s"},
 		{"lifecycle_p50", r.LifecycleP50.Seconds(), "s"},

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -209,6 +210,9 @@ func (w *world) sendManifest(ctx context.Context, gw *client.Client, l *lifecycl
 // that image and the lease status says every replica is available.
 func (w *world) waitRunning(ctx context.Context, gw *client.Client, l *lifecycle, v int) error {
 	image := fmt.Sprintf("nginx:1.27-chaos-%d-v%d", l.n, v)
+	// seen is what the last look found, for the report when the wait times out: it
+	// tells whether berth did not apply the version or the cluster did not roll it out.
+	seen, applied := "no Deployment yet", false
 	err := w.waitFor(ctx, w.cfg.StepTimeout, fmt.Sprintf("lease %s running version %d", l.lease, v), func(ctx context.Context) (bool, error) {
 		dep, err := w.cs.AppsV1().Deployments(kube.LeaseNamespace(l.lease)).Get(ctx, "web", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -217,14 +221,17 @@ func (w *world) waitRunning(ctx context.Context, gw *client.Client, l *lifecycle
 		if err != nil {
 			return false, err
 		}
-		if len(dep.Spec.Template.Spec.Containers) == 0 || dep.Spec.Template.Spec.Containers[0].Image != image ||
-			dep.Status.ObservedGeneration != dep.Generation || dep.Status.UpdatedReplicas != 1 || dep.Status.AvailableReplicas != 1 {
+		applied = len(dep.Spec.Template.Spec.Containers) > 0 && dep.Spec.Template.Spec.Containers[0].Image == image
+		seen = fmt.Sprintf("Deployment with version %d applied: %t; generation %d, observed %d; replicas updated %d, available %d",
+			v, applied, dep.Generation, dep.Status.ObservedGeneration, dep.Status.UpdatedReplicas, dep.Status.AvailableReplicas)
+		if !applied || dep.Status.ObservedGeneration != dep.Generation || dep.Status.UpdatedReplicas != 1 || dep.Status.AvailableReplicas != 1 {
 			return false, nil
 		}
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		raw, err := gw.LeaseStatus(sctx, l.lease)
 		if err != nil {
+			seen += "; the lease status does not answer: " + err.Error()
 			return false, nil // the provider may be restarting: look again
 		}
 		var st struct {
@@ -236,14 +243,59 @@ func (w *world) waitRunning(ctx context.Context, gw *client.Client, l *lifecycle
 			return false, fmt.Errorf("lease status: %w", err)
 		}
 		s, ok := st.Services["web"]
+		seen += fmt.Sprintf("; lease status: %s", raw)
 		return ok && s.Total == 1 && s.Available == 1, nil
 	})
 	var to *timeoutError
 	if errors.As(err, &to) {
-		// A manifest answered 200 that does not run is the promise broken.
-		return &violation{kind: "manifest answered 200 not running", detail: err.Error()}
+		detail := fmt.Sprintf("%v; last seen: %s%s", err, seen, w.podsOf(ctx, l.lease))
+		if applied {
+			// berth recorded and applied the version; the cluster's controllers or its
+			// (simulated) kubelet did not roll it out.
+			return &stallError{detail: detail}
+		}
+		// A manifest answered 200 that berth does not run is the promise broken.
+		return &violation{kind: "manifest answered 200 not running", detail: detail}
 	}
 	return err
+}
+
+// stallError is a version berth applied that the cluster did not roll out in time
+// (seen after API-server outages: kwok leaving a pod not ready, the controller
+// manager's informers behind its own writes). Not a broken promise of berth's; the
+// report counts and lists them.
+type stallError struct{ detail string }
+
+func (e *stallError) Error() string { return "applied, not rolled out by the cluster: " + e.detail }
+
+// podsOf describes the lease's pods (image, phase, readiness), for a report.
+func (w *world) podsOf(ctx context.Context, id market.LeaseID) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	pods, err := w.cs.CoreV1().Pods(kube.LeaseNamespace(id)).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "; pods: " + err.Error()
+	}
+	var b bytes.Buffer
+	b.WriteString("; pods:")
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		ready := false
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		image := ""
+		if len(p.Spec.Containers) > 0 {
+			image = p.Spec.Containers[0].Image
+		}
+		fmt.Fprintf(&b, " %s (%s, %s, ready %t, node %q)", p.Name, image, p.Status.Phase, ready, p.Spec.NodeName)
+	}
+	if len(pods.Items) == 0 {
+		b.WriteString(" none")
+	}
+	return b.String()
 }
 
 // identity is the UIDs of a lease's namespace and workload.
