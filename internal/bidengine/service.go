@@ -99,6 +99,29 @@ func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, buses B
 	return svc, nil
 }
 
+// start rebuilds the engine from the ledger and catches up on the open orders; it
+// returns the ledger's height and the height to follow events from.
+func (s *Service) start(ctx context.Context) (now, from int64, err error) {
+	if now, err = s.client.Height(ctx); err != nil {
+		return 0, 0, fmt.Errorf("bid engine: %w", err)
+	}
+	from = now + 1
+	if saved, ok, err := s.cfg.Cursor.Load(); err != nil {
+		return 0, 0, err
+	} else if ok {
+		if saved > now {
+			return 0, 0, fmt.Errorf("bid engine: the cursor is at height %d but the ledger at %d: is this the same chain? (delete the cursor file to start afresh)", saved, now)
+		}
+		from = saved + 1
+	}
+	for _, step := range []func(context.Context) error{s.refreshProvider, s.refreshAudits, s.rebuild, s.catchUp} {
+		if err := step(ctx); err != nil {
+			return 0, 0, err
+		}
+	}
+	return now, from, nil
+}
+
 // Ready is closed once the engine is rebuilt from the ledger and has caught up on the
 // open orders.
 func (s *Service) Ready() <-chan struct{} { return s.ready }
@@ -106,29 +129,11 @@ func (s *Service) Ready() <-chan struct{} { return s.ready }
 // Run works until ctx ends, and returns after every bid it sent has its outcome.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.sends.Wait()
-	now, err := s.client.Height(ctx)
+	now, from, err := s.start(ctx)
 	if err != nil {
-		return fmt.Errorf("bid engine: %w", err)
-	}
-	from := now + 1
-	if saved, ok, err := s.cfg.Cursor.Load(); err != nil {
-		return err
-	} else if ok {
-		if saved > now {
-			return fmt.Errorf("bid engine: the cursor is at height %d but the ledger at %d: is this the same chain? (delete the cursor file to start afresh)", saved, now)
+		if ctx.Err() != nil {
+			return nil // stopped while starting: not a failure
 		}
-		from = saved + 1
-	}
-	if err := s.refreshProvider(ctx); err != nil {
-		return err
-	}
-	if err := s.refreshAudits(ctx); err != nil {
-		return err
-	}
-	if err := s.rebuild(ctx); err != nil {
-		return err
-	}
-	if err := s.catchUp(ctx); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "bid engine ready", slog.Int64("height", now), slog.Int64("resume_from", from))

@@ -310,7 +310,13 @@ func TestDriftIsRepaired(t *testing.T) {
 	repaired := func(what string, cond func() bool) {
 		t.Helper()
 		start := time.Now()
-		eventually(t, what+" repaired", cond)
+		// A deleted namespace is gone only once the namespace controller has emptied
+		// it (its pace, not berth's: seconds, longer on a loaded machine).
+		timeout := 30 * time.Second
+		if what == "namespace deleted" {
+			timeout = 2 * time.Minute
+		}
+		testenv.Eventually(t, timeout, what+" repaired", cond)
 		t.Logf("%s repaired in %v", what, time.Since(start).Round(time.Millisecond))
 	}
 
