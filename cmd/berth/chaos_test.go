@@ -1,14 +1,13 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"log/slog"
 
 	"berth.dev/berth/internal/chaos"
 	"berth.dev/berth/internal/localenv"

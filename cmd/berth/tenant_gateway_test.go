@@ -51,34 +51,9 @@ func TestTenantGatewayCommands(t *testing.T) {
 	must("provider", "register", "--host-uri", "https://127.0.0.1:1", "--attributes-file", attrFile)
 
 	// The provider, in this process, with its gateway on a free loopback port.
-	home := l.KeyHome(t, "provider")
-	cfgFile := filepath.Join(dir, "provider.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\n", home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := app.NewProvider(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("provider: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
+	p := runProvider(t, l, k, dir, "")
 	must("provider", "register", "--host-uri", "https://"+p.Gateway(), "--attributes-file", attrFile)
-	select {
-	case <-p.Ready():
-	case <-time.After(60 * time.Second):
-		t.Fatal("provider not ready")
-	}
+	providerReady(t, p)
 	provider := l.Address(t, "provider")
 
 	// The tenant's certificate, a deployment, a lease.
@@ -196,4 +171,46 @@ func TestTenantGatewayCommands(t *testing.T) {
 		t.Fatalf("status of no lease: %v", err)
 	}
 	must("tenant", "deployment", "close", "5")
+}
+
+// runProvider runs a provider in this process, as the ledger's "provider" account,
+// with its gateway (and gRPC) on free loopback ports and gatewayExtra added to the
+// gateway's settings (", key: value..."); it stops when the test ends.
+func runProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, dir, gatewayExtra string) *app.Provider {
+	t.Helper()
+	cfgFile := filepath.Join(dir, "provider.yaml")
+	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"%s}\n",
+		l.KeyHome(t, "provider"), l.RPC(), k.Kubeconfig(t), gatewayExtra), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := app.NewProvider(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := p.Run(ctx); err != nil {
+			t.Errorf("provider: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	return p
+}
+
+// providerReady waits until p takes manifests and bids.
+func providerReady(t *testing.T, p *app.Provider) {
+	t.Helper()
+	select {
+	case <-p.Ready():
+	case <-time.After(60 * time.Second):
+		t.Fatal("provider not ready")
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,9 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
@@ -204,34 +201,8 @@ func TestDeployRidesOutProviderRestart(t *testing.T) {
 	must("provider", "register", "--host-uri", "https://127.0.0.1:1", "--attributes-file", attrFile)
 
 	// The provider, in this process; tenants reach its gateway through the proxy.
-	home := l.KeyHome(t, "provider")
-	cfgFile := filepath.Join(dir, "provider.yaml")
-	if err := os.WriteFile(cfgFile, fmt.Appendf(nil, "home: %s\nnode: %s\nkubeconfig: %s\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\", blocked_hostnames: [blocked.example.test]}\n",
-		home, l.RPC(), k.Kubeconfig(t)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := app.NewProvider(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("provider: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
-	select {
-	case <-p.Ready():
-	case <-time.After(60 * time.Second):
-		t.Fatal("provider not ready")
-	}
+	p := runProvider(t, l, k, dir, ", blocked_hostnames: [blocked.example.test]")
+	providerReady(t, p)
 	proxy := newTCPProxy(t, p.Gateway())
 	must("provider", "register", "--host-uri", "https://"+proxy.addr, "--attributes-file", attrFile)
 
@@ -264,7 +235,7 @@ func TestDeployRidesOutProviderRestart(t *testing.T) {
 	out.on("unreachable", 1, func() { proxy.reopen(t, 2) })
 	out.on("manifest sent to", 1, proxy.refuse)
 	out.on("unreachable", 2, func() { proxy.reopen(t, 1) })
-	err = deploy(out, sdlFile, "--dseq", "11", "--bid-wait", "0s", "--ready-timeout", "2m")
+	err := deploy(out, sdlFile, "--dseq", "11", "--bid-wait", "0s", "--ready-timeout", "2m")
 	if err != nil {
 		t.Fatalf("deploy while the provider restarts: %v\n%s", err, out)
 	}
