@@ -23,6 +23,44 @@ var kwokStages = []string{
 	"volume/fast/pvc-delete.yaml",
 }
 
+// podReadyAgain is berth's own stage, the part of a kubelet kwok's stages leave out. The
+// node lifecycle controller marks every pod of a node it stops hearing from not Ready
+// (an API-server outage longer than its grace period does it to every node); a real
+// kubelet reports its pods Ready again once it reaches the API server, kwok's pod-ready
+// stage only ever readies Pending pods. Without this stage such a Deployment never
+// becomes available again and a rollout stalls for good.
+const podReadyAgain = `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: berth-pod-ready-again
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: 'In'
+      values:
+      - 'False'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+`
+
 // writeKwokConfig writes kwok's --config: the stages plus a ClusterLogs serving logFile
 // as every container's log. It gives kwok no ClusterExec: the node server runs every
 // exec, and without one an exec that reached kwok would fail before its exec code (which
@@ -42,6 +80,7 @@ func writeKwokConfig(path, stagesDir, logFile string, throughput bool) error {
 			b.WriteByte('\n')
 		}
 	}
+	b.WriteString("---\n" + podReadyAgain)
 	fmt.Fprintf(&b, `---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: ClusterLogs

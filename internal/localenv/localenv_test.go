@@ -161,10 +161,10 @@ func TestKwokConfig(t *testing.T) {
 	if strings.Contains(text, "KwokConfiguration") {
 		t.Error("kwok's parallelism raised without Throughput")
 	}
-	if got := strings.Count(text, "kind: Stage\n"); got != len(kwokStages) {
-		t.Errorf("config has %d stages, want %d", got, len(kwokStages))
+	if got := strings.Count(text, "kind: Stage\n"); got != len(kwokStages)+1 {
+		t.Errorf("config has %d stages, want %d (kwok's and berth's pod-ready-again)", got, len(kwokStages)+1)
 	}
-	for _, want := range []string{"kind: ClusterLogs", `logsFile: "/var/log/c.log"`} {
+	for _, want := range []string{"kind: ClusterLogs", `logsFile: "/var/log/c.log"`, "name: berth-pod-ready-again"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("config lacks %q", want)
 		}

@@ -152,6 +152,62 @@ func TestUnsatisfiableGPURequestStaysPending(t *testing.T) {
 	})
 }
 
+// TestPodReadyAgain plays the node lifecycle controller after an API-server outage: it
+// marks a running pod not Ready, as it does to every pod of a node whose heartbeats it
+// missed. kwok, like the kubelet it stands in for, must report the pod Ready again;
+// before berth's pod-ready-again stage the pod stayed not Ready for good and the rollouts
+// of the chaos suite stalled.
+func TestPodReadyAgain(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	pool := "pool-" + randomSuffix(t)
+	poolLabel := map[string]string{"berth.dev/test-pool": pool}
+	nodes := []localenv.NodeSpec{{Name: pool + "-cpu", CPU: "2", Memory: "4Gi", Labels: poolLabel}}
+	if err := kube.AddNodes(ctx, nodes...); err != nil {
+		t.Fatalf("add nodes: %v", err)
+	}
+	t.Cleanup(func() { deleteNodes(t, cs, nodes) })
+	ns := kube.Namespace(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			NodeSelector: poolLabel,
+			Containers:   []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	running := waitPods(ctx, t, cs, ns, "app=web", 1)[0]
+
+	// What the node lifecycle controller's MarkPodsNotReady writes.
+	p := running.DeepCopy()
+	marked := false
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			p.Status.Conditions[i].Status = corev1.ConditionFalse
+			p.Status.Conditions[i].LastTransitionTime = metav1.Now()
+			marked = true
+		}
+	}
+	if !marked {
+		t.Fatalf("running pod has no Ready condition: %+v", p.Status.Conditions)
+	}
+	notReady, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatalf("mark the pod not ready: %v", err)
+	}
+	waitFor(ctx, t, "pod Ready again", func() (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return got.ResourceVersion != notReady.ResourceVersion && got.Status.Phase == corev1.PodRunning && podReady(got), nil
+	})
+}
+
 // TestRedisPubSub makes a publish/subscribe round trip through a real redis-server.
 func TestRedisPubSub(t *testing.T) {
 	srv := testenv.Redis(t)
