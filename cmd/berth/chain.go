@@ -32,11 +32,11 @@ func newChainCommand(log *slog.Logger) *cobra.Command {
 
 func newChainInitCommand() *cobra.Command {
 	var (
-		home, chainID, fund, rpc, p2pAddr string
-		accounts, hosts                   []string
-		interval                          time.Duration
-		validators                        int
-		fast                              bool
+		home, chainID, rpc, p2pAddr string
+		accounts, hosts, fund       []string
+		interval                    time.Duration
+		validators                  int
+		fast                        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "init",
@@ -53,11 +53,15 @@ func newChainInitCommand() *cobra.Command {
 			if validators < 1 {
 				return usageError("--validators %d: want at least 1", validators)
 			}
-			coin, err := market.ParseCoin(fund)
-			if err != nil {
-				return usageError("--fund: %w", err)
+			var coins []market.Coin
+			for _, f := range fund {
+				coin, err := market.ParseCoin(f)
+				if err != nil {
+					return usageError("--fund %q: %w", f, err)
+				}
+				coins = append(coins, coin)
 			}
-			o := node.InitOptions{ChainID: chainID, BlockInterval: interval, Fast: fast, DevAccounts: accounts, Fund: coin, RPCListen: rpc, P2PListen: p2pAddr}
+			o := node.InitOptions{ChainID: chainID, BlockInterval: interval, Fast: fast, DevAccounts: accounts, Fund: coins, RPCListen: rpc, P2PListen: p2pAddr}
 			var b strings.Builder
 			if validators > 1 || len(hosts) > 0 {
 				res, err := node.InitNetwork(home, node.NetworkOptions{InitOptions: o, Validators: max(validators, 1), Hosts: hosts})
@@ -84,7 +88,7 @@ func newChainInitCommand() *cobra.Command {
 	f.StringVar(&home, "home", defaultHome(), "directory of the new node home (must not exist or be empty of a genesis)")
 	f.StringVar(&chainID, "chain-id", node.DefaultChainID, "chain ID")
 	f.StringSliceVar(&accounts, "accounts", []string{"tenant", "provider"}, "dev accounts to create and fund (key names)")
-	f.StringVar(&fund, "fund", "1000000000000"+ledger.DefaultDenom, "genesis balance of each dev account")
+	f.StringSliceVar(&fund, "fund", nil, "genesis balances of each dev account, like 1000000uakt,1000000uact (default 1000000000000 of each denomination the ledger takes: "+strings.Join(ledger.DefaultDenoms(), ", ")+")")
 	f.DurationVar(&interval, "block-interval", time.Second, "time between blocks (blocks are made even without transactions)")
 	f.BoolVar(&fast, "fast", false, "test settings: a block as soon as a transaction arrives, none otherwise")
 	f.StringVar(&rpc, "rpc-listen", "", "RPC listen address (default tcp://127.0.0.1:26657)")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -340,8 +341,17 @@ func printDevBanner(out io.Writer, d devBanner) {
 	fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
 	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
 	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
-	bal := make([]string, 0, len(d.tenant.balance))
-	for _, c := range d.tenant.balance {
+	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
+	coins := slices.Clone(d.tenant.balance)
+	rank := func(denom string) int {
+		if i := slices.Index(ledger.DefaultDenoms(), denom); i >= 0 {
+			return i
+		}
+		return len(ledger.DefaultDenoms())
+	}
+	slices.SortStableFunc(coins, func(a, b market.Coin) int { return rank(a.Denom) - rank(b.Denom) })
+	bal := make([]string, 0, len(coins))
+	for _, c := range coins {
 		bal = append(bal, c.String())
 	}
 	fmt.Fprintf(&b, "  tenant key    %q %s, balance %s\n", d.tenant.Name, d.tenant.Address, strings.Join(bal, ", "))

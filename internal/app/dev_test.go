@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"
@@ -84,7 +85,7 @@ func TestRunDev(t *testing.T) {
 	banner := out.String()
 	kubeconfig := filepath.Join(cfg.Home, "cluster", "berth.kubeconfig")
 	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB)", "not a sandbox",
-		"chain berth-dev (new)", `tenant key    "tenant" akash1`, "balance 1000000000000uakt", "export BERTH_HOME=" + cfg.Home,
+		"chain berth-dev (new)", `tenant key    "tenant" akash1`, "balance 1000000000000uakt, 1000000000000uact, 1000000000000" + ledger.DenomUSDC, "export BERTH_HOME=" + cfg.Home,
 		"berth tenant deploy examples/web.yaml"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)

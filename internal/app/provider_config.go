@@ -209,7 +209,10 @@ type PricingConfig struct {
 
 // ScaleConfig holds the scale strategy's rates per block, as decimals in Denom.
 type ScaleConfig struct {
-	Denom    string            `yaml:"denom"`
+	Denom string `yaml:"denom"` // the denomination the rates below are in
+	// Exchange prices orders in other denominations: how many units of each one unit
+	// of Denom is worth. "0" turns a denomination off (no bids in it).
+	Exchange map[string]string `yaml:"exchange"`
 	CPU      string            `yaml:"cpu"`       // per millicpu
 	Memory   string            `yaml:"memory"`    // per MiB
 	Storage  map[string]string `yaml:"storage"`   // per MiB, by class: ephemeral, ram, or a persistent class
@@ -261,8 +264,11 @@ func DefaultProviderConfig() ProviderConfig {
 		Strategy: "scale",
 		Scale: ScaleConfig{
 			Denom: ledger.DefaultDenom, CPU: "0.01", Memory: "0.002", Endpoint: "1", LeasedIP: "10",
-			Storage: map[string]string{bidengine.ClassEphemeral: "0.0002", bidengine.ClassRAM: "0.002", market.StorageClassDefault: "0.0003"},
-			GPU:     map[string]string{"*": "100"},
+			// Placeholders, 1 AKT = 1 USD: an operator sets the rates of the day
+			// (docs/bidding.md). ACT is pegged to the dollar, as USDC is.
+			Exchange: map[string]string{ledger.DenomACT: "1", ledger.DenomUSDC: "1"},
+			Storage:  map[string]string{bidengine.ClassEphemeral: "0.0002", bidengine.ClassRAM: "0.002", market.StorageClassDefault: "0.0003"},
+			GPU:      map[string]string{"*": "100"},
 		},
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
@@ -519,8 +525,18 @@ func (c *ProviderConfig) pricer() (bidengine.Pricer, error) {
 			}
 			return d, nil
 		}
-		r := bidengine.ScaleRates{Denom: p.Scale.Denom, Storage: map[string]market.Dec{}, GPU: map[string]market.Dec{}}
+		r := bidengine.ScaleRates{Denom: p.Scale.Denom, Exchange: map[string]market.Dec{}, Storage: map[string]market.Dec{}, GPU: map[string]market.Dec{}}
 		var err error
+		for denom, s := range p.Scale.Exchange {
+			d, err := dec("exchange."+denom, s)
+			if err != nil {
+				return nil, err
+			}
+			if d.IsZero() {
+				continue // turned off
+			}
+			r.Exchange[denom] = d
+		}
 		for _, f := range []struct {
 			name string
 			in   string

@@ -57,9 +57,13 @@ func noBid(reason, format string, args ...any) error {
 const mib = 1 << 20
 
 // ScaleRates price each resource at a fixed rate per block, in one denomination, with
-// exact decimals (18 places, truncated).
+// exact decimals (18 places, truncated). An order priced in another denomination is
+// priced by converting at the configured rate: Exchange[d] is how many units of d one
+// unit of Denom is worth (with Denom uakt and AKT at 1.25 USD, uact is 1.25: ACT is
+// pegged to the US dollar). A denomination with no rate gets no bid.
 type ScaleRates struct {
-	Denom string
+	Denom    string
+	Exchange map[string]market.Dec
 	// CPU is per millicpu; Memory per MiB; Storage per MiB by class (ephemeral, ram,
 	// or a persistent class); Endpoint per global port; LeasedIP per distinct leased
 	// IP; GPU per GPU by model, "*" for models without their own rate.
@@ -79,6 +83,16 @@ func (s *ScaleRates) Validate() error {
 	for name, d := range map[string]market.Dec{"cpu": s.CPU, "memory": s.Memory, "endpoint": s.Endpoint, "leased_ip": s.LeasedIP} {
 		if d.Sign() < 0 {
 			return fmt.Errorf("pricing.scale.%s %s: negative", name, d)
+		}
+	}
+	for _, d := range sortedKeys(s.Exchange) {
+		switch {
+		case !market.ValidDenom(d):
+			return fmt.Errorf("pricing.scale.exchange: %q is not a valid denomination", d)
+		case d == s.Denom && s.Exchange[d].Cmp(market.NewDec(1)) != 0:
+			return fmt.Errorf("pricing.scale.exchange.%s %s: the rates are in %s, so its rate can only be 1", d, s.Exchange[d], d)
+		case s.Exchange[d].Sign() <= 0:
+			return fmt.Errorf("pricing.scale.exchange.%s %s: must be positive", d, s.Exchange[d])
 		}
 	}
 	for _, m := range []struct {
@@ -120,8 +134,11 @@ func (s *ScaleRates) gpuRate(model string) (market.Dec, bool) {
 // Price is the scale strategy's price per block for the whole group, checked against
 // the order's price: a *NoBid error says why not to bid.
 func (s *ScaleRates) Price(r Request) (market.DecCoin, error) {
-	if r.MaxPrice.Denom != s.Denom {
-		return market.DecCoin{}, noBid(ReasonDenom, "the order is priced in %q, we price in %q", r.MaxPrice.Denom, s.Denom)
+	rate, convert := s.Exchange[r.MaxPrice.Denom]
+	convert = convert && r.MaxPrice.Denom != s.Denom
+	if r.MaxPrice.Denom != s.Denom && !convert {
+		return market.DecCoin{}, noBid(ReasonDenom, "the order is priced in %q; we price in %q and have no exchange rate for %q (pricing.scale.exchange)",
+			r.MaxPrice.Denom, s.Denom, r.MaxPrice.Denom)
 	}
 	total := market.Dec{}
 	for i := range r.Units {
@@ -147,6 +164,9 @@ func (s *ScaleRates) Price(r Request) (market.DecCoin, error) {
 		total = total.Add(unit.MulUint(uint64(u.Count)))
 	}
 	price := market.DecCoin{Amount: total, Denom: s.Denom}
+	if convert {
+		price = market.DecCoin{Amount: total.Mul(rate), Denom: r.MaxPrice.Denom}
+	}
 	return price, CheckPrice(price, r.MaxPrice)
 }
 

@@ -154,6 +154,38 @@ func TestScalePrice(t *testing.T) {
 	}
 }
 
+// TestScaleExchange prices orders in other denominations at the configured rate, the
+// same resources costing rate times as many units, and bids in the order's denomination.
+func TestScaleExchange(t *testing.T) {
+	s := rates(t)
+	s.Exchange = map[string]market.Dec{"uact": dec(t, "1.25"), "uakt": market.NewDec(1)}
+	r := gpuRequest(t)
+	r.MaxPrice = market.DecCoin{Amount: market.NewDec(1_000_000), Denom: "uact"}
+	price, err := s.Price(r)
+	// 136150.656 uakt (TestScalePrice) × 1.25 = 170188.32 uact.
+	if err != nil || price.Denom != "uact" || price.Amount.Cmp(dec(t, "170188.32")) != 0 {
+		t.Fatalf("uact order: %s %v, want 170188.32uact", price, err)
+	}
+	// The converted price is what is checked against the order's.
+	r.MaxPrice.Amount = dec(t, "170188.31")
+	var nb *NoBid
+	if _, err := s.Price(r); !errors.As(err, &nb) || nb.Reason != ReasonPriceAboveMax {
+		t.Fatalf("uact order below our converted price: %v", err)
+	}
+	// The rates' own denomination is never converted.
+	r.MaxPrice = market.DecCoin{Amount: market.NewDec(1_000_000), Denom: "uakt"}
+	if price, err := s.Price(r); err != nil || price.Denom != "uakt" || price.Amount.Cmp(dec(t, "136150.656")) != 0 {
+		t.Fatalf("uakt order: %s %v", price, err)
+	}
+	// Rates below 1 convert down, truncated to 18 decimals like every price
+	// (136150.656 × 0.333333333333333333 = 45383.551999999999954616448).
+	s.Exchange["uact"] = dec(t, "0.333333333333333333")
+	r.MaxPrice = market.DecCoin{Amount: market.NewDec(1_000_000), Denom: "uact"}
+	if price, err := s.Price(r); err != nil || price.Amount.Cmp(dec(t, "45383.551999999999954616")) != 0 {
+		t.Fatalf("uact at a third: %s %v", price, err)
+	}
+}
+
 func TestScalePricer(t *testing.T) {
 	var p Pricer = &ScalePricer{Rates: *rates(t)}
 	price, err := p.Price(t.Context(), gpuRequest(t))
@@ -181,6 +213,10 @@ func TestNoBidReasons(t *testing.T) {
 		reason string
 	}{
 		{"other denom", func(r *Request, _ *ScaleRates) { r.MaxPrice.Denom = "uusdc" }, ReasonDenom},
+		{"denom without a rate", func(r *Request, s *ScaleRates) {
+			s.Exchange = map[string]market.Dec{"uact": market.NewDec(1)}
+			r.MaxPrice.Denom = "uusdc"
+		}, ReasonDenom},
 		{"unpriced class", func(_ *Request, s *ScaleRates) { delete(s.Storage, "beta3") }, ReasonStorageClass},
 		{"unpriced gpu", func(r *Request, s *ScaleRates) { r.Units[0].GPU.Model = "h100"; delete(s.GPU, "*") }, ReasonGPUModel},
 		{"above the order", func(r *Request, _ *ScaleRates) { r.MaxPrice.Amount = market.NewDec(100000) }, ReasonPriceAboveMax},
@@ -219,6 +255,9 @@ func TestValidateRates(t *testing.T) {
 		"negative gpu":   {Denom: "uakt", GPU: map[string]market.Dec{"a100": market.NewDec(-1)}},
 		"empty gpu key":  {Denom: "uakt", GPU: map[string]market.Dec{" ": market.NewDec(1)}},
 		"negative class": {Denom: "uakt", Storage: map[string]market.Dec{"beta3": market.NewDec(-2)}},
+		"zero exchange":  {Denom: "uakt", Exchange: map[string]market.Dec{"uact": {}}},
+		"bad exchange":   {Denom: "uakt", Exchange: map[string]market.Dec{"u": market.NewDec(1)}},
+		"own rate not 1": {Denom: "uakt", Exchange: map[string]market.Dec{"uakt": market.NewDec(2)}},
 	} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%s: accepted", name)

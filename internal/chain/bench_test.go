@@ -151,7 +151,7 @@ func BenchmarkThroughput(b *testing.B) {
 		if err := c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: l.Address(b, "sink")}, &acc); err != nil {
 			b.Fatal(err)
 		}
-		if uint64(acc.Balances[0].Amount) == want {
+		if uint64(acc.Balance(ledger.DefaultDenom)) == want {
 			break
 		}
 		h, err := c.Height(ctx)

@@ -242,7 +242,7 @@ func TestSubmitBatches(t *testing.T) {
 	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
-	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+n-1 {
+	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+n-1 {
 		t.Fatalf("receiver balance %d, want %d", got, 1_000_000_000_000+n-1)
 	}
 }
@@ -312,7 +312,7 @@ func TestSubmitWithdrawnAndClosed(t *testing.T) {
 	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
-	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+7 {
+	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+7 {
 		t.Fatalf("receiver has %d after the block %d: the withdrawn 5 was sent too", got, res.Height)
 	}
 	cancel()
@@ -347,7 +347,7 @@ func TestIdenticalTransactionsAreNotMerged(t *testing.T) {
 	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
-	if got := acc.Balances[0].Amount; got != 1_000_000_000_000+14 {
+	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+14 {
 		t.Fatalf("receiver has %d: want both transfers of 7", got)
 	}
 }

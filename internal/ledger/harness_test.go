@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	dbm "github.com/cometbft/cometbft-db"
@@ -34,6 +35,12 @@ func newHarness(t testing.TB, fund uint64, names ...string) *harness {
 
 func newHarnessParams(t testing.TB, params Params, fund uint64, names ...string) *harness {
 	t.Helper()
+	return newHarnessFunded(t, params, []market.Coin{{Amount: market.Uint(fund), Denom: DefaultDenom}}, names...)
+}
+
+// newHarnessFunded starts a chain with the named accounts, each holding coins.
+func newHarnessFunded(t testing.TB, params Params, coins []market.Coin, names ...string) *harness {
+	t.Helper()
 	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
 	g := GenesisState{Params: params}
 	for _, n := range names {
@@ -46,7 +53,7 @@ func newHarnessParams(t testing.TB, params Params, fund uint64, names ...string)
 			t.Fatal(err)
 		}
 		h.keys[addr], h.names[n] = k, addr
-		g.Accounts = append(g.Accounts, GenesisAccount{Address: addr, Balances: []market.Coin{{Amount: market.Uint(fund), Denom: DefaultDenom}}})
+		g.Accounts = append(g.Accounts, GenesisAccount{Address: addr, Balances: slices.Clone(coins)})
 	}
 	h.open()
 	b, err := json.Marshal(g)

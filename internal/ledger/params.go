@@ -27,16 +27,35 @@ type Params struct {
 	MaxMsgsPerTx uint32 `json:"max_msgs_per_tx"`
 }
 
-// DefaultDenom is the denomination of the default parameters and dev accounts.
-const DefaultDenom = "uakt"
+// The denominations Akash's market takes since its burn-mint equilibrium (BME): tenants
+// price and pay in ACT (uact, pegged to 1 USD), in AKT (uakt), or in USDC bridged over
+// IBC from Noble (the denomination below, as on Akash mainnet).
+const (
+	DenomAKT  = "uakt"
+	DenomACT  = "uact"
+	DenomUSDC = "ibc/170C677610AC31DF0904FFE09CD3B5C657492170E7E52372E48756B71E56F2F1"
+	// DefaultDenom is the denomination of the bid deposit and of fees-like amounts
+	// that have one denomination only.
+	DefaultDenom = DenomAKT
+)
+
+// DefaultDenoms are the denominations deployments may be paid in by default, in the
+// order genesis lists them.
+func DefaultDenoms() []string { return []string{DenomAKT, DenomACT, DenomUSDC} }
 
 // DefaultParams are Akash's market defaults where Akash has one (5 AKT deposits, 20
-// bids per order).
+// bids per order): deployments may be paid in each of DefaultDenoms, with a minimum
+// deposit of 5 units (5,000,000 micro-units) in each.
 func DefaultParams() Params {
+	denoms := DefaultDenoms()
+	minDeposit := make([]market.Coin, 0, len(denoms))
+	for _, d := range denoms {
+		minDeposit = append(minDeposit, market.Coin{Amount: 5_000_000, Denom: d})
+	}
 	return Params{
 		AddressPrefix:          DefaultAddressPrefix,
-		Denoms:                 []string{DefaultDenom},
-		DeploymentMinDeposit:   []market.Coin{{Amount: 5_000_000, Denom: DefaultDenom}},
+		Denoms:                 denoms,
+		DeploymentMinDeposit:   minDeposit,
 		BidMinDeposit:          market.Coin{Amount: 5_000_000, Denom: DefaultDenom},
 		MaxBidsPerOrder:        20,
 		MaxGroupsPerDeployment: 20,

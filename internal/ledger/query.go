@@ -62,6 +62,16 @@ type AccountResponse struct {
 	Balances []market.Coin `json:"balances"`
 }
 
+// Balance is the account's balance in denom (0 when it holds none).
+func (a AccountResponse) Balance(denom string) market.Uint {
+	for _, c := range a.Balances {
+		if c.Denom == denom {
+			return c.Amount
+		}
+	}
+	return 0
+}
+
 // ProviderRequest names a provider.
 type ProviderRequest struct {
 	Owner string `json:"owner"`

@@ -87,6 +87,12 @@ func (d Dec) MulUint(n uint64) Dec {
 	return Dec{i: new(big.Int).Mul(d.big(), new(big.Int).SetUint64(n))}
 }
 
+// Mul returns d × o, truncated toward zero to 18 decimals (as LegacyDec's MulTruncate).
+func (d Dec) Mul(o Dec) Dec {
+	v := new(big.Int).Mul(d.big(), o.big())
+	return Dec{i: v.Quo(v, decScale)}
+}
+
 // Add returns d + o.
 func (d Dec) Add(o Dec) Dec { return Dec{i: new(big.Int).Add(d.big(), o.big())} }
 

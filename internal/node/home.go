@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,8 +43,9 @@ type InitOptions struct {
 	// DevAccounts are key names to create in the home's keyring ("keyring" in the home)
 	// and fund with Fund each at genesis.
 	DevAccounts []string
-	// Fund is each dev account's genesis balance (default 1,000,000,000,000 uakt).
-	Fund market.Coin
+	// Fund is each dev account's genesis balance (default 1,000,000,000,000 of each
+	// denomination deployments may be paid in).
+	Fund []market.Coin
 	// Accounts are further accounts funded at genesis.
 	Accounts []ledger.GenesisAccount
 	// RPCListen and P2PListen are written to config.toml (defaults tcp://127.0.0.1:26657
@@ -91,8 +93,22 @@ func (o *InitOptions) defaults() error {
 	if err := o.Params.Validate(); err != nil {
 		return err
 	}
-	if o.Fund.Denom == "" {
-		o.Fund = market.Coin{Amount: 1_000_000_000_000, Denom: o.Params.Denoms[0]}
+	if len(o.Fund) == 0 {
+		for _, d := range o.Params.Denoms {
+			o.Fund = append(o.Fund, market.Coin{Amount: 1_000_000_000_000, Denom: d})
+		}
+	}
+	seen := map[string]bool{}
+	for i, c := range o.Fund {
+		switch {
+		case !market.ValidDenom(c.Denom):
+			return fmt.Errorf("fund[%d]: denomination %q is not valid", i, c.Denom)
+		case seen[c.Denom]:
+			return fmt.Errorf("fund[%d]: %s listed twice", i, c.Denom)
+		case c.Amount == 0:
+			return fmt.Errorf("fund[%d]: %s is zero", i, c.Denom)
+		}
+		seen[c.Denom] = true
 	}
 	if o.RPCListen == "" {
 		o.RPCListen = "tcp://127.0.0.1:26657"
@@ -185,7 +201,7 @@ func devAccounts(home string, o *InitOptions) ([]keys.Info, []ledger.GenesisAcco
 			return nil, nil, err
 		}
 		infos = append(infos, info)
-		accts = append(accts, ledger.GenesisAccount{Address: info.Address, Balances: []market.Coin{o.Fund}})
+		accts = append(accts, ledger.GenesisAccount{Address: info.Address, Balances: slices.Clone(o.Fund)})
 	}
 	return infos, accts, nil
 }

@@ -41,7 +41,9 @@ func TestInitRefusesAnExistingHome(t *testing.T) {
 	for _, bad := range []node.InitOptions{
 		{ChainID: "bad chain id"},
 		{BlockInterval: -time.Second},
-		{Fund: market.Coin{Amount: 1, Denom: "x"}, DevAccounts: []string{"a"}},
+		{Fund: []market.Coin{{Amount: 1, Denom: "x"}}, DevAccounts: []string{"a"}},
+		{Fund: []market.Coin{{Amount: 1, Denom: "uakt"}, {Amount: 2, Denom: "uakt"}}, DevAccounts: []string{"a"}},
+		{Fund: []market.Coin{{Amount: 0, Denom: "uact"}}, DevAccounts: []string{"a"}},
 	} {
 		if _, err := node.Init(t.TempDir(), bad); err == nil {
 			t.Errorf("init %+v succeeded", bad)
@@ -153,8 +155,8 @@ func TestFourValidatorsAgree(t *testing.T) {
 		} else if !bytes.Equal(br.AppHash, want) {
 			t.Fatalf("validator %d app hash at height %d is %X, validator 0 has %X", i, last, br.AppHash, want)
 		}
-		if acc.Balances[0].Amount != 1_000_000_000_000+15 {
-			t.Fatalf("validator %d: balance %d", i, acc.Balances[0].Amount)
+		if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+15 {
+			t.Fatalf("validator %d: balance %v, want 1000000000015%s", i, acc.Balances, ledger.DefaultDenom)
 		}
 	}
 }
