@@ -213,6 +213,41 @@ func TestTenantJourney(t *testing.T) {
 
 	checkPaidToTheBlock(t, must, lease, running)
 	checkDeployFailures(t, must, cli, sdlData)
+	checkCorpusDeploy(t, must, home)
+}
+
+// checkCorpusDeploy: a published file as tenants write them since BME, priced in uact
+// for a provider with host=akash signed by Akash's auditor, deploys as written, is
+// leased and paid in uact, and the provider's earnings say so.
+func checkCorpusDeploy(t *testing.T, must func(...string) string, home string) {
+	t.Helper()
+	corpusFile := filepath.Join("..", "..", "internal", "sdl", "testdata", "corpus", "aa-minesweeper_deploy", "input.yaml")
+	out, progress, err := runSplit(t, "tenant", "deploy", corpusFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy %s: %v\n%s%s", corpusFile, err, progress, out)
+	}
+	var act deployResult
+	if err := json.Unmarshal([]byte(out), &act); err != nil {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	if len(act.Leases) != 1 || !act.Leases[0].Status.Berth.Ready || act.Leases[0].Price.Denom != ledger.DenomACT {
+		t.Fatalf("uact deploy: want one ready lease priced in uact, got %+v", act)
+	}
+	// At about 0.3 uact a block it pays a whole uact within seconds; the provider
+	// withdraws every 2 s.
+	testenv.EventuallyNoError(t, time.Minute, "the provider earned uact", func() error {
+		b, err := providerBalance(must)
+		if err != nil {
+			return err
+		}
+		for _, e := range b.Earnings {
+			if strings.HasSuffix(e, ledger.DenomACT) && !strings.HasPrefix(e, "0") {
+				return nil
+			}
+		}
+		return fmt.Errorf("provider's earnings %v, none in uact", b.Earnings)
+	})
+	must("tenant", "close", strconv.FormatUint(act.DSeq, 10))
 }
 
 // checkDeployFailures: an invalid SDL file writes nothing to the ledger; no bid in

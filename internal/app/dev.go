@@ -232,7 +232,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	}
 	printDevBanner(out, devBanner{
 		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
-		resumed: chainInfo.resumed, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
+		resumed: chainInfo.resumed, denoms: chainInfo.denoms, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
 		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
 	})
 

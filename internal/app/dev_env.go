@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/ledger"
@@ -41,7 +42,34 @@ func devAttributes(cfg DevConfig) (market.Attributes, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(market.Attributes{{Key: "host", Value: "berth-dev"}, {Key: "region", Value: "local"}, {Key: "tier", Value: "community"}}, caps...), nil
+	return append(market.Attributes{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}, caps...), nil
+}
+
+// DevScaleRates are berth dev's prices: a tenth of the defaults, so that every file of
+// the SDL corpus, the cheapest asking 2 uact a block for a CPU and 1.5 GiB, gets a bid
+// as written. ACT and USDC at par with AKT (a dev chain has no market).
+func DevScaleRates() ScaleConfig {
+	s := ScaleConfig{
+		Denom: ledger.DefaultDenom, CPU: "0.001", Memory: "0.0002", Endpoint: "0.1", LeasedIP: "1",
+		Exchange: map[string]string{ledger.DenomACT: "1", ledger.DenomUSDC: "1"},
+		Storage:  map[string]string{bidengine.ClassEphemeral: "0.00002", bidengine.ClassRAM: "0.0002", market.StorageClassDefault: "0.00003"},
+		GPU:      map[string]string{"*": "10"},
+	}
+	for _, class := range localenv.DevStorageClasses {
+		s.Storage[class] = "0.00003"
+	}
+	return s
+}
+
+// DevAuditors are the auditors whose signature on the dev provider's attributes a new
+// dev chain's genesis carries, so that tenants' files asking for them (nearly every
+// published SDL names Akash's auditor in signed_by) get bids as written: Akash's
+// auditor, and the two other auditors the SDL corpus names. Nobody holds their keys on
+// a dev chain; genesis simply says they signed.
+var DevAuditors = []string{
+	"akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63",
+	"akash18qa2a2ltfyvkyj0ggj3hkvuj6twzyumuaru9s4",
+	"akash1vz375dkt0c60annyp6mkzeejfq0qpyevhseu05",
 }
 
 // devLocks are the home's locks berth dev holds while it runs: the ledger node's and
@@ -137,6 +165,7 @@ func devBinaries(ctx context.Context, out io.Writer) (string, error) {
 type devChain struct {
 	resumed bool
 	tenant  keys.Info
+	denoms  []string // what the chain's deployments may be paid in
 }
 
 // prepareDevChain makes the home's chain when it has none: 1 s blocks, the tenant and
@@ -146,8 +175,17 @@ func prepareDevChain(cfg DevConfig, out io.Writer) (devChain, error) {
 	if node.HasGenesis(cfg.Home) {
 		c.resumed = true
 	} else {
+		attrs, err := devAttributes(cfg)
+		if err != nil {
+			return c, err
+		}
+		audits := make([]node.DevAudit, 0, len(DevAuditors))
+		for _, a := range DevAuditors {
+			audits = append(audits, node.DevAudit{Account: DevProviderKey, Auditor: a, Attributes: attrs})
+		}
 		res, err := node.Init(cfg.Home, node.InitOptions{
 			ChainID: node.DefaultChainID, BlockInterval: time.Second, DevAccounts: []string{DevTenantKey, DevProviderKey},
+			DevAudits: audits,
 		})
 		if err != nil {
 			return c, fmt.Errorf("create the dev chain: %w", err)
@@ -160,6 +198,7 @@ func prepareDevChain(cfg DevConfig, out io.Writer) (devChain, error) {
 	if err != nil {
 		return c, err
 	}
+	c.denoms = gen.Denoms
 	kr, err := keys.Open(node.KeyringDir(cfg.Home), gen.AddressPrefix)
 	if err != nil {
 		return c, err
@@ -195,8 +234,8 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 	pc.Inventory.Storage = map[string]string{}
 	for _, class := range localenv.DevStorageClasses {
 		pc.Inventory.Storage[class] = "1Ti"
-		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
 	}
+	pc.Bidding.Pricing.Scale = DevScaleRates()
 	attrs, err := devAttributes(cfg)
 	if err != nil {
 		return nil, "", err
@@ -309,6 +348,7 @@ type devBanner struct {
 	took                         time.Duration
 	chainID, rpc                 string
 	resumed                      bool
+	denoms                       []string
 	provider                     string
 	providerAddr                 string
 	grpc, metrics                string
@@ -325,6 +365,10 @@ func printDevBanner(out io.Writer, d devBanner) {
 		state = "resumed"
 	}
 	fmt.Fprintf(&b, "  ledger        chain %s (%s), RPC %s, 1 block/s\n", d.chainID, state, d.rpc)
+	if missing := slices.DeleteFunc(ledger.DefaultDenoms(), func(x string) bool { return slices.Contains(d.denoms, x) }); len(missing) > 0 {
+		fmt.Fprintf(&b, "                made by an older berth: it takes %s only, not %s (--reset makes a new chain)\n",
+			strings.Join(d.denoms, ", "), strings.Join(missing, ", "))
+	}
 	fmt.Fprintf(&b, "  home          %s (keyring in %s)\n", d.cfg.Home, node.KeyringDir(d.cfg.Home))
 	fmt.Fprintf(&b, "  Kubernetes    %s, kubeconfig %s\n", d.cp.APIServerURL, d.kubeconfig)
 	fmt.Fprintf(&b, "  nodes (kwok)  ")

@@ -114,6 +114,7 @@ func TestRunDev(t *testing.T) {
 		t.Errorf("GPU node has %s GPUs, want 4", q.String())
 	}
 	checkDevVolumes(ctx, t, cs)
+	screenCorpus(t, banner)
 
 	cancel()
 	select {

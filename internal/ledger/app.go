@@ -109,7 +109,10 @@ func (a *App) InitChain(ctx context.Context, req *abci.RequestInitChain) (*abci.
 			x.setBalance(acc.Address, c.Denom, uint64(c.Amount))
 		}
 	}
-	a.log.InfoContext(ctx, "ledger genesis", slog.String("chain_id", req.ChainId), slog.Int("accounts", len(g.Accounts)))
+	for _, au := range g.Audits {
+		x.s.setJSON(auditKey(au.Owner, au.Auditor), AuditedAttributes{Owner: au.Owner, Auditor: au.Auditor, Attributes: sortedAttributes(au.Attributes)})
+	}
+	a.log.InfoContext(ctx, "ledger genesis", slog.String("chain_id", req.ChainId), slog.Int("accounts", len(g.Accounts)), slog.Int("audits", len(g.Audits)))
 	return &abci.ResponseInitChain{AppHash: a.s.hash.sum()}, nil
 }
 

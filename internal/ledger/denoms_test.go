@@ -77,3 +77,43 @@ func TestCorpusDeploysAsWritten(t *testing.T) {
 		t.Logf("%d deployments priced in %s", byDenom[d], d)
 	}
 }
+
+// TestGenesisAudits: attributes signed in genesis are on the chain from the first
+// block, as if the auditor had signed them, and a genesis with a bad audit is refused
+// with the entry named.
+func TestGenesisAudits(t *testing.T) {
+	attrs := market.Attributes{{Key: "region", Value: "us-west"}, {Key: "host", Value: "akash"}}
+	var g GenesisState
+	h := newHarnessGenesis(t, DefaultParams(), []market.Coin{{Amount: 1, Denom: DefaultDenom}}, func(h *harness, gs *GenesisState) {
+		gs.Audits = []AuditedAttributes{{Owner: h.addr("provider"), Auditor: h.addr("auditor"), Attributes: attrs}}
+		g = *gs
+	}, "provider", "auditor")
+	owner, auditor := h.addr("provider"), h.addr("auditor")
+	h.block() // genesis is committed with the first block
+	var audit AuditResponse
+	h.mustQuery(QueryAudit, AuditRequest{Owner: owner}, &audit)
+	want := market.Attributes{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}}
+	if len(audit.Attributes) != 1 || audit.Attributes[0].Auditor != auditor || !slices.Equal(audit.Attributes[0].Attributes, want) {
+		t.Fatalf("audit %+v, want %s signed by %s", audit, want, auditor)
+	}
+
+	for name, tc := range map[string]struct {
+		audit AuditedAttributes
+		want  string
+	}{
+		"bad owner":     {AuditedAttributes{Owner: "cosmos1xyz", Auditor: auditor, Attributes: attrs}, "audits[0].owner"},
+		"bad auditor":   {AuditedAttributes{Owner: owner, Auditor: "", Attributes: attrs}, "audits[0].auditor"},
+		"no attributes": {AuditedAttributes{Owner: owner, Auditor: auditor}, "audits[0].attributes: none"},
+		"key twice": {AuditedAttributes{Owner: owner, Auditor: auditor, Attributes: market.Attributes{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}}},
+			`key "a" is listed twice`},
+	} {
+		g := GenesisState{Params: DefaultParams(), Audits: []AuditedAttributes{tc.audit}}
+		if err := g.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", name, err, tc.want)
+		}
+	}
+	twice := GenesisState{Params: DefaultParams(), Audits: []AuditedAttributes{g.Audits[0], g.Audits[0]}}
+	if err := twice.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
+		t.Errorf("the same audit twice: %v", err)
+	}
+}

@@ -41,6 +41,13 @@ func newHarnessParams(t testing.TB, params Params, fund uint64, names ...string)
 // newHarnessFunded starts a chain with the named accounts, each holding coins.
 func newHarnessFunded(t testing.TB, params Params, coins []market.Coin, names ...string) *harness {
 	t.Helper()
+	return newHarnessGenesis(t, params, coins, nil, names...)
+}
+
+// newHarnessGenesis is newHarnessFunded with edit applied to the genesis state (the
+// named accounts are known to h by then) before the chain starts.
+func newHarnessGenesis(t testing.TB, params Params, coins []market.Coin, edit func(*harness, *GenesisState), names ...string) *harness {
+	t.Helper()
 	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
 	g := GenesisState{Params: params}
 	for _, n := range names {
@@ -54,6 +61,9 @@ func newHarnessFunded(t testing.TB, params Params, coins []market.Coin, names ..
 		}
 		h.keys[addr], h.names[n] = k, addr
 		g.Accounts = append(g.Accounts, GenesisAccount{Address: addr, Balances: slices.Clone(coins)})
+	}
+	if edit != nil {
+		edit(h, &g)
 	}
 	h.open()
 	b, err := json.Marshal(g)

@@ -127,6 +127,10 @@ type GenesisAccount struct {
 type GenesisState struct {
 	Params   Params           `json:"params"`
 	Accounts []GenesisAccount `json:"accounts"`
+	// Audits are attributes auditors have signed for providers from the start, as
+	// MsgSignProviderAttributes would record them: a chain's history carried into a new
+	// genesis, or (berth dev) the auditors tenants' files require.
+	Audits []AuditedAttributes `json:"audits,omitempty"`
 }
 
 // ParseGenesis reads and validates an app_state.
@@ -164,6 +168,26 @@ func (g GenesisState) Validate() error {
 				return fmt.Errorf("genesis: accounts[%d].balances[%d]: %s listed twice", i, j, c.Denom)
 			}
 			denoms[c.Denom] = true
+		}
+	}
+	audited := map[[2]string]bool{}
+	for i, a := range g.Audits {
+		f := fmt.Sprintf("genesis: audits[%d]", i)
+		if err := CheckAddress(a.Owner, g.Params.AddressPrefix); err != nil {
+			return fmt.Errorf("%s.owner: %w", f, err)
+		}
+		if err := CheckAddress(a.Auditor, g.Params.AddressPrefix); err != nil {
+			return fmt.Errorf("%s.auditor: %w", f, err)
+		}
+		if audited[[2]string{a.Owner, a.Auditor}] {
+			return fmt.Errorf("%s: %s's attributes signed by %s are listed twice", f, a.Owner, a.Auditor)
+		}
+		audited[[2]string{a.Owner, a.Auditor}] = true
+		if len(a.Attributes) == 0 {
+			return fmt.Errorf("%s.attributes: none", f)
+		}
+		if err := checkAttributes(f+".attributes", a.Attributes); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -48,10 +48,21 @@ type InitOptions struct {
 	Fund []market.Coin
 	// Accounts are further accounts funded at genesis.
 	Accounts []ledger.GenesisAccount
+	// DevAudits are attributes auditors have signed at genesis for dev accounts.
+	DevAudits []DevAudit
 	// RPCListen and P2PListen are written to config.toml (defaults tcp://127.0.0.1:26657
 	// and tcp://127.0.0.1:26656).
 	RPCListen string
 	P2PListen string
+}
+
+// DevAudit is an auditor's signature, in genesis, on a dev account's attributes (the
+// account to be registered as a provider): what berth dev uses so that tenants' files
+// requiring an auditor's signature (Akash's own, in most published SDLs) get bids.
+type DevAudit struct {
+	Account    string // a DevAccounts name
+	Auditor    string // the auditor's address
+	Attributes market.Attributes
 }
 
 // DefaultChainID is the chain ID of homes made without one.
@@ -109,6 +120,16 @@ func (o *InitOptions) defaults() error {
 			return fmt.Errorf("fund[%d]: %s is zero", i, c.Denom)
 		}
 		seen[c.Denom] = true
+	}
+	for i, a := range o.DevAudits {
+		switch {
+		case !slices.Contains(o.DevAccounts, a.Account):
+			return fmt.Errorf("dev audit %d: %q is not one of the dev accounts %v", i, a.Account, o.DevAccounts)
+		case ledger.CheckAddress(a.Auditor, o.Params.AddressPrefix) != nil:
+			return fmt.Errorf("dev audit %d: auditor: %w", i, ledger.CheckAddress(a.Auditor, o.Params.AddressPrefix))
+		case len(a.Attributes) == 0:
+			return fmt.Errorf("dev audit %d: no attributes", i)
+		}
 	}
 	if o.RPCListen == "" {
 		o.RPCListen = "tcp://127.0.0.1:26657"
@@ -206,8 +227,15 @@ func devAccounts(home string, o *InitOptions) ([]keys.Info, []ledger.GenesisAcco
 	return infos, accts, nil
 }
 
-func genesisDoc(o *InitOptions, vals []types.GenesisValidator, accts []ledger.GenesisAccount) (*types.GenesisDoc, error) {
+func genesisDoc(o *InitOptions, vals []types.GenesisValidator, accts []ledger.GenesisAccount, infos []keys.Info) (*types.GenesisDoc, error) {
 	app := ledger.GenesisState{Params: *o.Params, Accounts: append(accts, o.Accounts...)}
+	for i, a := range o.DevAudits {
+		j := slices.IndexFunc(infos, func(k keys.Info) bool { return k.Name == a.Account })
+		if j < 0 {
+			return nil, fmt.Errorf("dev audit %d: %q is not one of the dev accounts %v", i, a.Account, o.DevAccounts)
+		}
+		app.Audits = append(app.Audits, ledger.AuditedAttributes{Owner: infos[j].Address, Auditor: a.Auditor, Attributes: slices.Clone(a.Attributes)})
+	}
 	if err := app.Validate(); err != nil {
 		return nil, err
 	}
@@ -245,7 +273,7 @@ func Init(home string, o InitOptions) (*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	gd, err := genesisDoc(&o, []types.GenesisValidator{val}, accts)
+	gd, err := genesisDoc(&o, []types.GenesisValidator{val}, accts, infos)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +367,7 @@ func InitNetwork(dir string, o NetworkOptions) ([]*InitResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	gd, err := genesisDoc(&o.InitOptions, vals, accts)
+	gd, err := genesisDoc(&o.InitOptions, vals, accts, infos)
 	if err != nil {
 		return nil, err
 	}

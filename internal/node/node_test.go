@@ -44,6 +44,9 @@ func TestInitRefusesAnExistingHome(t *testing.T) {
 		{Fund: []market.Coin{{Amount: 1, Denom: "x"}}, DevAccounts: []string{"a"}},
 		{Fund: []market.Coin{{Amount: 1, Denom: "uakt"}, {Amount: 2, Denom: "uakt"}}, DevAccounts: []string{"a"}},
 		{Fund: []market.Coin{{Amount: 0, Denom: "uact"}}, DevAccounts: []string{"a"}},
+		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "q", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63", Attributes: market.Attributes{{Key: "host", Value: "akash"}}}}},
+		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "p", Auditor: "akash1nope", Attributes: market.Attributes{{Key: "host", Value: "akash"}}}}},
+		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "p", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63"}}},
 	} {
 		if _, err := node.Init(t.TempDir(), bad); err == nil {
 			t.Errorf("init %+v succeeded", bad)

@@ -1,0 +1,113 @@
+package app
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	providerv1 "berth.dev/berth/api/provider/v1"
+	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/sdl"
+)
+
+// devServes are the reasons berth dev may decline a corpus group for: what its small
+// simulated cluster does not have (room, a GPU model, a storage class, an attribute or
+// auditor the tenant requires). Any other reason (a denomination, a price, an order it
+// cannot read) would stop a tenant's file that the cluster could run.
+var devServes = []string{
+	bidengine.ReasonCapacityNodes, bidengine.ReasonCapacityGPU, bidengine.ReasonCapacityStorage,
+	bidengine.ReasonCapacityLeasedIPs, bidengine.ReasonCapacityNodePorts,
+	bidengine.ReasonGPUCapability, bidengine.ReasonStorageCapability,
+	bidengine.ReasonAttributes, bidengine.ReasonSignedBy,
+}
+
+var grpcLine = regexp.MustCompile(`gRPC (127\.0\.0\.1:\d+)`)
+
+// screenCorpus asks berth dev's provider, over its gRPC ValidateGroupSpec, about every
+// group of every corpus SDL that Akash reads, and fails on a decline for a reason
+// other than what the dev cluster lacks.
+func screenCorpus(t *testing.T, banner string) {
+	t.Helper()
+	m := grpcLine.FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("banner names no gRPC address:\n%s", banner)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}))) // screening only; the dev gateway's certificate is self-made
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	rpcc := providerv1.NewProviderRPCClient(conn)
+	files, err := filepath.Glob("../sdl/testdata/corpus/*/input.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no corpus under ../sdl/testdata/corpus (%v)", err)
+	}
+	reasons := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, _, err := sdl.Parse(b, sdl.Options{})
+		if err != nil {
+			continue // Akash rejects it too
+		}
+		for _, g := range res.Groups {
+			if !slices.Contains(ledger.DefaultDenoms(), g.Resources[0].Price.Denom) {
+				continue // a denomination no chain takes (TestCorpusDeploysAsWritten)
+			}
+			spec, err := json.Marshal(g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := rpcc.ValidateGroupSpec(t.Context(), &providerv1.ValidateGroupSpecRequest{GroupSpecJson: spec})
+			if err != nil {
+				t.Fatalf("%s group %q: %v", filepath.Base(filepath.Dir(f)), g.Name, err)
+			}
+			if r.GetBid() {
+				reasons[bidengine.ReasonPriced]++
+				if r.GetPrice().GetDenom() != g.Resources[0].Price.Denom {
+					t.Errorf("%s group %q: bid in %s on an order priced in %s", filepath.Base(filepath.Dir(f)), g.Name, r.GetPrice().GetDenom(), g.Resources[0].Price.Denom)
+				}
+				continue
+			}
+			reasons[r.GetReason()]++
+			if !slices.Contains(devServes, r.GetReason()) {
+				t.Errorf("%s group %q (priced %s): no bid: %s: %s", filepath.Base(filepath.Dir(f)), g.Name, g.Resources[0].Price, r.GetReason(), r.GetDetail())
+			}
+		}
+	}
+	if reasons[bidengine.ReasonPriced] == 0 {
+		t.Error("berth dev bid on no corpus group")
+	}
+	t.Logf("berth dev on the corpus's groups: %v", reasons)
+}
+
+// TestDevBannerOlderChain: a resumed chain made before uact says what it lacks and
+// how to get a chain that takes it; a current one says nothing of the kind.
+func TestDevBannerOlderChain(t *testing.T) {
+	d := devBanner{cfg: DevConfig{Home: "/h"}, cp: &localenv.ControlPlane{}, resumed: true, denoms: []string{"uakt"}}
+	var old strings.Builder
+	printDevBanner(&old, d)
+	want := "made by an older berth: it takes uakt only, not uact, " + ledger.DenomUSDC + " (--reset makes a new chain)"
+	if !strings.Contains(old.String(), want) {
+		t.Errorf("banner of an older chain lacks %q:\n%s", want, old.String())
+	}
+	d.denoms = ledger.DefaultDenoms()
+	var cur strings.Builder
+	printDevBanner(&cur, d)
+	if strings.Contains(cur.String(), "older berth") {
+		t.Errorf("banner of a current chain:\n%s", cur.String())
+	}
+}
