@@ -88,32 +88,66 @@ type tokenHeader struct {
 	Typ string `json:"typ,omitempty"`
 }
 
+// Token signing algorithms: the same secp256k1 account key and 64-byte R‖S signature
+// (SHA-256, low S), over different bytes.
+const (
+	// AlgES256K signs the token's signing input, header.claims (RFC 8812).
+	AlgES256K = "ES256K"
+	// AlgES256KADR36 signs an ADR-36 sign doc that carries header.claims: what a
+	// browser wallet's signArbitrary signs (Akash's name for it; see adr36.go).
+	AlgES256KADR36 = "ES256KADR36"
+)
+
+// ParsedToken is a bearer token split and decoded; its signature is not checked.
+type ParsedToken struct {
+	// Alg is AlgES256K or AlgES256KADR36.
+	Alg    string
+	Claims Claims
+	// SigningInput is header.claims exactly as the token carries them.
+	SigningInput []byte
+	// Signature is 64 bytes R‖S.
+	Signature []byte
+}
+
+// SignedMessage is what the issuer's key signed: the signing input for ES256K; for
+// ES256KADR36, the ADR-36 sign doc with the issuer as signer and the signing input as
+// data.
+func (t ParsedToken) SignedMessage() ([]byte, error) {
+	switch t.Alg {
+	case AlgES256K:
+		return t.SigningInput, nil
+	case AlgES256KADR36:
+		return adr36SignDoc(t.Claims.Issuer, t.SigningInput)
+	}
+	return nil, fmt.Errorf("token algorithm %q: want %s or %s", t.Alg, AlgES256K, AlgES256KADR36)
+}
+
 // ParseToken splits and decodes a token without checking its signature: the header
-// (alg must be ES256K), the claims, the signed part and the signature.
-func ParseToken(token string) (Claims, []byte, []byte, error) {
+// (alg must be ES256K or ES256KADR36), the claims, the signing input and the signature.
+func ParseToken(token string) (ParsedToken, error) {
 	if len(token) > MaxTokenBytes {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token longer than %d bytes", ErrInvalid, MaxTokenBytes)
+		return ParsedToken{}, fmt.Errorf("%w: token longer than %d bytes", ErrInvalid, MaxTokenBytes)
 	}
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token is not header.claims.signature", ErrInvalid)
+		return ParsedToken{}, fmt.Errorf("%w: token is not header.claims.signature", ErrInvalid)
 	}
 	var h tokenHeader
 	if err := decodeSegment(parts[0], &h); err != nil {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token header: %w", ErrInvalid, err)
+		return ParsedToken{}, fmt.Errorf("%w: token header: %w", ErrInvalid, err)
 	}
-	if h.Alg != "ES256K" {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token algorithm %q: want ES256K", ErrInvalid, h.Alg)
+	if h.Alg != AlgES256K && h.Alg != AlgES256KADR36 {
+		return ParsedToken{}, fmt.Errorf("%w: token algorithm %q: want %s or %s", ErrInvalid, h.Alg, AlgES256K, AlgES256KADR36)
 	}
 	var c Claims
 	if err := decodeSegment(parts[1], &c); err != nil {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token claims: %w", ErrInvalid, err)
+		return ParsedToken{}, fmt.Errorf("%w: token claims: %w", ErrInvalid, err)
 	}
 	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
 	if err != nil || len(sig) != 64 {
-		return Claims{}, nil, nil, fmt.Errorf("%w: token signature: want 64 bytes R‖S, base64url", ErrInvalid)
+		return ParsedToken{}, fmt.Errorf("%w: token signature: want 64 bytes R‖S, base64url", ErrInvalid)
 	}
-	return c, []byte(parts[0] + "." + parts[1]), sig, nil
+	return ParsedToken{Alg: h.Alg, Claims: c, SigningInput: []byte(parts[0] + "." + parts[1]), Signature: sig}, nil
 }
 
 func decodeSegment(s string, v any) error {
@@ -141,14 +175,16 @@ func jsonMessage(err error) string {
 	return "malformed"
 }
 
-// Token checks a bearer token: ES256K signed by the issuer's account key on the
-// ledger, version v1, within its times (iat, nbf, exp; exp required), for this
+// Token checks a bearer token: signed by the issuer's account key on the ledger
+// (ES256K over header.claims, or ES256KADR36 over the ADR-36 sign doc of a browser
+// wallet), version v1, within its times (iat, nbf, exp; exp required), for this
 // provider when it names an audience; and turns its grants into an Identity.
 func (a *Authenticator) Token(ctx context.Context, token string) (Identity, error) {
-	c, signed, sig, err := ParseToken(token)
+	t, err := ParseToken(token)
 	if err != nil {
 		return Identity{}, err
 	}
+	c := t.Claims
 	if err := ledger.CheckAddress(c.Issuer, a.prefix); err != nil {
 		return Identity{}, fmt.Errorf("%w: token issuer is not an account address", ErrInvalid)
 	}
@@ -168,6 +204,10 @@ func (a *Authenticator) Token(ctx context.Context, token string) (Identity, erro
 	case len(c.Audience) > 0 && !contains(c.Audience, a.provider):
 		return Identity{}, fmt.Errorf("%w: token is for another provider (aud)", ErrInvalid)
 	}
+	msg, err := t.SignedMessage()
+	if err != nil {
+		return Identity{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	acct, err := a.account(ctx, c.Issuer)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
@@ -177,9 +217,12 @@ func (a *Authenticator) Token(ctx context.Context, token string) (Identity, erro
 	case acct.PubKey == nil:
 		return Identity{}, fmt.Errorf("%w: token issuer's public key is not on the ledger yet (send a transaction first)", ErrInvalid)
 	case acct.PubKey.Type != ledger.KeySecp256k1:
-		return Identity{}, fmt.Errorf("%w: token issuer's key is %s; ES256K needs secp256k1", ErrInvalid, acct.PubKey.Type)
-	case !acct.PubKey.Verify(signed, sig):
-		return Identity{}, fmt.Errorf("%w: token signature does not verify with the issuer's key", ErrInvalid)
+		return Identity{}, fmt.Errorf("%w: token issuer's key is %s; %s needs secp256k1", ErrInvalid, acct.PubKey.Type, t.Alg)
+	case !acct.PubKey.Verify(msg, t.Signature):
+		if t.Alg == AlgES256KADR36 {
+			return Identity{}, fmt.Errorf("%w: token signature does not verify with the issuer's key (%s: over the ADR-36 sign doc of header.claims, signer = iss, chain_id \"\")", ErrInvalid, t.Alg)
+		}
+		return Identity{}, fmt.Errorf("%w: token signature does not verify with the issuer's key (%s: over header.claims)", ErrInvalid, t.Alg)
 	}
 	return a.grants(c)
 }
@@ -261,10 +304,32 @@ func (a *Authenticator) grants(c Claims) (Identity, error) {
 // SignToken makes a token for the signer's account (secp256k1 ledger key): ES256K
 // over header.claims.
 func SignToken(c Claims, s ledger.Signer) (string, error) {
-	if s.PubKey().Type != ledger.KeySecp256k1 {
-		return "", fmt.Errorf("sign token: key type %s; ES256K needs secp256k1", s.PubKey().Type)
+	return signToken(AlgES256K, c, s)
+}
+
+// SignTokenADR36 makes the token a browser wallet makes for its account: ES256KADR36,
+// the signature of the ADR-36 sign doc of header.claims. As a wallet signs only as
+// itself, the claims' issuer must be the signer's address.
+func SignTokenADR36(c Claims, s ledger.Signer) (string, error) {
+	i := strings.LastIndexByte(c.Issuer, '1')
+	if i < 1 {
+		return "", fmt.Errorf("sign token: issuer %q is not an account address", c.Issuer)
 	}
-	h, err := json.Marshal(tokenHeader{Alg: "ES256K", Typ: "JWT"})
+	addr, err := s.PubKey().Address(c.Issuer[:i])
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	if addr != c.Issuer {
+		return "", fmt.Errorf("sign token: issuer %s is not the signer's address %s", c.Issuer, addr)
+	}
+	return signToken(AlgES256KADR36, c, s)
+}
+
+func signToken(alg string, c Claims, s ledger.Signer) (string, error) {
+	if s.PubKey().Type != ledger.KeySecp256k1 {
+		return "", fmt.Errorf("sign token: key type %s; %s needs secp256k1", s.PubKey().Type, alg)
+	}
+	h, err := json.Marshal(tokenHeader{Alg: alg, Typ: "JWT"})
 	if err != nil {
 		return "", err
 	}
@@ -272,10 +337,14 @@ func SignToken(c Claims, s ledger.Signer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}
-	signed := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(b)
-	sig, err := s.Sign([]byte(signed))
+	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(b)
+	msg, err := ParsedToken{Alg: alg, Claims: c, SigningInput: []byte(input)}.SignedMessage()
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}
-	return signed + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	sig, err := s.Sign(msg)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }

@@ -72,9 +72,9 @@ func TestProviderCertificateChecks(t *testing.T) {
 	}
 	if tok, found := strings.CutPrefix(gotAuth, "Bearer "); !found {
 		t.Fatalf("authorization %q", gotAuth)
-	} else if c, _, _, err := auth.ParseToken(tok); err != nil || c.Issuer != tenant.Address || c.ExpiresAt-c.IssuedAt != int64(TokenTTL/time.Second) ||
-		len(c.Audience) != 1 || c.Audience[0] != provider {
-		t.Fatalf("token claims %+v %v", c, err)
+	} else if pt, err := auth.ParseToken(tok); err != nil || pt.Claims.Issuer != tenant.Address || pt.Claims.ExpiresAt-pt.Claims.IssuedAt != int64(TokenTTL/time.Second) ||
+		len(pt.Claims.Audience) != 1 || pt.Claims.Audience[0] != provider {
+		t.Fatalf("token claims %+v %v", pt.Claims, err)
 	}
 
 	// A certificate for another address, one not registered, one revoked: refused.

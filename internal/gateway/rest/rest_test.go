@@ -309,8 +309,8 @@ func validManifest(t *testing.T) []byte {
 }
 
 // TestAuthMatrix: every tenant route, with no credentials, another tenant's, expired
-// or revoked ones, a token without the route's scope, and the owner's token and
-// certificate.
+// or revoked ones, a token without the route's scope, and the owner's token (ES256K
+// and a wallet's ES256KADR36) and certificate.
 func TestAuthMatrix(t *testing.T) {
 	e := newEnv(t)
 	now := time.Now()
@@ -324,6 +324,7 @@ func TestAuthMatrix(t *testing.T) {
 	full := auth.Leases{Access: auth.AccessFull}
 	expired := e.owner.Token(t, now.Add(-time.Hour), full)
 	statusOnly := e.owner.Token(t, now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeStatus}})
+	walletStatusOnly := e.owner.WalletToken(t, now, auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeStatus}})
 
 	routes := []struct {
 		method, path string
@@ -360,6 +361,8 @@ func TestAuthMatrix(t *testing.T) {
 			{"a revoked certificate", &revokedTLS, "", 401},
 			{"the owner's token and certificate at once", &ownerTLS, e.owner.Token(t, now, full), 400},
 			{"the owner's token", nil, e.owner.Token(t, now, full), ok},
+			{"the owner's wallet (ES256KADR36) token", nil, e.owner.WalletToken(t, now, full), ok},
+			{"another tenant's wallet token", nil, e.other.WalletToken(t, now, full), 404},
 			{"the owner's certificate", &ownerTLS, "", ok},
 		} {
 			want := c.want
@@ -378,6 +381,9 @@ func TestAuthMatrix(t *testing.T) {
 		}
 		if code, body := e.call(t, r.ws, nil, r.method, r.path, statusOnly, r.body); code != want {
 			t.Errorf("%s with a status-only token: %d %s, want %d", name, code, body, want)
+		}
+		if code, body := e.call(t, r.ws, nil, r.method, r.path, walletStatusOnly, r.body); code != want {
+			t.Errorf("%s with a status-only wallet token: %d %s, want %d", name, code, body, want)
 		}
 	}
 }

@@ -82,6 +82,20 @@ func (l *Ledger) Forget(addr string) {
 	delete(l.accts, addr)
 }
 
+// AddAccount records an account with a known public key (a published test vector's,
+// say) and returns its address.
+func (l *Ledger) AddAccount(t testing.TB, pk ledger.PubKey) string {
+	t.Helper()
+	addr, err := pk.Address(Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.accts[addr] = ledger.Account{Address: addr, PubKey: &pk}
+	l.mu.Unlock()
+	return addr
+}
+
 // Revoke marks a certificate revoked.
 func (l *Ledger) Revoke(owner, serial string) {
 	l.mu.Lock()
@@ -142,13 +156,29 @@ func TLS(t testing.TB, c auth.Certificate) tls.Certificate {
 	return tc
 }
 
-// Token signs a token for the tenant, valid from now for 15 minutes, with leases.
+// Token signs an ES256K token for the tenant, valid from now for 15 minutes, with
+// leases.
 func (tn Tenant) Token(t testing.TB, now time.Time, leases auth.Leases) string {
 	t.Helper()
-	tok, err := auth.SignToken(auth.Claims{Issuer: tn.Address, IssuedAt: now.Unix(), NotBefore: now.Unix(),
-		ExpiresAt: now.Add(15 * time.Minute).Unix(), Version: auth.TokenVersion, Leases: leases}, tn.Key)
+	tok, err := auth.SignToken(tn.claims(now, leases), tn.Key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// WalletToken signs the ES256KADR36 token a browser wallet makes for the tenant, valid
+// from now for 15 minutes, with leases.
+func (tn Tenant) WalletToken(t testing.TB, now time.Time, leases auth.Leases) string {
+	t.Helper()
+	tok, err := auth.SignTokenADR36(tn.claims(now, leases), tn.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (tn Tenant) claims(now time.Time, leases auth.Leases) auth.Claims {
+	return auth.Claims{Issuer: tn.Address, IssuedAt: now.Unix(), NotBefore: now.Unix(),
+		ExpiresAt: now.Add(15 * time.Minute).Unix(), Version: auth.TokenVersion, Leases: leases}
 }
