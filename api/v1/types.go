@@ -109,6 +109,13 @@ type ProviderHostSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	ExternalPort int32 `json:"externalPort"`
+	// ProxyBufferSize is the size in bytes of the ingress's buffer for the service's
+	// response headers (the SDL's http_options.proxy_buffer_size; ingress-nginx's
+	// proxy-buffer-size). Absent when the SDL does not set it: the ingress's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1048576
+	ProxyBufferSize int32 `json:"proxyBufferSize,omitempty"`
 }
 
 // ProviderHostStatus is the hostname operator's report.

@@ -99,8 +99,8 @@ func jsonProblem(err error) string {
 // named and unique; in each group at
 // least one service, services sorted by name and unique; valid service names, an
 // image, environment variable names, resources, storage mounts, credentials; ports in
-// range with known protocols, sorted as Akash sorts them; hostnames valid and accepted
-// once in the whole manifest.
+// range with known protocols, sorted as Akash sorts them; a proxy buffer size within
+// Akash's SDL limit; hostnames valid and accepted once in the whole manifest.
 func Validate(m market.Manifest) error {
 	if len(m) == 0 {
 		return errorf("", "manifest has no groups")
@@ -243,6 +243,8 @@ func validateExpose(ep string, e *market.ServiceExpose, hosts map[string]string)
 		return errorf(ep+".ip", "IP endpoint name %q is invalid", e.IP)
 	case e.IP != "" && !e.Global:
 		return errorf(ep+".ip", "IP endpoint %q on a port that is not global", e.IP)
+	case e.HTTPOptions.ProxyBufferSize > market.MaxProxyBufferSize:
+		return errorf(ep+".httpOptions.proxyBufferSize", "proxy buffer size %d is over the limit of %d bytes (1 MiB)", e.HTTPOptions.ProxyBufferSize, market.MaxProxyBufferSize)
 	}
 	for i, h := range e.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", ep, i)

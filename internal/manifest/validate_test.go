@@ -149,6 +149,9 @@ func TestRejections(t *testing.T) {
 		}, "", "reachable from outside"},
 		{"unit id 0", func(m market.Manifest, _ []market.GroupSpec) { m[0].Services[0].Resources.ID = 0 }, "[0].services[0].resources.id", "id 0"},
 		{"group renamed", func(m market.Manifest, _ []market.GroupSpec) { m[0].Name = "other" }, "[0].name", "no group"},
+		{"proxy buffer over 1 MiB", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].HTTPOptions.ProxyBufferSize = market.MaxProxyBufferSize + 1
+		}, "[0].services[1].expose[0].httpOptions.proxyBufferSize", "proxy buffer size 1048577 is over the limit of 1048576 bytes (1 MiB)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,6 +174,42 @@ func TestRejections(t *testing.T) {
 				t.Fatalf("got %q at %q, want %q at %q", me.Msg, me.Path, tc.substr, tc.path)
 			}
 		})
+	}
+}
+
+// TestProxyBufferSizeManifest: a manifest from Akash's current tools may carry
+// httpOptions.proxyBufferSize (chain-sdk go/manifest/v2beta3, "proxyBufferSize,omitempty");
+// it decodes, validates and keeps its version, which covers the field.
+func TestProxyBufferSizeManifest(t *testing.T) {
+	m, groups := corpusManifest(t, "aa-CodiMD_deploy")
+	plain := m.Version()
+	m[0].Services[1].Expose[0].HTTPOptions.ProxyBufferSize = market.MaxProxyBufferSize
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"proxyBufferSize":1048576`) {
+		t.Fatalf("manifest JSON without the field: %s", raw)
+	}
+	got, err := Decode(raw)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if err := Validate(got); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	if err := CheckDeployment(got, groups); err != nil {
+		t.Fatal(err)
+	}
+	if got[0].Services[1].Expose[0].HTTPOptions.ProxyBufferSize != market.MaxProxyBufferSize {
+		t.Errorf("decoded %+v", got[0].Services[1].Expose[0].HTTPOptions)
+	}
+	v := got.Version()
+	if err := CheckVersion(got, v); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckVersion(got, plain); err == nil {
+		t.Error("the version without the proxy buffer size also matches")
 	}
 }
 
@@ -209,6 +248,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(c.manifest)
 	}
 	f.Add([]byte(`[{"name":"a","services":[{"name":"x"}]}]`))
+	f.Add([]byte(`[{"name":"a","services":[{"name":"x","expose":[{"port":80,"httpOptions":{"maxBodySize":1048576,"proxyBufferSize":32768}}]}]}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := Decode(data)
 		if err != nil {

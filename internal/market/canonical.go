@@ -132,6 +132,10 @@ func (e *ServiceExpose) appendJSON(b []byte) []byte {
 	b = strconv.AppendUint(b, uint64(h.NextTimeout), 10)
 	b = append(b, `,"nextTries":`...)
 	b = strconv.AppendUint(b, uint64(h.NextTries), 10)
+	if h.ProxyBufferSize != 0 {
+		b = append(b, `,"proxyBufferSize":`...)
+		b = strconv.AppendUint(b, uint64(h.ProxyBufferSize), 10)
+	}
 	b = append(b, `,"readTimeout":`...)
 	b = strconv.AppendUint(b, uint64(h.ReadTimeout), 10)
 	b = append(b, `,"sendTimeout":`...)

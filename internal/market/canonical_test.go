@@ -3,6 +3,7 @@ package market
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -56,6 +57,64 @@ func TestCanonicalJSONIsWhatAkashHashes(t *testing.T) {
 	checkCanonical(t, nil)
 	// omitempty drops empty lists too, not only nil ones.
 	checkCanonical(t, Manifest{{Name: "g", Services: []Service{{Params: &ServiceParams{Permissions: &ServicePermissions{Read: []string{}}}}}}})
+	// proxyBufferSize is omitempty: written when set, absent when 0.
+	for _, size := range []uint32{0, 1, 16384, MaxProxyBufferSize, 1<<32 - 1} {
+		checkCanonical(t, Manifest{{Name: "g", Services: []Service{{Expose: []ServiceExpose{{Port: 80,
+			HTTPOptions: ServiceHTTPOptions{MaxBodySize: 1, NextCases: []string{"off"}, NextTries: 1, ProxyBufferSize: size}}}}}}})
+	}
+}
+
+// TestProxyBufferSizeCanonicalForm: the field as Akash's manifest type writes it
+// (chain-sdk go/manifest/v2beta3/httpoptions.pb.go: json:"proxyBufferSize,omitempty",
+// a uint32 after nextCases), and with the keys sorted, as its version hashes it. The
+// struct here copies the JSON tags of Akash's type, in Akash's field order.
+func TestProxyBufferSizeCanonicalForm(t *testing.T) {
+	type akashHTTPOptions struct {
+		MaxBodySize     uint32   `json:"maxBodySize"`
+		ReadTimeout     uint32   `json:"readTimeout"`
+		SendTimeout     uint32   `json:"sendTimeout"`
+		NextTries       uint32   `json:"nextTries"`
+		NextTimeout     uint32   `json:"nextTimeout"`
+		NextCases       []string `json:"nextCases,omitempty"`
+		ProxyBufferSize uint32   `json:"proxyBufferSize,omitempty"`
+	}
+	tests := []struct {
+		h    ServiceHTTPOptions
+		want string
+	}{
+		{ServiceHTTPOptions{MaxBodySize: 1048576, NextCases: []string{"error", "timeout"}, NextTries: 3, ReadTimeout: 60000, SendTimeout: 60000},
+			`{"maxBodySize":1048576,"nextCases":["error","timeout"],"nextTimeout":0,"nextTries":3,"readTimeout":60000,"sendTimeout":60000}`},
+		{ServiceHTTPOptions{MaxBodySize: 1048576, NextCases: []string{"error", "timeout"}, NextTries: 3, ProxyBufferSize: 16384, ReadTimeout: 60000, SendTimeout: 60000},
+			`{"maxBodySize":1048576,"nextCases":["error","timeout"],"nextTimeout":0,"nextTries":3,"proxyBufferSize":16384,"readTimeout":60000,"sendTimeout":60000}`},
+		{ServiceHTTPOptions{MaxBodySize: 2, NextTimeout: 5, NextTries: 4, ProxyBufferSize: 4294967295, ReadTimeout: 6, SendTimeout: 7},
+			`{"maxBodySize":2,"nextTimeout":5,"nextTries":4,"proxyBufferSize":4294967295,"readTimeout":6,"sendTimeout":7}`},
+	}
+	for _, tt := range tests {
+		m := Manifest{{Name: "g", Services: []Service{{Expose: []ServiceExpose{{HTTPOptions: tt.h}}}}}}
+		canonical := string(m.AppendCanonicalJSON(nil))
+		_, after, _ := strings.Cut(canonical, `"httpOptions":`)
+		got, _, _ := strings.Cut(after, `,"ip":`)
+		if got != tt.want {
+			t.Errorf("httpOptions\n got: %s\nwant: %s", got, tt.want)
+		}
+		h := tt.h
+		raw, err := json.Marshal(akashHTTPOptions{MaxBodySize: h.MaxBodySize, ReadTimeout: h.ReadTimeout, SendTimeout: h.SendTimeout,
+			NextTries: h.NextTries, NextTimeout: h.NextTimeout, NextCases: h.NextCases, ProxyBufferSize: h.ProxyBufferSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var generic any
+		if err := json.Unmarshal(raw, &generic); err != nil {
+			t.Fatal(err)
+		}
+		sorted, err := json.Marshal(generic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(sorted) != tt.want {
+			t.Errorf("Akash's type gives %s, want %s", sorted, tt.want)
+		}
+	}
 }
 
 func FuzzCanonicalString(f *testing.F) {

@@ -85,9 +85,18 @@ type ServiceHTTPOptions struct {
 	NextCases   []string `json:"nextCases,omitempty"`
 	NextTimeout uint32   `json:"nextTimeout"`
 	NextTries   uint32   `json:"nextTries"`
-	ReadTimeout uint32   `json:"readTimeout"`
-	SendTimeout uint32   `json:"sendTimeout"`
+	// ProxyBufferSize is the ingress's buffer for the response headers of the service,
+	// in bytes, at most MaxProxyBufferSize. 0 (not set) leaves it to the provider, and
+	// is left out of the JSON, as on Akash: a manifest that does not set it hashes as it
+	// did before the field existed.
+	ProxyBufferSize uint32 `json:"proxyBufferSize,omitempty"`
+	ReadTimeout     uint32 `json:"readTimeout"`
+	SendTimeout     uint32 `json:"sendTimeout"`
 }
+
+// MaxProxyBufferSize is the largest ServiceHTTPOptions.ProxyBufferSize: 1 MiB, Akash's
+// limit.
+const MaxProxyBufferSize = 1 << 20
 
 // ServiceParams are optional per-service settings.
 type ServiceParams struct {

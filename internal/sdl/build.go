@@ -337,18 +337,24 @@ var nextCases = []string{"error", "timeout", "500", "502", "503", "504", "403", 
 
 func (d *decoder) manifestHTTPOptions(h httpOptions) (market.ServiceHTTPOptions, error) {
 	out := market.ServiceHTTPOptions{
-		MaxBodySize: h.maxBodySize,
-		ReadTimeout: h.readTimeout,
-		SendTimeout: h.sendTimeout,
-		NextTries:   h.nextTries,
-		NextTimeout: h.next,
-		NextCases:   h.nextCases,
+		MaxBodySize:     h.maxBodySize,
+		ProxyBufferSize: h.proxyBufferSize,
+		ReadTimeout:     h.readTimeout,
+		SendTimeout:     h.sendTimeout,
+		NextTries:       h.nextTries,
+		NextTimeout:     h.next,
+		NextCases:       h.nextCases,
 	}
 	switch {
 	case out.MaxBodySize == 0:
 		out.MaxBodySize = defaultMaxBodySize
 	case out.MaxBodySize > maxBodySize:
 		return out, d.errorf(h.node, "max_body_size %d is over the limit of %d bytes (100 MiB)", out.MaxBodySize, maxBodySize)
+	}
+	// proxy_buffer_size has no default here: 0 stays 0, which the manifest's JSON leaves
+	// out, so a file without it keeps its version (Akash's chain-sdk, go/sdl/v2.go).
+	if out.ProxyBufferSize > market.MaxProxyBufferSize {
+		return out, d.errorf(h.proxyBufferNode, "proxy_buffer_size %d is over the limit of %d bytes (1 MiB)", out.ProxyBufferSize, market.MaxProxyBufferSize)
 	}
 	for _, t := range []struct {
 		v    *uint32

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"runtime/metrics"
+	"strings"
 	"testing"
+
+	"berth.dev/berth/internal/market"
 )
 
 // maxAllocBytes bounds what Parse may allocate for n bytes of input: the node tree and
@@ -31,6 +34,10 @@ func allocatedBytes() uint64 {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte(aliasBomb()))
+	// Every HTTP option, proxy_buffer_size (chain-sdk HEAD) among them.
+	f.Add([]byte(strings.Replace(base, "        as: 80\n", "        as: 80\n        http_options:\n          max_body_size: 2097152\n"+
+		"          proxy_buffer_size: 32768\n          read_timeout: 30000\n          send_timeout: 30000\n          next_tries: 5\n"+
+		"          next_timeout: 1000\n          next_cases: [error, timeout, \"502\"]\n", 1)))
 	cases := loadCorpus(f)
 	for i := range cases {
 		f.Add(cases[i].input)
@@ -62,6 +69,15 @@ func FuzzParse(f *testing.F) {
 		}
 		if err := checkSortedKeys(res.Manifest); err != nil {
 			t.Fatal(err)
+		}
+		for _, g := range res.Manifest {
+			for _, svc := range g.Services {
+				for _, e := range svc.Expose {
+					if e.HTTPOptions.ProxyBufferSize > market.MaxProxyBufferSize {
+						t.Fatalf("service %s: proxy buffer size %d accepted, over the limit", svc.Name, e.HTTPOptions.ProxyBufferSize)
+					}
+				}
+			}
 		}
 		if err := checkSortedKeys(res.Groups); err != nil {
 			t.Fatal(err)

@@ -45,6 +45,8 @@ type httpOptions struct {
 	node                                                   *yaml.Node
 	maxBodySize, readTimeout, sendTimeout, nextTries, next uint32
 	nextCases                                              []string
+	proxyBufferSize                                        uint32
+	proxyBufferNode                                        *yaml.Node
 }
 
 type serviceParams struct {
@@ -70,7 +72,7 @@ var (
 	serviceKeys     = fieldSet{known: []string{"image", "command", "args", "env", "expose", "dependencies", "params", "credentials"}}
 	exposeKeys      = fieldSet{known: []string{"port", "as", "proto", "to", "accept", "http_options"}}
 	exposeToKeys    = fieldSet{known: []string{"service", "global", "http_options", "ip"}}
-	httpOptionKeys  = fieldSet{known: []string{"max_body_size", "read_timeout", "send_timeout", "next_tries", "next_timeout", "next_cases"}}
+	httpOptionKeys  = fieldSet{known: []string{"max_body_size", "proxy_buffer_size", "read_timeout", "send_timeout", "next_tries", "next_timeout", "next_cases"}}
 	dependencyKeys  = fieldSet{known: []string{"service"}}
 	paramsKeys      = fieldSet{known: []string{"storage", "permissions", "tee"}}
 	storageParamKey = fieldSet{known: []string{"mount", "readOnly"}}
@@ -259,6 +261,9 @@ func (d *decoder) httpOptions(n *yaml.Node) (httpOptions, error) {
 		switch g.key {
 		case "max_body_size":
 			h.maxBodySize, err = d.uint32Field(g.val)
+		case "proxy_buffer_size":
+			h.proxyBufferNode = g.val
+			h.proxyBufferSize, err = d.uint32Field(g.val)
 		case "read_timeout":
 			h.readTimeout, err = d.uint32Field(g.val)
 		case "send_timeout":

@@ -177,6 +177,11 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 		e := &svc.Expose[i]
 		ext := int32(min(e.ExternalPortOrPort(), 65535))
 		if e.IsIngress() {
+			// manifest.Validate keeps it in range; the CRD would refuse more.
+			pbs := e.HTTPOptions.ProxyBufferSize
+			if pbs > market.MaxProxyBufferSize {
+				return fmt.Errorf("port %d: proxy buffer size %d is over the limit of %d bytes", e.Port, pbs, market.MaxProxyBufferSize)
+			}
 			for _, h := range e.Hosts {
 				name := strings.ToLower(h)
 				if len(validation.IsDNS1123Subdomain(name)) > 0 { // a wildcard, for one
@@ -185,7 +190,8 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 				}
 				objs.Hosts = append(objs.Hosts, &berthv1.ProviderHost{
 					TypeMeta: typeMeta(berthv1.GroupVersion.String(), "ProviderHost"), ObjectMeta: meta(name, LabelService, svc.Name),
-					Spec: berthv1.ProviderHostSpec{Lease: ref, Hostname: strings.ToLower(h), Service: svc.Name, ExternalPort: ext},
+					Spec: berthv1.ProviderHostSpec{Lease: ref, Hostname: strings.ToLower(h), Service: svc.Name, ExternalPort: ext,
+						ProxyBufferSize: int32(pbs)},
 				})
 			}
 		}
