@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -264,23 +265,37 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	}
 	snap := p.capacity.Snapshot()
 	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
-	if snap.Active > 0 {
-		s.Cluster.Inventory.Active = []status.Metrics{metricsOf(snap.ActiveTotal)}
-	}
-	if snap.Pending > 0 {
-		s.Cluster.Inventory.Pending = []status.Metrics{metricsOf(snap.PendingTotal)}
+	s.Cluster.Inventory = inventoryOf(snap)
+	return s
+}
+
+// inventoryOf is the capacity's snapshot as /status reports it: each reservation with
+// and without pods, one entry each as Akash lists them (its persistent storage by
+// class), and what every node and storage class has left.
+func inventoryOf(snap cluster.Snapshot) status.Inventory {
+	var inv status.Inventory
+	for _, r := range snap.Reservations {
+		m := metricsOf(r.Total)
+		if len(r.Storage) > 0 {
+			m.Storage = maps.Clone(r.Storage)
+		}
+		if r.Active {
+			inv.Active = append(inv.Active, m)
+		} else {
+			inv.Pending = append(inv.Pending, m)
+		}
 	}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		s.Cluster.Inventory.Available.Nodes = append(s.Cluster.Inventory.Available.Nodes, status.Node{
+		inv.Available.Nodes = append(inv.Available.Nodes, status.Node{
 			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available), Unschedulable: !n.Schedulable})
 	}
 	for _, pool := range snap.Pools {
 		if class, ok := strings.CutPrefix(pool.Name, cluster.StoragePool("")); ok {
-			s.Cluster.Inventory.Available.Storage = append(s.Cluster.Inventory.Available.Storage, status.Storage{Class: class, Size: max(pool.Capacity-pool.Used, 0)})
+			inv.Available.Storage = append(inv.Available.Storage, status.Storage{Class: class, Size: max(pool.Capacity-pool.Used, 0)})
 		}
 	}
-	return s
+	return inv
 }
 
 func coinStrings(cs []market.Coin) []string {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
@@ -478,6 +479,45 @@ func TestSnapshot(t *testing.T) {
 	s = c.Snapshot()
 	if s.Pending != 1 || s.Active != 0 || s.PendingTotal.CPU != 2000 || s.Nodes[0].Available.CPU != 1500 {
 		t.Fatalf("after reserving: %+v", s)
+	}
+}
+
+// TestSnapshotReservations: the snapshot lists each reservation, by order, with what
+// all its replicas request and its persistent storage by class, active once a pod of
+// its lease exists.
+func TestSnapshotReservations(t *testing.T) {
+	c := NewCapacity()
+	c.SetNode(Node{Name: "n1", Allocatable: Amounts{CPU: 8000, Memory: 16 << 30, EphemeralStorage: 100 << 30, Pods: 110}, Schedulable: true})
+	c.SetPoolCapacity(StoragePool("beta3"), 100*gi)
+	if _, err := c.Reserve(order(10), Demand{Units: []Unit{unit(1, 2, 1000, gi)}, Storage: map[string]int64{"beta3": 20 * gi}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Reserve(order(9), Demand{Units: []Unit{unit(1, 1, 500, gi), unit(2, 3, 100, gi)}}); err != nil {
+		t.Fatal(err)
+	}
+	lease := order(10).Bid("akash1provider").Lease()
+	c.SetPod(Pod{Key: "lease/web-0", Node: "n1", Requests: Amounts{CPU: 1000, Memory: gi, Pods: 1}, Lease: &lease})
+	s := c.Snapshot()
+	want := []ReservationSnapshot{
+		{Order: order(9), Active: false, Total: Amounts{CPU: 800, Memory: 4 * gi, Pods: 4}},
+		{Order: order(10), Active: true, Total: Amounts{CPU: 2000, Memory: 2 * gi, Pods: 2}, Storage: map[string]int64{"beta3": 20 * gi}},
+	}
+	if len(s.Reservations) != len(want) {
+		t.Fatalf("reservations %+v, want %+v", s.Reservations, want)
+	}
+	for i, w := range want {
+		g := s.Reservations[i]
+		if g.Order != w.Order || g.Active != w.Active || g.Total != w.Total || !maps.Equal(g.Storage, w.Storage) {
+			t.Errorf("reservation %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if s.Active != 1 || s.Pending != 1 {
+		t.Errorf("counts: %d active, %d pending", s.Active, s.Pending)
+	}
+	// The snapshot is a copy: changing it changes nothing in the capacity.
+	s.Reservations[1].Storage["beta3"] = 1
+	if got := c.Snapshot().Reservations[1].Storage["beta3"]; got != 20*gi {
+		t.Errorf("the capacity's storage changed to %d through a snapshot", got)
 	}
 }
 

@@ -1,6 +1,12 @@
 package cluster
 
-import "slices"
+import (
+	"cmp"
+	"maps"
+	"slices"
+
+	"berth.dev/berth/internal/market"
+)
 
 // NodeSnapshot is one node's capacity: what it offers and what is left after running
 // pods and reservations not yet running. A node that is not schedulable (not Ready,
@@ -30,6 +36,17 @@ type Snapshot struct {
 	// their totals are what all their replicas request.
 	Active, Pending           int
 	ActiveTotal, PendingTotal Amounts
+	// Reservations are each reservation's requests, sorted by order.
+	Reservations []ReservationSnapshot
+}
+
+// ReservationSnapshot is one reservation: what all its replicas request, and its
+// persistent storage by class (bytes).
+type ReservationSnapshot struct {
+	Order   market.OrderID
+	Active  bool // it has pods on the cluster
+	Total   Amounts
+	Storage map[string]int64
 }
 
 // Snapshot copies the capacity's state (O(nodes + reservations)).
@@ -61,13 +78,19 @@ func (c *Capacity) Snapshot() Snapshot {
 		for _, u := range r.demand.Units {
 			total = total.Add(u.Each.Mul(int64(u.Count)))
 		}
-		if len(c.podsOf[id]) > 0 {
+		active := len(c.podsOf[id]) > 0
+		if active {
 			s.Active++
 			s.ActiveTotal = s.ActiveTotal.Add(total)
 		} else {
 			s.Pending++
 			s.PendingTotal = s.PendingTotal.Add(total)
 		}
+		s.Reservations = append(s.Reservations, ReservationSnapshot{Order: r.order, Active: active, Total: total, Storage: maps.Clone(r.demand.Storage)})
 	}
+	slices.SortFunc(s.Reservations, func(a, b ReservationSnapshot) int {
+		x, y := a.Order, b.Order
+		return cmp.Or(cmp.Compare(x.Owner, y.Owner), cmp.Compare(x.DSeq, y.DSeq), cmp.Compare(x.GSeq, y.GSeq), cmp.Compare(x.OSeq, y.OSeq))
+	})
 	return s
 }

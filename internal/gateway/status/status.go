@@ -31,8 +31,8 @@ type Cluster struct {
 }
 
 // Inventory is what is reserved and what is left. Active and Pending list the
-// requests of reservations with and without pods (berth lists their total as one
-// entry, so a sum over the list is right).
+// requests of reservations with and without pods, one entry per reservation as Akash
+// lists them (all its replicas; persistent storage in Storage, by class).
 type Inventory struct {
 	Active    []Metrics `json:"active,omitempty"`
 	Pending   []Metrics `json:"pending,omitempty"`
