@@ -27,7 +27,7 @@ testbin: ## build (or reuse) the Kubernetes test binaries
 	@hack/testbin.sh >/dev/null
 
 .PHONY: deps
-deps: ## install missing system packages (redis-server)
+deps: ## install missing system packages (redis-server, jq, bc)
 	@hack/deps.sh
 
 .PHONY: fmt-check

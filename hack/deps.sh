@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # deps.sh installs the system packages berth's tests need when they are missing:
-# redis-server (Debian package). As root it uses apt-get; otherwise it says what to
-# install and fails.
+# redis-server, and jq and bc for the pricing-script tests (Debian packages). As root
+# it uses apt-get; otherwise it says what to install and fails.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
+command -v bc >/dev/null 2>&1 || missing+=(bc)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -2,6 +2,7 @@ package bidengine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"berth.dev/berth/internal/market"
@@ -95,6 +96,10 @@ func TestNewRequest(t *testing.T) {
 		u.LeasedIPs != want.LeasedIPs || u.GPUs != want.GPUs || u.GPU != want.GPU {
 		t.Fatalf("unit %+v, want %+v", u, want)
 	}
+	// The order's entry: vendor/nvidia/model/a100/ram/80Gi.
+	if asked := (GPU{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}); u.GPUAsked != asked {
+		t.Fatalf("GPU asked %+v, want %+v", u.GPUAsked, asked)
+	}
 	classes := map[string]uint64{}
 	for _, s := range u.Storage {
 		classes[s.Class] = s.Bytes
@@ -109,8 +114,13 @@ func TestNewRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	u0 := res.Groups[0].Resources[0].Resources.ID
 	if _, err := NewRequest("o", res.Groups[0], nil); err == nil {
 		t.Fatal("a GPU unit without a reserved model was priced")
+	}
+	if _, err := NewRequest("o", res.Groups[0], map[uint32]GPU{u0: {Vendor: "nvidia", Model: "a100", RAM: "40Gi"}}); err == nil ||
+		!strings.Contains(err.Error(), "the reserved GPU nvidia/a100/ram/40Gi is not one the order accepts") {
+		t.Fatalf("a reserved GPU the order does not accept: %v", err)
 	}
 }
 

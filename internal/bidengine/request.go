@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
 
@@ -21,7 +22,8 @@ const (
 	ClassRAM       = market.StorageClassRAM
 )
 
-// GPU is the GPU model a reservation placed a resource unit's GPUs on.
+// GPU describes GPUs by vendor, model, memory and interface: the model a reservation
+// placed a resource unit's GPUs on, or the order's entry that accepted it.
 type GPU struct {
 	Vendor    string `json:"vendor"`
 	Model     string `json:"model"`
@@ -48,8 +50,12 @@ type Unit struct {
 	IPEndpoints uint32
 	LeasedIPs   uint32
 	GPUs        uint32
-	// GPU is the resolved model when GPUs > 0.
+	// GPU is the reserved model when GPUs > 0, as the node has it: vendor, model,
+	// memory and interface.
 	GPU GPU
+	// GPUAsked is the order's entry that accepted GPU: its model ("*" for any), and
+	// the memory and interface only where the order asked for them.
+	GPUAsked GPU
 }
 
 // Request is what a price is computed from.
@@ -112,7 +118,15 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 			if !ok || strings.TrimSpace(g.Model) == "" {
 				return Request{}, fmt.Errorf("resources[%d] (unit %d): %d GPUs but no reserved GPU model", i, res.ID, u.GPUs)
 			}
-			u.GPU = g
+			alts, err := cluster.ParseGPUAttributes(res.GPU.Attributes)
+			if err != nil {
+				return Request{}, fmt.Errorf("resources[%d] (unit %d): %w", i, res.ID, err)
+			}
+			asked, ok := askedGPU(alts, g)
+			if !ok {
+				return Request{}, fmt.Errorf("resources[%d] (unit %d): the reserved GPU %s is not one the order accepts", i, res.ID, gpuModel(g))
+			}
+			u.GPU, u.GPUAsked = g, asked
 		}
 		r.Units = append(r.Units, u)
 		if ru.Price.Denom != "" {
@@ -121,4 +135,25 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 		r.MaxPrice.Amount = r.MaxPrice.Amount.Add(ru.Price.Amount.MulUint(uint64(ru.Count)))
 	}
 	return r, nil
+}
+
+// askedGPU picks the order's entry behind the reserved GPU got, as Akash's provider
+// does when it resolves a reservation's GPU attributes (tryAdjustGPU, with
+// GPUModels.ExistsOrWildcard): of the entries that accept got, one naming got's model
+// wins over "*", and of equals the last in the order's attribute order wins (Akash
+// keeps one entry per model, the last). ok is false when no entry accepts got.
+func askedGPU(alts []cluster.GPUModel, got GPU) (asked GPU, ok bool) {
+	node := gpuModel(got)
+	var best cluster.GPUModel
+	for _, a := range alts {
+		if !a.Accepts(node) || ok && a.Model == "*" && best.Model != "*" {
+			continue
+		}
+		best, ok = a, true
+	}
+	return GPU{Vendor: best.Vendor, Model: best.Model, RAM: best.RAM, Interface: best.Interface}, ok
+}
+
+func gpuModel(g GPU) cluster.GPUModel {
+	return cluster.GPUModel{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM, Interface: g.Interface}
 }

@@ -292,8 +292,15 @@ const ScriptPricePrecision = 6
 //
 // cpu is in millicores, memory and sizes in bytes, all per replica; count is the number
 // of replicas. endpoint_quantity counts every endpoint of a replica, leased-IP ones
-// included; ip_lease_quantity the leased-IP ones. gpu.attributes is {} without GPUs.
-// price is the order's: the most the tenant pays per block for the whole group.
+// included; ip_lease_quantity the leased-IP ones. price is the order's: the most the
+// tenant pays per block for the whole group.
+//
+// gpu.attributes is {} without GPUs. With GPUs it holds one vendor and one model, the
+// reserved one (an order's "*" is resolved to the node's model), with "ram" and
+// "interface" only when the order's entry for that model asked for them (Unit.GPUAsked),
+// never the node's own: Akash's provider rewrites a reservation's GPU attributes to
+// "vendor/<v>/model/<node's model>[/ram/<order's>][/interface/<order's>]" and sends
+// those, and scripts key their GPU prices on exactly these fields.
 func scriptInput(r Request) ([]byte, error) {
 	in := scriptRequest{
 		Resources:      make([]scriptResource, 0, len(r.Units)),
@@ -312,12 +319,12 @@ func scriptInput(r Request) ([]byte, error) {
 			IPLeaseQuantity:  u.LeasedIPs,
 		}
 		if u.GPUs > 0 {
-			vendor := u.GPU.Vendor
+			vendor := strings.ToLower(u.GPU.Vendor)
 			if vendor == "" {
 				vendor = "nvidia"
 			}
 			res.GPU.Attributes.Vendor = map[string]scriptGPUModel{
-				vendor: {Model: u.GPU.Model, RAM: u.GPU.RAM, Interface: u.GPU.Interface},
+				vendor: {Model: u.GPU.Model, RAM: u.GPUAsked.RAM, Interface: u.GPUAsked.Interface},
 			}
 		}
 		for _, st := range u.Storage {

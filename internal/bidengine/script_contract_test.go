@@ -94,41 +94,6 @@ func TestScriptStdin(t *testing.T) {
 	}
 }
 
-func TestScriptInputGPU(t *testing.T) {
-	tests := []struct {
-		gpu  GPU
-		want string
-	}{
-		{GPU{Model: "a100"}, `{"nvidia": {"model": "a100"}}`},
-		{GPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Interface: "sxm"}, `{"nvidia": {"model": "h100", "ram": "80Gi", "interface": "sxm"}}`},
-		{GPU{Vendor: "amd", Model: "mi300x", Interface: "pcie"}, `{"amd": {"model": "mi300x", "interface": "pcie"}}`},
-	}
-	for _, tt := range tests {
-		r := Request{Units: []Unit{{Count: 1, GPUs: 4, GPU: tt.gpu}}, MaxPrice: market.DecCoin{Amount: market.NewDec(1), Denom: "uakt"}}
-		b, err := scriptInput(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var in struct {
-			Resources []struct {
-				GPU struct {
-					Units      int `json:"units"`
-					Attributes struct {
-						Vendor json.RawMessage `json:"vendor"`
-					} `json:"attributes"`
-				} `json:"gpu"`
-			} `json:"resources"`
-		}
-		if err := json.Unmarshal(b, &in); err != nil {
-			t.Fatal(err)
-		}
-		g := in.Resources[0].GPU
-		if g.Units != 4 || !reflect.DeepEqual(decodeJSON(t, g.Attributes.Vendor), decodeJSON(t, []byte(tt.want))) {
-			t.Errorf("%+v: gpu %s, want 4 units of %s", tt.gpu, b, tt.want)
-		}
-	}
-}
-
 func TestScriptEnvironment(t *testing.T) {
 	// The provider's environment is passed on; AKASH_OWNER and AKASH_DENOM are the
 	// request's even when the provider's environment has them.
