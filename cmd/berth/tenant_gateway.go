@@ -97,13 +97,35 @@ func newCertCommand(f *ledgerFlags) *cobra.Command {
 	cmd := &cobra.Command{Use: "cert", Short: "Client certificates for providers' gateways (mTLS)"}
 	var valid time.Duration
 	var force bool
+	var fromPEM string
 	create := &cobra.Command{
-		Use:   "create",
-		Short: "Make a client certificate for the key, register it on the ledger and keep it in the home",
-		Args:  exactArgs(0),
+		Use:   "create [--from-pem FILE]",
+		Short: "Make a client certificate for the key (or take one made elsewhere), register it on the ledger and keep it in the home",
+		Long: "create makes a self-signed P-256 client certificate for the key's address, registers it on\n" +
+			"the ledger and keeps it (with its key) in the home, where the tenant commands find it.\n" +
+			"With --from-pem it takes a certificate made elsewhere instead, e.g. the <address>.pem that\n" +
+			"`akash tx cert generate client` writes: the file's certificate is checked (self-signed\n" +
+			"P-256, subject CN the key's address, valid now, for client authentication) and registered;\n" +
+			"its private key, when the file has one (unencrypted, or encrypted by Akash's tools, which\n" +
+			"the key that made it decrypts), must be the certificate's and is kept like a made one's.\n" +
+			"Nothing is kept unless the ledger registered the certificate (or already had it).",
+		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			var pemData []byte
+			if fromPEM != "" {
+				if cmd.Flags().Changed("valid") {
+					return usageError("--valid is for a certificate berth makes; a --from-pem certificate keeps its own validity")
+				}
+				var err error
+				if pemData, err = readPEMFile(fromPEM); err != nil {
+					return err
+				}
+			}
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
 				dir := certDir(f.home, f.from)
+				if pemData != nil {
+					return certFromPEM(ctx, s, dir, fromPEM, pemData, force)
+				}
 				if _, err := os.Stat(filepath.Join(dir, auth.CertFile)); err == nil && !force {
 					return usageError("%s already holds a certificate for %s: revoke it with `berth tenant cert revoke SERIAL`, or pass --force to replace it", dir, f.from)
 				}
@@ -131,6 +153,7 @@ func newCertCommand(f *ledgerFlags) *cobra.Command {
 	}
 	create.Flags().DurationVar(&valid, "valid", 365*24*time.Hour, "how long the certificate is valid")
 	create.Flags().BoolVar(&force, "force", false, "replace the certificate kept in the home (the old one stays registered until revoked)")
+	create.Flags().StringVar(&fromPEM, "from-pem", "", "register the certificate in this PEM `FILE` (made elsewhere, e.g. by Akash's tx cert generate client) and keep it with its private key, if the file has it")
 	revoke := &cobra.Command{
 		Use:   "revoke SERIAL",
 		Short: "Revoke one of the key's certificates: providers refuse it from then on",

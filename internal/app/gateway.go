@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +38,7 @@ type gatewayService struct {
 	rpc       *rpc.Server
 	rpcLn     net.Listener
 	// own is the provider's self-signed certificate, registered on the ledger at
-	// start if it is not yet (nil when the certificate comes from files).
+	// start if it is not yet (nil when the gateway does not listen).
 	own       *auth.Certificate
 	hostname  string
 	statusInt time.Duration
@@ -73,25 +72,18 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 			gw.hostname = u.Hostname()
 		}
 	}
-	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	if cfg.Gateway.CertFile != "" {
-		r, err := auth.NewReloader(cfg.Gateway.CertFile, cfg.Gateway.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-		getCert = r.GetCertificate
-	} else {
-		c, err := ownCertificate(filepath.Join(cfg.Home, "provider", "gateway"), addr, gw.hostname)
-		if err != nil {
-			return nil, err
-		}
-		tc, err := c.TLS()
-		if err != nil {
-			return nil, fmt.Errorf("gateway certificate: %w", err)
-		}
-		gw.own = &c
-		getCert = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }
+	// The provider's own certificate is always made and registered: tenants asking for
+	// mtls.<host> get it even when gateway.cert_file serves <host> (auth.ServerCertificates).
+	c, err := ownCertificate(filepath.Join(cfg.Home, "provider", "gateway"), addr, gw.hostname)
+	if err != nil {
+		return nil, err
 	}
+	gw.own = &c
+	certs, err := serverCertificates(c, cfg.Gateway)
+	if err != nil {
+		return nil, err
+	}
+	getCert := certs.GetCertificate
 	authn, err := auth.NewAuthenticator(reader, prefix, addr)
 	if err != nil {
 		return nil, err
@@ -140,6 +132,22 @@ func (gw *gatewayService) close() {
 			_ = ln.Close()
 		}
 	}
+}
+
+// serverCertificates serves own, and the configured certificate (gateway.cert_file)
+// for the names it covers.
+func serverCertificates(own auth.Certificate, g GatewayConfig) (*auth.ServerCertificates, error) {
+	tc, err := own.TLS()
+	if err != nil {
+		return nil, fmt.Errorf("gateway certificate: %w", err)
+	}
+	var configured *auth.Reloader
+	if g.CertFile != "" {
+		if configured, err = auth.NewReloader(g.CertFile, g.KeyFile); err != nil {
+			return nil, fmt.Errorf("gateway.cert_file: %w", err)
+		}
+	}
+	return auth.NewServerCertificates(tc, configured)
 }
 
 // ownCertificate loads the provider's self-signed certificate from dir, or makes one

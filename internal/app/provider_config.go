@@ -109,9 +109,11 @@ type GatewayConfig struct {
 	Listen string `yaml:"listen"`
 	// GRPCListen is the gRPC gateway's address ("": none).
 	GRPCListen string `yaml:"grpc_listen"`
-	// CertFile and KeyFile are the server certificate, reloaded when they change.
-	// Empty: a self-signed certificate for the provider's address, kept in the home
-	// and registered on the ledger (what Akash's tenant tools check).
+	// CertFile and KeyFile are a server certificate (e.g. from a CA), reloaded when
+	// they change, served to clients that ask for a name it covers. The provider's
+	// self-signed certificate for its address, kept in the home and registered on the
+	// ledger (what Akash's tenant tools check), is served otherwise: always to
+	// mtls.<host> and to clients that send no name; everywhere when these are empty.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// PublicHostname is the host tenants reach forwarded ports on ("": the host of

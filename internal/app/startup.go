@@ -31,11 +31,12 @@ type startupServer struct {
 	state status.Ledger
 }
 
-// newStartupServer listens on addr and serves until handOver. The certificate is the
-// configured one, the provider's own from an earlier start, or a throwaway one (the
-// address of the provider's key needs the ledger's address prefix).
+// newStartupServer listens on addr and serves until handOver. The certificates are
+// the gateway's: the configured one for the names it covers, otherwise the provider's
+// own from an earlier start, or a throwaway one (the address of the provider's key
+// needs the ledger's address prefix).
 func newStartupServer(ctx context.Context, cfg ProviderConfig, log *slog.Logger) (*startupServer, error) {
-	cert, err := startupCertificate(cfg)
+	certs, err := startupCertificates(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func newStartupServer(ctx context.Context, cfg ProviderConfig, log *slog.Logger)
 		Handler:           s,
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{cert}},
+		TLSConfig:         &tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: certs.GetCertificate},
 	}
 	go func() {
 		defer close(s.done)
@@ -65,23 +66,17 @@ func newStartupServer(ctx context.Context, cfg ProviderConfig, log *slog.Logger)
 	return s, nil
 }
 
-func startupCertificate(cfg ProviderConfig) (tls.Certificate, error) {
-	if cfg.Gateway.CertFile != "" {
-		c, err := tls.LoadX509KeyPair(cfg.Gateway.CertFile, cfg.Gateway.KeyFile)
-		if err != nil {
-			return tls.Certificate{}, fmt.Errorf("gateway.cert_file: %w", err)
-		}
-		return c, nil
-	}
+// startupCertificates serves the provider's own certificate from an earlier start (or
+// a throwaway one) and the configured one, chosen by server name as the gateway does.
+func startupCertificates(cfg ProviderConfig) (*auth.ServerCertificates, error) {
 	dir := filepath.Join(cfg.Home, "provider", "gateway")
-	if c, err := auth.LoadCertificate(filepath.Join(dir, auth.CertFile), filepath.Join(dir, auth.KeyFile)); err == nil {
-		return c.TLS()
-	}
-	c, err := auth.NewCertificate("berth-provider-starting", []string{"localhost", "127.0.0.1", "::1"}, 24*time.Hour)
+	own, err := auth.LoadCertificate(filepath.Join(dir, auth.CertFile), filepath.Join(dir, auth.KeyFile))
 	if err != nil {
-		return tls.Certificate{}, err
+		if own, err = auth.NewCertificate("berth-provider-starting", []string{"localhost", "127.0.0.1", "::1"}, 24*time.Hour); err != nil {
+			return nil, err
+		}
 	}
-	return c.TLS()
+	return serverCertificates(own, cfg.Gateway)
 }
 
 // waiting records why the ledger node did not answer.

@@ -180,7 +180,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, error) {
 
 // ClientCertificate checks a client certificate: its subject CN is an address, the
 // ledger has this exact certificate for that address under its serial, valid (not
-// revoked), and it is within its validity period.
+// revoked), it is within its validity period, and its extended key usage allows
+// client authentication (as Akash's gateway requires).
 func (a *Authenticator) ClientCertificate(ctx context.Context, c *x509.Certificate) (Identity, error) {
 	owner := c.Subject.CommonName
 	if err := ledger.CheckAddress(owner, a.prefix); err != nil {
@@ -189,6 +190,9 @@ func (a *Authenticator) ClientCertificate(ctx context.Context, c *x509.Certifica
 	now := a.now()
 	if now.Before(c.NotBefore) || now.After(c.NotAfter) {
 		return Identity{}, fmt.Errorf("%w: client certificate is outside its validity period", ErrInvalid)
+	}
+	if !ClientAuthUsage(c) {
+		return Identity{}, fmt.Errorf("%w: client certificate's extended key usage does not allow client authentication", ErrInvalid)
 	}
 	serial := c.SerialNumber.String()
 	reg, err := a.certificate(ctx, owner, serial)

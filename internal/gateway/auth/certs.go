@@ -109,23 +109,49 @@ const (
 	KeyFile  = "tls.key"
 )
 
-// Save writes the certificate and key into dir (key readable by the owner only).
+// Save writes the certificate and key into dir (key readable by the owner only). Both
+// are written aside first and then renamed into place, so a failure to write leaves
+// the previous pair (or none), never a key without its certificate.
 func (c Certificate) Save(dir string) error {
+	if len(c.Cert) == 0 || len(c.Key) == 0 {
+		return errors.New("certificate: saving needs both the certificate and its key")
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("certificate dir %s: %w", dir, err)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, KeyFile), c.Key, 0o600); err != nil {
-		return err
+	files := []struct {
+		path string
+		data []byte
+		mode os.FileMode
+	}{{filepath.Join(dir, KeyFile), c.Key, 0o600}, {filepath.Join(dir, CertFile), c.Cert, 0o644}}
+	for i, f := range files {
+		if err := writeTemp(f.path, f.data, f.mode); err != nil {
+			for _, w := range files[:i] {
+				_ = os.Remove(w.path + ".tmp")
+			}
+			return err
+		}
 	}
-	return writeFileAtomic(filepath.Join(dir, CertFile), c.Cert, 0o644)
+	for i, f := range files {
+		if err := os.Rename(f.path+".tmp", f.path); err != nil {
+			for _, w := range files[i:] {
+				_ = os.Remove(w.path + ".tmp")
+			}
+			return fmt.Errorf("write %s: %w", f.path, err)
+		}
+	}
+	return nil
 }
 
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeTemp writes data to path.tmp with mode (a stale one is replaced, so the mode
+// is the one asked for).
+func writeTemp(path string, data []byte, mode os.FileMode) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		_ = os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil

@@ -163,7 +163,9 @@ type env struct {
 // testIngressDomain is where the test provider names services' HTTP ports.
 const testIngressDomain = "ingress.example.com"
 
-func newEnv(t *testing.T) *env {
+// newEnv serves the routes on loopback with the provider's own certificate (e.ca);
+// certs, when given, chooses the served certificate from it instead.
+func newEnv(t *testing.T, certs ...func(own tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error)) *env {
 	t.Helper()
 	l := authtest.NewLedger()
 	e := &env{ledger: l, owner: authtest.NewTenant(t, l), other: authtest.NewTenant(t, l), manifest: &fakeManifests{got: map[string]market.Manifest{}}}
@@ -179,13 +181,17 @@ func newEnv(t *testing.T) *env {
 	}
 	tc := authtest.TLS(t, pc)
 	e.ca = &tc
+	getCert := func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }
+	for _, c := range certs {
+		getCert = c(tc)
+	}
 	reg := prometheus.NewRegistry()
 	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []kube.ServiceStatus{{
 		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
 		Forwarded: []kube.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
 	}}}}
 	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", IngressDomain: testIngressDomain, PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
-		Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }},
+		Certificate: getCert},
 		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: cluster.WithIngressHosts(e.lease, webGroup(), testIngressDomain)}},
 			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Streams: &fakeStreams{}, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
 		slog.New(slog.DiscardHandler))

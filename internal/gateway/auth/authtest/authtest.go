@@ -136,6 +136,13 @@ func (tn Tenant) Register(t testing.TB, l *Ledger) auth.Certificate {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tn.RegisterCertificate(t, l, c)
+	return c
+}
+
+// RegisterCertificate records c on l as the tenant's (valid), whatever it holds.
+func (tn Tenant) RegisterCertificate(t testing.TB, l *Ledger, c auth.Certificate) {
+	t.Helper()
 	serial, err := c.Serial()
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +150,6 @@ func (tn Tenant) Register(t testing.TB, l *Ledger) auth.Certificate {
 	l.mu.Lock()
 	l.certs[tn.Address+"/"+serial] = ledger.Certificate{Owner: tn.Address, Serial: serial, State: ledger.CertValid, Cert: c.Cert, PubKey: c.PubKey}
 	l.mu.Unlock()
-	return c
 }
 
 // TLS is the certificate for a client's tls.Config.
