@@ -213,13 +213,13 @@ func TestTenantJourney(t *testing.T) {
 
 	checkPaidToTheBlock(t, must, lease, running)
 	checkDeployFailures(t, must, cli, sdlData)
-	checkCorpusDeploy(t, must, home)
+	checkCorpusDeploy(t, must, cli, home)
 }
 
 // checkCorpusDeploy: a published file as tenants write them since BME, priced in uact
 // for a provider with host=akash signed by Akash's auditor, deploys as written, is
 // leased and paid in uact, and the provider's earnings say so.
-func checkCorpusDeploy(t *testing.T, must func(...string) string, home string) {
+func checkCorpusDeploy(t *testing.T, must func(...string) string, cli func(...string) (string, error), home string) {
 	t.Helper()
 	corpusFile := filepath.Join("..", "..", "internal", "sdl", "testdata", "corpus", "aa-minesweeper_deploy", "input.yaml")
 	out, progress, err := runSplit(t, "tenant", "deploy", corpusFile, "-o", "json", "--home", home)
@@ -247,6 +247,17 @@ func checkCorpusDeploy(t *testing.T, must func(...string) string, home string) {
 		}
 		return fmt.Errorf("provider's earnings %v, none in uact", b.Earnings)
 	})
+	// The provider's operator sees why: it bid (at its price, in uact) and won.
+	order := act.Leases[0].ID.Order().String()
+	decided := must("provider", "decisions", "--from", "provider", "--order", order)
+	for _, want := range []string{"RESULT", order, "bid", "priced", act.Leases[0].Price.Short(), "won", "leased"} {
+		if !strings.Contains(decided, want) {
+			t.Errorf("provider decisions lack %q:\n%s", want, decided)
+		}
+	}
+	if _, err := cli("provider", "decisions", act.Leases[0].ID.Provider, "--from", "tenant"); err == nil || !strings.Contains(err.Error(), "only the provider's own account") {
+		t.Errorf("a tenant reading a provider's decisions: %v", err)
+	}
 	must("tenant", "close", strconv.FormatUint(act.DSeq, 10))
 }
 

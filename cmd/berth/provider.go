@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/provider"
@@ -23,7 +26,8 @@ func newProviderCommand() *cobra.Command {
 	}
 	f.register(cmd.PersistentFlags(), "provider")
 	cmd.AddCommand(newProviderRegisterCommand(&f), newProviderBidCommand(&f), newProviderCloseBidCommand(&f),
-		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f), newProviderRunCommand(&f), newProviderStatusCommand(&f))
+		newProviderLeasesCommand(&f), newProviderWithdrawCommand(&f), newProviderRunCommand(&f), newProviderStatusCommand(&f),
+		newProviderDecisionsCommand(&f))
 	return cmd
 }
 
@@ -59,6 +63,66 @@ func newProviderStatusCommand(f *ledgerFlags) *cobra.Command {
 		}),
 	}
 	g.register(cmd.Flags())
+	return cmd
+}
+
+func newProviderDecisionsCommand(f *ledgerFlags) *cobra.Command {
+	var (
+		g     gatewayFlags
+		order string
+		limit int
+	)
+	cmd := &cobra.Command{
+		Use:   "decisions [ADDRESS]",
+		Short: "Show why the bid engine bid or did not bid on recent orders (the provider's own key)",
+		Long: "decisions asks the --from key's provider gateway what its bid engine decided lately,\n" +
+			"newest first: a bid (and its price), no bid (the reason and its detail), a bid the\n" +
+			"ledger refused, and what became of bids (won, lost, closed). Only the provider's own\n" +
+			"account may read it (ADDRESS, default the --from key's, names the provider to ask).\n" +
+			"--order shows one order's decisions.",
+		Args: cobra.MaximumNArgs(1),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			var id *market.OrderID
+			if order != "" {
+				o, err := market.ParseOrderID(order)
+				if err != nil {
+					return usageError("--order %q: %w (want OWNER/DSEQ/GSEQ/OSEQ)", order, err)
+				}
+				id = &o
+			}
+			if limit < 0 {
+				return usageError("--limit %d: want 0 (the gateway's default) or more", limit)
+			}
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				addr := s.key.Address
+				if len(args) == 1 {
+					addr = args[0]
+				}
+				gc, err := g.gateway(ctx, f, s, addr)
+				if err != nil {
+					return err
+				}
+				raw, err := gc.Decisions(ctx, id, limit)
+				if err != nil {
+					return err
+				}
+				var d rest.Decisions
+				if err := json.Unmarshal(raw, &d); err != nil {
+					return fmt.Errorf("provider %s decisions: %w", addr, err)
+				}
+				return printList(s, d.Decisions, []string{"TIME", "ORDER", "RESULT", "REASON", "PRICE", "DETAIL"}, func(x *bidengine.Decision) []string {
+					price := "-"
+					if x.Price != nil {
+						price = x.Price.Short()
+					}
+					return []string{x.Time.UTC().Format(time.RFC3339), x.Order.String(), x.Result, x.Reason, price, x.Detail}
+				})
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&order, "order", "", "one order's decisions (OWNER/DSEQ/GSEQ/OSEQ)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many (default: the gateway's, 100)")
 	return cmd
 }
 

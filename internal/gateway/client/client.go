@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -184,6 +185,7 @@ func (c *Client) verifyProvider(ctx context.Context, cs tls.ConnectionState) err
 // request makes a request to path with the client's credentials.
 func (c *Client) request(ctx context.Context, method, path string, body []byte) (*http.Request, error) {
 	u := *c.base
+	path, u.RawQuery, _ = strings.Cut(path, "?")
 	u.Path = strings.TrimSuffix(c.base.Path, "/") + path
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -359,4 +361,22 @@ func (c *Client) LeaseManifest(ctx context.Context, id market.LeaseID) (market.M
 // Status is the provider's status (JSON).
 func (c *Client) Status(ctx context.Context) (json.RawMessage, error) {
 	return c.do(ctx, http.MethodGet, "/status", nil)
+}
+
+// Decisions is the provider's bid engine's recent decisions, newest first (JSON
+// {"decisions": [...]}): at most limit (0: the gateway's default), one order's only
+// when order is set. Only the provider's own account may read them.
+func (c *Client) Decisions(ctx context.Context, order *market.OrderID, limit int) (json.RawMessage, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if order != nil {
+		q.Set("order", order.String())
+	}
+	path := "/status/decisions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return c.do(ctx, http.MethodGet, path, nil)
 }

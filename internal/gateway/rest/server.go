@@ -106,6 +106,9 @@ type Deps struct {
 	Streams    Streams
 	Metrics    http.Handler
 	Registerer prometheus.Registerer
+	// Decisions serves GET /status/decisions to the provider's own account (the route
+	// exists only with it).
+	Decisions DecisionSource
 }
 
 // Server is the gateway's HTTPS server.
@@ -223,6 +226,9 @@ func (s *Server) routes() {
 	s.handle("GET /version", s.public(s.version))
 	s.handle("GET /address", s.public(s.address))
 	s.handle("GET /status", s.public(s.status))
+	if s.deps.Decisions != nil {
+		s.handle("GET /status/decisions", s.operator(s.decisions))
+	}
 	s.handle("PUT /deployment/{dseq}/manifest", s.tenant(auth.ScopeSendManifest, deploymentRoute, s.putManifest))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/status", s.tenant(auth.ScopeStatus, leaseRoute, s.leaseStatus))
 	s.handle("GET /lease/{dseq}/{gseq}/{oseq}/manifest", s.tenant(auth.ScopeGetManifest, leaseRoute, s.leaseManifest))
