@@ -42,11 +42,7 @@ func newProviderStatusCommand(f *ledgerFlags) *cobra.Command {
 		Args: cobra.MaximumNArgs(1),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
-				addr := s.key.Address
-				if len(args) == 1 {
-					addr = args[0]
-				}
-				gc, err := g.gateway(ctx, f, s, addr)
+				addr, gc, err := g.providerGateway(ctx, f, s, args)
 				if err != nil {
 					return err
 				}
@@ -94,11 +90,7 @@ func newProviderDecisionsCommand(f *ledgerFlags) *cobra.Command {
 				return usageError("--limit %d: want 0 (the gateway's default) or more", limit)
 			}
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
-				addr := s.key.Address
-				if len(args) == 1 {
-					addr = args[0]
-				}
-				gc, err := g.gateway(ctx, f, s, addr)
+				addr, gc, err := g.providerGateway(ctx, f, s, args)
 				if err != nil {
 					return err
 				}

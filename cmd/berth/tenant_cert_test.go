@@ -18,11 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/ledger"
-	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -221,16 +219,7 @@ func derOf(t *testing.T, data []byte) []byte {
 // certificate, trusts the gateway and is authenticated with a certificate Akash's
 // tools made, registered with --from-pem.
 func TestGatewayCertFileMTLS(t *testing.T) {
-	k := testenv.Cluster(t)
-	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "cli-certfile-1", CPU: "8", Memory: "32Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	l := testenv.Ledger(t, testenv.LedgerOptions{})
-	dir := t.TempDir()
-	sdlFile := filepath.Join(dir, "deploy.yaml")
-	if err := os.WriteFile(sdlFile, fixture.WebSDL, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	k, l, dir, sdlFile := gatewayTestbed(t, "cli-certfile-1")
 	attrFile := filepath.Join(dir, "attributes.yaml")
 	if err := os.WriteFile(attrFile, []byte("attributes:\n  - key: region\n    value: us-west\n"), 0o600); err != nil {
 		t.Fatal(err)

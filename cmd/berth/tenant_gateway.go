@@ -37,6 +37,17 @@ func (g *gatewayFlags) register(flags *pflag.FlagSet) {
 	flags.StringVar(&g.auth, "auth", "auto", "how to authenticate to the provider: cert (the client certificate from `berth tenant cert create`), token (a bearer token signed by the key), or auto (cert if there is one)")
 }
 
+// providerGateway is the client of the provider named by the command's optional
+// ADDRESS argument, by default the --from key's own provider.
+func (g *gatewayFlags) providerGateway(ctx context.Context, f *ledgerFlags, s *session, args []string) (string, *client.Client, error) {
+	addr := s.key.Address
+	if len(args) == 1 {
+		addr = args[0]
+	}
+	gc, err := g.gateway(ctx, f, s, addr)
+	return addr, gc, err
+}
+
 // gateway connects to a provider's gateway as the session's tenant.
 func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, provider string) (*client.Client, error) {
 	var prov ledger.Provider

@@ -26,19 +26,27 @@ import (
 	"berth.dev/berth/internal/testenv"
 )
 
-// TestTenantGatewayCommands drives a lease through the tenant CLI against a running
-// provider: client certificate, manifest, status, revocation.
-func TestTenantGatewayCommands(t *testing.T) {
-	k := testenv.Cluster(t)
-	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "cli-gw-1", CPU: "8", Memory: "32Gi"}); err != nil {
+// gatewayTestbed is what the CLI's gateway tests start from: the shared cluster with a
+// node of their own (named node), a ledger, and the web SDL written to dir/deploy.yaml.
+func gatewayTestbed(t *testing.T, node string) (k *testenv.Kube, l *testenv.LedgerNode, dir, sdlFile string) {
+	t.Helper()
+	k = testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: node, CPU: "8", Memory: "32Gi"}); err != nil {
 		t.Fatal(err)
 	}
-	l := testenv.Ledger(t, testenv.LedgerOptions{})
-	dir := t.TempDir()
-	sdlFile := filepath.Join(dir, "deploy.yaml")
+	l = testenv.Ledger(t, testenv.LedgerOptions{})
+	dir = t.TempDir()
+	sdlFile = filepath.Join(dir, "deploy.yaml")
 	if err := os.WriteFile(sdlFile, fixture.WebSDL, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return k, l, dir, sdlFile
+}
+
+// TestTenantGatewayCommands drives a lease through the tenant CLI against a running
+// provider: client certificate, manifest, status, revocation.
+func TestTenantGatewayCommands(t *testing.T) {
+	k, l, dir, sdlFile := gatewayTestbed(t, "cli-gw-1")
 	otherSDL := filepath.Join(dir, "other.yaml")
 	if err := os.WriteFile(otherSDL, []byte(strings.Replace(string(fixture.WebSDL), "nginx", "nginx:1.27", 1)), 0o600); err != nil {
 		t.Fatal(err)

@@ -16,8 +16,6 @@ import (
 
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/ledger"
-	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/testenv"
 )
 
 // tcpProxy forwards TCP connections on a loopback port to a target, and can make the
@@ -177,16 +175,7 @@ func (w *hookWriter) String() string {
 // so, and the deploy succeeds with its deployment open. A manifest the provider
 // refuses (4xx) still fails at once and closes the deployment.
 func TestDeployRidesOutProviderRestart(t *testing.T) {
-	k := testenv.Cluster(t)
-	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "cli-retry-1", CPU: "8", Memory: "32Gi"}); err != nil {
-		t.Fatal(err)
-	}
-	l := testenv.Ledger(t, testenv.LedgerOptions{})
-	dir := t.TempDir()
-	sdlFile := filepath.Join(dir, "deploy.yaml")
-	if err := os.WriteFile(sdlFile, fixture.WebSDL, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	k, l, dir, sdlFile := gatewayTestbed(t, "cli-retry-1")
 	blockedSDL := filepath.Join(dir, "blocked.yaml")
 	blocked := strings.Replace(string(fixture.WebSDL), "        as: 80\n", "        as: 80\n        accept:\n          - blocked.example.test\n", 1)
 	if err := os.WriteFile(blockedSDL, []byte(blocked), 0o600); err != nil {
