@@ -43,10 +43,18 @@ vet: ## go vet
 lint: ## golangci-lint (pinned version, strict config)
 	"$$(hack/tool.sh golangci-lint)" run ./...
 
+# The .proto files protogen compiles (paths under api/): berth's own service, and
+# Akash's status service with what it imports, vendored from Akash (api/akash/README.md).
+PROTOS := provider/v1/provider.proto \
+	akash/provider/v1/service.proto akash/provider/v1/status.proto \
+	$(patsubst api/%,%,$(wildcard api/akash/inventory/v1/*.proto)) \
+	akash/base/attributes/v1/attribute.proto \
+	k8s.io/apimachinery/pkg/api/resource/generated.proto
+
 .PHONY: generate
-generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the gRPC code in api/provider (protogen)
+generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the gRPC code in api/provider and api/akash (protogen)
 	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/v1/... && "$$cg" crd paths=./api/v1/... output:crd:dir=config/crd
-	go -C hack/protogen run . -root "$$PWD/api" -out "$$PWD/api" -go "$$(hack/tool.sh protoc-gen-go)" -go-grpc "$$(hack/tool.sh protoc-gen-go-grpc)" provider/v1/provider.proto
+	go -C hack/protogen run . -root "$$PWD/api" -out "$$PWD/api" -go "$$(hack/tool.sh protoc-gen-go)" -go-grpc "$$(hack/tool.sh protoc-gen-go-grpc)" $(PROTOS)
 
 .PHONY: generate-check
 generate-check: generate ## fail if the generated files differ from what is committed

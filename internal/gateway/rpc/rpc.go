@@ -1,6 +1,8 @@
-// Package rpc is the gateway's gRPC transport (port 8444): the provider's status
-// (GetStatus, and StreamStatus pushing each change), ValidateGroupSpec (the bid
-// engine's decision on a group, reserving nothing), gRPC health and reflection. Every
+// Package rpc is the gateway's gRPC transport (port 8444): berth's service
+// berth.provider.v1.ProviderRPC (GetStatus, StreamStatus pushing each change, and
+// ValidateGroupSpec: the bid engine's decision on a group, reserving nothing), Akash's
+// status service akash.provider.v1.ProviderRPC (GetStatus and StreamStatus, read by
+// Akash Console), gRPC health and reflection. Every
 // answer comes from memory: the status board and the bid engine's capacity; nothing
 // reaches Kubernetes or the ledger. A Server is safe for concurrent use.
 package rpc
@@ -14,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -28,6 +31,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/status"
@@ -72,6 +76,10 @@ type Server struct {
 	screen  Screener
 	log     *slog.Logger
 	screens chan struct{}
+	// stop is closed when Serve's context ends: streams end then, so that the
+	// graceful stop does not wait for them.
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 // New returns the server; Serve starts it.
@@ -79,18 +87,21 @@ func New(cfg Config, board Board, screen Screener, log *slog.Logger) (*Server, e
 	if cfg.Certificate == nil || cfg.AddressPrefix == "" || board == nil || screen == nil || log == nil {
 		return nil, errors.New("grpc gateway: certificate, address prefix, status board, screener and logger are required")
 	}
-	return &Server{cfg: cfg, board: board, screen: screen, log: log, screens: make(chan struct{}, maxScreenings)}, nil
+	return &Server{cfg: cfg, board: board, screen: screen, log: log, screens: make(chan struct{}, maxScreenings), stop: make(chan struct{})}, nil
 }
 
-// Serve serves on ln until ctx ends, then stops gracefully (streams get 5 s).
+// Serve serves on ln until ctx ends, then stops gracefully: status streams end at
+// once, other calls get 5 s. Serve is called once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	creds := credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13, GetCertificate: s.cfg.Certificate})
 	srv := grpc.NewServer(grpc.Creds(creds), grpc.MaxRecvMsgSize(MaxGroupSpecBytes+4096), grpc.MaxConcurrentStreams(maxStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 30 * time.Second, PermitWithoutStream: true}))
 	providerv1.RegisterProviderRPCServer(srv, s)
+	akashproviderv1.RegisterProviderRPCServer(srv, &akashServer{board: s.board, stop: s.stop})
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(providerv1.ProviderRPC_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(akashproviderv1.ProviderRPC_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
 	reflection.Register(srv)
 	errc := make(chan error, 1)
@@ -101,6 +112,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	hs.Shutdown()
+	s.stopOnce.Do(func() { close(s.stop) })
 	stopped := make(chan struct{})
 	go func() {
 		srv.GracefulStop()
@@ -127,14 +139,21 @@ func (s *Server) GetStatus(context.Context, *emptypb.Empty) (*providerv1.Status,
 // StreamStatus implements providerv1.ProviderRPCServer: the status now, then each
 // change, until the client goes away.
 func (s *Server) StreamStatus(_ *emptypb.Empty, stream grpc.ServerStreamingServer[providerv1.Status]) error {
-	ctx := stream.Context()
+	return streamBoard(stream.Context(), s.board, s.stop, func(st *status.Status) error { return stream.Send(toProto(st)) })
+}
+
+// streamBoard sends the board's status now and again at each change, until ctx ends
+// (the client went away) or stop is closed (the server stops).
+func streamBoard(ctx context.Context, board Board, stop <-chan struct{}, send func(*status.Status) error) error {
 	for {
-		st, _, changed := s.board.Get()
-		if err := stream.Send(toProto(&st)); err != nil {
+		st, _, changed := board.Get()
+		if err := send(&st); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-stop:
 			return nil
 		case <-changed:
 		}

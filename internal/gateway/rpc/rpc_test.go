@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/auth"
@@ -45,12 +47,19 @@ func (screener) Screen(_ context.Context, _ string, spec market.GroupSpec) (bide
 
 func start(t *testing.T) (*status.Board, *grpc.ClientConn) {
 	t.Helper()
+	board, conn, _ := startServer(t)
+	return board, conn
+}
+
+// startServer serves on a free loopback port; stop ends Serve and returns its error.
+func startServer(t *testing.T) (board *status.Board, conn *grpc.ClientConn, stop func() error) {
+	t.Helper()
 	pc, err := auth.NewCertificate("akash1provider", []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tc := authtest.TLS(t, pc)
-	board := status.NewBoard(status.Status{Address: "akash1provider", Timestamp: time.Now()})
+	board = status.NewBoard(status.Status{Address: "akash1provider", Timestamp: time.Now()})
 	s, err := New(Config{Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }, AddressPrefix: "akash"},
 		board, screener{}, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -63,19 +72,22 @@ func start(t *testing.T) (*status.Board, *grpc.ClientConn) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-done
+	})
+	conn, err = grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
 		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true})))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = conn.Close()
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return board, conn
+	return board, conn, stop
 }
 
 func TestStatus(t *testing.T) {
@@ -135,9 +147,12 @@ func TestValidateGroupSpec(t *testing.T) {
 
 func TestHealthAndReflection(t *testing.T) {
 	_, conn := start(t)
-	h, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: providerv1.ProviderRPC_ServiceDesc.ServiceName})
-	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health: %v %v", h, err)
+	services := []string{providerv1.ProviderRPC_ServiceDesc.ServiceName, akashproviderv1.ProviderRPC_ServiceDesc.ServiceName}
+	for _, name := range services {
+		h, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: name})
+		if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %s: %v %v", name, h, err)
+		}
 	}
 	rc, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(t.Context())
 	if err != nil {
@@ -150,12 +165,14 @@ func TestHealthAndReflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
+	listed := map[string]bool{}
 	for _, s := range r.GetListServicesResponse().GetService() {
-		found = found || s.GetName() == "berth.provider.v1.ProviderRPC"
+		listed[s.GetName()] = true
 	}
-	if !found {
-		t.Fatalf("reflection lists %v", r.GetListServicesResponse().GetService())
+	for _, name := range []string{"berth.provider.v1.ProviderRPC", "akash.provider.v1.ProviderRPC"} {
+		if !listed[name] {
+			t.Fatalf("reflection lists %v, not %s", r.GetListServicesResponse().GetService(), name)
+		}
 	}
 	_ = rc.CloseSend()
 }
