@@ -295,12 +295,19 @@ func inventoryOf(snap cluster.Snapshot) status.Inventory {
 	}
 	for i := range snap.Nodes {
 		n := &snap.Nodes[i]
-		inv.Available.Nodes = append(inv.Available.Nodes, status.Node{
-			Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available), Unschedulable: !n.Schedulable})
+		node := status.Node{Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available), Unschedulable: !n.Schedulable}
+		if n.Allocatable.GPUs > 0 && n.GPU.Model != "" {
+			node.GPU = &status.GPUModel{Vendor: n.GPU.Vendor, Model: n.GPU.Model, RAM: n.GPU.RAM, Interface: n.GPU.Interface}
+		}
+		inv.Available.Nodes = append(inv.Available.Nodes, node)
 	}
 	for _, pool := range snap.Pools {
+		free := max(pool.Capacity-pool.Used, 0)
 		if class, ok := strings.CutPrefix(pool.Name, cluster.StoragePool("")); ok {
-			inv.Available.Storage = append(inv.Available.Storage, status.Storage{Class: class, Size: max(pool.Capacity-pool.Used, 0)})
+			inv.Available.Storage = append(inv.Available.Storage, status.Storage{Class: class, Size: free, Allocatable: max(pool.Capacity, 0)})
+		}
+		if pool.Name == cluster.PoolLeasedIPs && pool.Capacity > 0 {
+			inv.Available.LeasedIPs = &status.Pool{Total: pool.Capacity, Available: free}
 		}
 	}
 	return inv

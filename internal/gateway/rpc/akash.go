@@ -68,12 +68,17 @@ func akashStatus(s *status.Status) *akashproviderv1.Status {
 		cl.Nodes = append(cl.Nodes, akashNode(&inv.Available.Nodes[i]))
 	}
 	for _, st := range inv.Available.Storage {
-		// berth knows a class's free bytes, not its total: allocatable is what is
-		// free, so that allocatable − allocated is what a new lease can have.
+		// Allocatable is the class's total, allocated what is used or reserved, so
+		// that allocatable − allocated is what a new lease can have.
+		total := max(st.Allocatable, st.Size, 0)
 		cl.Storage = append(cl.Storage, &akashinventoryv1.Storage{
-			Quantity: &akashinventoryv1.ResourcePair{Allocatable: quantity(max(st.Size, 0)), Allocated: quantity(0)},
+			Quantity: &akashinventoryv1.ResourcePair{Allocatable: quantity(total), Allocated: quantity(total - max(st.Size, 0))},
 			Info:     &akashinventoryv1.StorageInfo{Class: st.Class},
 		})
+	}
+	if ips := inv.Available.LeasedIPs; ips != nil {
+		total := max(ips.Total, 0)
+		out.Cluster.Inventory.LeasedIp = &akashinventoryv1.ResourcePair{Allocatable: quantity(total), Allocated: quantity(min(max(total-ips.Available, 0), total))}
 	}
 	return out
 }
@@ -93,11 +98,24 @@ func akashNode(n *status.Node) *akashinventoryv1.Node {
 		Resources: &akashinventoryv1.NodeResources{
 			Cpu:              &akashinventoryv1.CPU{Quantity: pair(a.CPU, f.CPU, milliQuantity)},
 			Memory:           &akashinventoryv1.Memory{Quantity: pair(a.Memory, f.Memory, quantity)},
-			Gpu:              &akashinventoryv1.GPU{Quantity: pair(a.GPU, f.GPU, quantity)},
+			Gpu:              &akashinventoryv1.GPU{Quantity: pair(a.GPU, f.GPU, quantity), Info: akashGPUInfo(n)},
 			EphemeralStorage: pair(a.StorageEphemeral, f.StorageEphemeral, quantity),
 		},
 		Capabilities: &akashinventoryv1.NodeCapabilities{},
 	}
+}
+
+// akashGPUInfo is Akash's description of a node's GPUs, one entry per GPU as Akash's
+// inventory lists them (vendor, model name, interface, memory); none without GPUs.
+func akashGPUInfo(n *status.Node) []*akashinventoryv1.GPUInfo {
+	if n.GPU == nil || n.Allocatable.GPU <= 0 {
+		return nil
+	}
+	out := make([]*akashinventoryv1.GPUInfo, 0, n.Allocatable.GPU)
+	for range n.Allocatable.GPU {
+		out = append(out, &akashinventoryv1.GPUInfo{Vendor: n.GPU.Vendor, Name: n.GPU.Model, Interface: n.GPU.Interface, MemorySize: n.GPU.RAM})
+	}
+	return out
 }
 
 // akashReservations is Akash's count and summed requests of reservations (Akash's

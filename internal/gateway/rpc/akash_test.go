@@ -224,6 +224,31 @@ func TestAkashStatusMapping(t *testing.T) {
 				Reservations: &akashproviderv1.Reservations{Active: &akashproviderv1.ReservationsMetric{Resources: empty},
 					Pending: &akashproviderv1.ReservationsMetric{Resources: empty}}}}},
 	}, {
+		// A GPU node names its GPUs (one entry each, as Akash's inventory lists them),
+		// a storage class its total and what is taken, the leased IP pool its size.
+		name: "gpu models, storage totals, leased IPs",
+		in: status.Status{Timestamp: snapshotTime, Cluster: status.Cluster{Inventory: status.Inventory{Available: status.Available{
+			Nodes: []status.Node{{Name: "g1", Allocatable: status.Metrics{GPU: 2}, Available: status.Metrics{GPU: 1},
+				GPU: &status.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}}},
+			Storage:   []status.Storage{{Class: "beta3", Size: 60, Allocatable: 100}},
+			LeasedIPs: &status.Pool{Total: 4, Available: 1},
+		}}}},
+		want: func() *akashproviderv1.Status {
+			g := node("g1", pair("0", "0"), pair("2", "1"), pair("0", "0"), pair("0", "0"))
+			a100 := &akashinventoryv1.GPUInfo{Vendor: "nvidia", Name: "a100", Interface: "sxm", MemorySize: "80Gi"}
+			g.Resources.Gpu.Info = []*akashinventoryv1.GPUInfo{a100, a100}
+			return &akashproviderv1.Status{Timestamp: timestamppb.New(snapshotTime),
+				BidEngine: &akashproviderv1.BidEngineStatus{}, Manifest: &akashproviderv1.ManifestStatus{},
+				Cluster: &akashproviderv1.ClusterStatus{Leases: &akashproviderv1.Leases{}, Inventory: &akashproviderv1.Inventory{
+					Cluster: &akashinventoryv1.Cluster{
+						Nodes:   []*akashinventoryv1.Node{g},
+						Storage: []*akashinventoryv1.Storage{{Quantity: pair("100", "40"), Info: &akashinventoryv1.StorageInfo{Class: "beta3"}}},
+					},
+					LeasedIp: pair("4", "3"),
+					Reservations: &akashproviderv1.Reservations{Active: &akashproviderv1.ReservationsMetric{Resources: empty},
+						Pending: &akashproviderv1.ReservationsMetric{Resources: empty}}}}}
+		}(),
+	}, {
 		name: "known snapshot",
 		in:   knownStatus(),
 		want: knownAkashStatus(),

@@ -48,26 +48,43 @@ type Metrics struct {
 	Storage          map[string]int64 `json:"storage,omitempty"`
 }
 
-// Available is what each node and storage class has left.
+// Available is what each node and storage class has left, and the leased IP pool.
 type Available struct {
-	Nodes   []Node    `json:"nodes,omitempty"`
-	Storage []Storage `json:"storage,omitempty"`
+	Nodes     []Node    `json:"nodes,omitempty"`
+	Storage   []Storage `json:"storage,omitempty"`
+	LeasedIPs *Pool     `json:"leased_ips,omitempty"`
+}
+
+// Pool is a counted pool: how many there are, and how many are free.
+type Pool struct {
+	Total     int64 `json:"total"`
+	Available int64 `json:"available"`
+}
+
+// GPUModel is the model of a node's GPUs, as its labels say.
+type GPUModel struct {
+	Vendor    string `json:"vendor"`
+	Model     string `json:"model"`
+	RAM       string `json:"ram,omitempty"`
+	Interface string `json:"interface,omitempty"`
 }
 
 // Node is one node's allocatable and available resources. A node that takes no new
 // pods (not Ready, cordoned, tainted NoSchedule or NoExecute) is Unschedulable, with
 // nothing available.
 type Node struct {
-	Name          string  `json:"name"`
-	Allocatable   Metrics `json:"allocatable"`
-	Available     Metrics `json:"available"`
-	Unschedulable bool    `json:"unschedulable,omitempty"`
+	Name          string    `json:"name"`
+	Allocatable   Metrics   `json:"allocatable"`
+	Available     Metrics   `json:"available"`
+	Unschedulable bool      `json:"unschedulable,omitempty"`
+	GPU           *GPUModel `json:"gpu_model,omitempty"` // nodes with GPUs
 }
 
-// Storage is a storage class's free bytes.
+// Storage is a storage class's free bytes (Size, as Akash reports it) and its total.
 type Storage struct {
-	Class string `json:"class"`
-	Size  int64  `json:"size"`
+	Class       string `json:"class"`
+	Size        int64  `json:"size"`
+	Allocatable int64  `json:"allocatable"`
 }
 
 // BidEngine counts the orders the bid engine holds a bid or lease on.
