@@ -29,7 +29,7 @@ import (
 
 var (
 	rpcLine      = regexp.MustCompile(`RPC (tcp://127\.0\.0\.1:\d+),`)
-	providerLine = regexp.MustCompile(`provider      (\S+) at https://`)
+	providerLine = regexp.MustCompile(`provider +(\S+) at https://`)
 )
 
 // TestRunDevConfig runs `berth dev --config` for real: a file that sets a pricing
