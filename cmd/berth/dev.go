@@ -21,13 +21,21 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			"volumes, berth's CRDs, and the provider, registered on the ledger with its gateway.\n" +
 			"It prints what a tenant needs and runs until interrupted; Ctrl-C stops everything.\n" +
 			"Every server listens on 127.0.0.1 on free ports. The Kubernetes binaries come from\n" +
-			"$BERTH_TESTBIN, else hack/testbin.sh in the source tree (built when missing).",
+			"$BERTH_TESTBIN, else hack/testbin.sh in the source tree (built when missing).\n\n" +
+			"--config FILE gives the provider a provider.yaml, read as `provider run` reads it\n" +
+			"(docs/bidding.md): its keys override the dev provider's (pricing, attributes, tenants\n" +
+			"allow/deny lists, budgets, limits…). berth dev refuses the keys it sets itself: home,\n" +
+			"from, node, kubeconfig, host_uri, log_level, gateway.listen, gateway.grpc_listen and\n" +
+			"cluster.install_crds. The file's attributes replace host, region and tier; the dev\n" +
+			"cluster's capabilities are added (the file may not declare capabilities/…). Only a new\n" +
+			"chain's genesis has auditors sign them (docs/dev.md).",
 		GroupID: groupRun,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
 			}
+			cfg.WithdrawPeriodSet = cmd.Flag("withdraw-period").Changed
 			cfg.Command = selfName()
 			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
 			return app.RunDev(cmd.Context(), cfg, log, cmd.OutOrStdout())
@@ -36,6 +44,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&cfg.Home, "home", cfg.Home, "berth home: the chain, keyring and provider state (resumed when present)")
 	f.BoolVar(&cfg.Reset, "reset", false, "remove the home's chain and state first, for a new chain")
+	f.StringVar(&cfg.ProviderConfig, "config", "", "provider.yaml whose keys override the dev provider's defaults (see above for the keys berth dev refuses)")
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of simulated CPU nodes")
 	f.IntVar(&cfg.GPUNodes, "gpu-nodes", cfg.GPUNodes, "number of simulated GPU nodes")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", cfg.GPUsPerNode, "GPUs on each GPU node")
@@ -43,6 +52,6 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&cfg.GPUMemoryMiB, "gpu-memory-mib", cfg.GPUMemoryMiB, "memory of each GPU in MiB")
 	f.StringVar(&cfg.NodeCPU, "node-cpu", cfg.NodeCPU, "CPU capacity of every node")
 	f.StringVar(&cfg.NodeMemory, "node-memory", cfg.NodeMemory, "memory capacity of every node")
-	f.DurationVar(&cfg.WithdrawPeriod, "withdraw-period", cfg.WithdrawPeriod, "how often the provider withdraws its earnings (0: only when funds run low)")
+	f.DurationVar(&cfg.WithdrawPeriod, "withdraw-period", cfg.WithdrawPeriod, "how often the provider withdraws its earnings (0: only when funds run low; beats the --config file's balance.withdraw_period)")
 	return cmd
 }

@@ -71,6 +71,7 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 		newChainCommand(log),
 		newSDLCommand(),
 		newKeysCommand(),
+		newBankCommand(),
 		newTenantCommand(),
 		newProviderCommand(),
 		newBenchCommand(log),

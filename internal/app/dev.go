@@ -37,7 +37,15 @@ type DevConfig struct {
 	Command string
 	// WithdrawPeriod is how often the provider withdraws its leases' earnings (0:
 	// only when a deployment's escrow runs low or the provider's balance does).
-	WithdrawPeriod time.Duration
+	// WithdrawPeriodSet says it was given (--withdraw-period): it then beats the
+	// ProviderConfig file's balance.withdraw_period, as flags beat the file in
+	// `berth provider run`.
+	WithdrawPeriod    time.Duration
+	WithdrawPeriodSet bool
+	// ProviderConfig is a provider.yaml (--config) whose keys override the dev
+	// provider's defaults, read as `berth provider run` reads it; the keys berth dev
+	// sets itself (devOwnedKeys) are refused. "": none.
+	ProviderConfig string
 }
 
 // DefaultHome is berth's home unless told otherwise: $BERTH_HOME, else ~/.berth (what
@@ -119,6 +127,15 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// A bad --config file stops berth dev before it touches the home.
+	pc, err := devProviderConfig(cfg)
+	if err != nil {
+		return err
+	}
+	attrs, err := attributes("attributes", pc.Attributes)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	// Another berth dev (or chain start, or provider run) on this home is refused before
 	// anything in the home changes: its config.toml names the running node's ports.
@@ -138,7 +155,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	}
 
 	// The ledger.
-	chainInfo, err := prepareDevChain(cfg, out)
+	chainInfo, err := prepareDevChain(cfg, attrs, out)
 	if err != nil {
 		return err
 	}
@@ -189,7 +206,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	defer stopProvisioner()
 
 	// The provider.
-	p, hostURI, err := startDevProvider(ctx, cfg, rpc, kubeconfig, log)
+	p, hostURI, err := startDevProvider(ctx, pc, rpc, kubeconfig, log)
 	if err != nil {
 		return err
 	}

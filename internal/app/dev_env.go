@@ -35,14 +35,16 @@ const (
 	DevProviderKey = "provider"
 )
 
-// devAttributes are what the dev provider registers (and so what SDL placement
-// requirements can ask for): where it is, and the capabilities of its cluster.
+// devAttributes are what the dev provider registers without a --config file (and so
+// what SDL placement requirements can ask for): where it is, and the capabilities of
+// its cluster.
 func devAttributes(cfg DevConfig) (market.Attributes, error) {
-	caps, err := cfg.capabilities(localenv.DevStorageClasses)
+	cfg.ProviderConfig = ""
+	pc, err := devProviderConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return append(market.Attributes{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}, caps...), nil
+	return attributes("attributes", pc.Attributes)
 }
 
 // DevScaleRates are berth dev's prices: a tenth of the defaults, so that every file of
@@ -169,16 +171,13 @@ type devChain struct {
 }
 
 // prepareDevChain makes the home's chain when it has none: 1 s blocks, the tenant and
-// provider accounts funded.
-func prepareDevChain(cfg DevConfig, out io.Writer) (devChain, error) {
+// provider accounts funded, and the provider's attributes attrs signed by DevAuditors
+// (a resumed chain keeps the signatures of its genesis).
+func prepareDevChain(cfg DevConfig, attrs market.Attributes, out io.Writer) (devChain, error) {
 	var c devChain
 	if node.HasGenesis(cfg.Home) {
 		c.resumed = true
 	} else {
-		attrs, err := devAttributes(cfg)
-		if err != nil {
-			return c, err
-		}
 		audits := make([]node.DevAudit, 0, len(DevAuditors))
 		for _, a := range DevAuditors {
 			audits = append(audits, node.DevAudit{Account: DevProviderKey, Auditor: a, Attributes: attrs})
@@ -216,32 +215,14 @@ func prepareDevChain(cfg DevConfig, out io.Writer) (devChain, error) {
 	return c, nil
 }
 
-// startDevProvider registers the provider on the ledger (or updates its registration
-// with this run's gateway address) and returns it, not yet running.
-func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string, log *slog.Logger) (*Provider, string, error) {
-	pc := DefaultProviderConfig()
-	pc.Home, pc.From, pc.Node, pc.Kubeconfig = cfg.Home, DevProviderKey, rpc, kubeconfig
-	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
-	pc.Cluster.InstallCRDs = true
-	pc.Cluster.IngressDomain = DevIngressDomain
-	pc.Build = cfg.Build
-	pc.Cluster.OrphanInterval = "1m"
-	check := 10 * time.Second
-	if cfg.WithdrawPeriod > 0 {
-		check = min(check, cfg.WithdrawPeriod)
-	}
-	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod.String(), check.String()
-	pc.Inventory.Storage = map[string]string{}
-	for _, class := range localenv.DevStorageClasses {
-		pc.Inventory.Storage[class] = "1Ti"
-	}
-	pc.Bidding.Pricing.Scale = DevScaleRates()
-	attrs, err := devAttributes(cfg)
+// startDevProvider registers the provider configured by pc (devProviderConfig) on
+// the ledger at rpc, or updates its registration with this run's gateway address and
+// pc's attributes, and returns it, not yet running.
+func startDevProvider(ctx context.Context, pc ProviderConfig, rpc, kubeconfig string, log *slog.Logger) (*Provider, string, error) {
+	pc.Node, pc.Kubeconfig = rpc, kubeconfig
+	attrs, err := attributes("attributes", pc.Attributes)
 	if err != nil {
 		return nil, "", err
-	}
-	for _, a := range attrs {
-		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	p, err := NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
 	if err != nil {
@@ -255,7 +236,8 @@ func startDevProvider(ctx context.Context, cfg DevConfig, rpc, kubeconfig string
 	return p, hostURI, nil
 }
 
-// registerDevProvider creates the provider's registration or updates its host URI.
+// registerDevProvider creates the provider's registration or updates its host URI and
+// attributes.
 func registerDevProvider(ctx context.Context, p *Provider, hostURI string, attrs market.Attributes) error {
 	if err := waitForBlock(ctx, p.client); err != nil {
 		return err
@@ -385,6 +367,9 @@ func printDevBanner(out io.Writer, d devBanner) {
 	fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
 	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
 	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
+	if d.cfg.ProviderConfig != "" {
+		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
+	}
 	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
 	coins := slices.Clone(d.tenant.balance)
 	rank := func(denom string) int {

@@ -289,9 +289,8 @@ func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig
 		if err != nil {
 			return c, fmt.Errorf("config: %w", err)
 		}
-		// Maps (scale rates by storage class and GPU model) merge with the defaults.
-		if err := yaml.Decode(b, &c); err != nil {
-			return c, fmt.Errorf("config %s: %w", path, err)
+		if err := decodeProviderConfig(path, b, &c); err != nil {
+			return c, err
 		}
 	}
 	for env, field := range map[string]*string{
@@ -303,6 +302,17 @@ func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig
 		}
 	}
 	return c, nil
+}
+
+// decodeProviderConfig reads provider.yaml's bytes (from the file path) over c: keys
+// the file sets replace c's, the others keep theirs; maps (scale rates by storage class
+// and GPU model) merge. Unknown keys and values of the wrong type are errors naming
+// their line.
+func decodeProviderConfig(path string, b []byte, c *ProviderConfig) error {
+	if err := yaml.Decode(b, c); err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	return nil
 }
 
 // Validate reports the first invalid key by its name in provider.yaml.
