@@ -121,14 +121,20 @@ func (o *InitOptions) defaults() error {
 		}
 		seen[c.Denom] = true
 	}
+	// Checked as genesis will check them, before anything is written: the accounts'
+	// addresses do not exist yet, so the auditor's stands in for the owner's.
+	audited := map[[2]string]bool{}
 	for i, a := range o.DevAudits {
 		switch {
 		case !slices.Contains(o.DevAccounts, a.Account):
 			return fmt.Errorf("dev audit %d: %q is not one of the dev accounts %v", i, a.Account, o.DevAccounts)
-		case ledger.CheckAddress(a.Auditor, o.Params.AddressPrefix) != nil:
-			return fmt.Errorf("dev audit %d: auditor: %w", i, ledger.CheckAddress(a.Auditor, o.Params.AddressPrefix))
-		case len(a.Attributes) == 0:
-			return fmt.Errorf("dev audit %d: no attributes", i)
+		case audited[[2]string{a.Account, a.Auditor}]:
+			return fmt.Errorf("dev audit %d: %s's attributes signed by %s are listed twice", i, a.Account, a.Auditor)
+		}
+		audited[[2]string{a.Account, a.Auditor}] = true
+		g := ledger.GenesisState{Params: *o.Params, Audits: []ledger.AuditedAttributes{{Owner: a.Auditor, Auditor: a.Auditor, Attributes: a.Attributes}}}
+		if err := g.Validate(); err != nil {
+			return fmt.Errorf("dev audit %d (%s by %s): %w", i, a.Account, a.Auditor, err)
 		}
 	}
 	if o.RPCListen == "" {

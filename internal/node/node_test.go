@@ -47,9 +47,19 @@ func TestInitRefusesAnExistingHome(t *testing.T) {
 		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "q", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63", Attributes: market.Attributes{{Key: "host", Value: "akash"}}}}},
 		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "p", Auditor: "akash1nope", Attributes: market.Attributes{{Key: "host", Value: "akash"}}}}},
 		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "p", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63"}}},
+		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{{Account: "p", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63", Attributes: market.Attributes{{Key: "", Value: "x"}}}}},
+		{DevAccounts: []string{"p"}, DevAudits: []node.DevAudit{
+			{Account: "p", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63", Attributes: market.Attributes{{Key: "host", Value: "akash"}}},
+			{Account: "p", Auditor: "akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63", Attributes: market.Attributes{{Key: "tier", Value: "community"}}}}},
 	} {
-		if _, err := node.Init(t.TempDir(), bad); err == nil {
+		// A refused init writes nothing: the directory stays empty, so a corrected
+		// retry is not refused for keys it left behind.
+		dir := t.TempDir()
+		if _, err := node.Init(dir, bad); err == nil {
 			t.Errorf("init %+v succeeded", bad)
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("init %+v refused but left %v (%v)", bad, entries, err)
 		}
 	}
 }

@@ -73,6 +73,11 @@ type grant struct {
 	scopes     map[Scope]bool
 }
 
+// Full reports whether the identity holds every scope on every lease of its owner: a
+// client certificate, or a token with full access to this provider. Narrower tokens
+// (scoped, or granular to leases or to another provider) do not.
+func (i Identity) Full() bool { return i.full }
+
 // Allows reports whether the identity may use scope on the owner's lease, or, with
 // GSeq and OSeq 0, on the whole deployment (which a grant on one lease or group does
 // not give). Only the owner's own leases ever match: the caller builds id with

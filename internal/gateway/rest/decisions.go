@@ -22,9 +22,11 @@ type Decisions struct {
 // defaultDecisions is how many decisions GET /status/decisions returns without limit.
 const defaultDecisions = 100
 
-// operator authenticates the request as the provider's own account: routes about the
-// provider's business (which tenants it declined, at what prices) are for its operator,
-// not for tenants or the public.
+// operator authenticates the request as the provider's own account with full access
+// (its client certificate, or a token granting everything on this provider): routes
+// about the provider's business (which tenants it declined, at what prices) are for its
+// operator, not for tenants, the public, or a narrower token the operator handed out
+// (a monitoring tool's logs-only token, a granular token meant for another provider).
 func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		who, err := s.deps.Auth.Authenticate(r)
@@ -34,6 +36,10 @@ func (s *Server) operator(h http.HandlerFunc) http.HandlerFunc {
 		}
 		if who.Owner != s.cfg.Provider {
 			s.writeError(w, r, forbidden("only the provider's own account may read this"))
+			return
+		}
+		if !who.Full() {
+			s.writeError(w, r, forbidden("only the provider's own account with full access (its certificate, or a full-access token) may read this"))
 			return
 		}
 		h(w, r)

@@ -73,6 +73,15 @@ func TestDecisions(t *testing.T) {
 	if code, _, body := get("/status/decisions", tenantTok); code != http.StatusForbidden {
 		t.Errorf("a tenant, even the one the decisions are about: %d %s", code, body)
 	}
+	// The provider's own account, but a narrower token: a scoped one (a monitoring
+	// tool's), or a granular one meant for another provider.
+	scoped := op.Token(t, time.Now(), auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeLogs, auth.ScopeStatus}})
+	elsewhere := op.Token(t, time.Now(), auth.Leases{Access: auth.AccessGranular, Permissions: []auth.Permission{{Provider: tenant.Address, Access: auth.AccessFull}}})
+	for name, tok := range map[string]string{"scoped": scoped, "granular for another provider": elsewhere} {
+		if code, _, body := get("/status/decisions", tok); code != http.StatusForbidden {
+			t.Errorf("the provider's %s token: %d %s, want 403", name, code, body)
+		}
+	}
 	code, d, body := get("/status/decisions", opTok)
 	if code != http.StatusOK || len(d.Decisions) != 4 || d.Decisions[0].Result != bidengine.ResultClosed || d.Decisions[3].Reason != bidengine.ReasonPriceAboveMax {
 		t.Fatalf("the provider: %d %s", code, body)

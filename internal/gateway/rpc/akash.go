@@ -105,14 +105,20 @@ func akashNode(n *status.Node) *akashinventoryv1.Node {
 	}
 }
 
+// maxGPUsPerNode bounds the GPU entries listed for one node (the largest servers have
+// 16 GPUs; a node claiming more is listed with this many).
+const maxGPUsPerNode = 64
+
 // akashGPUInfo is Akash's description of a node's GPUs, one entry per GPU as Akash's
 // inventory lists them (vendor, model name, interface, memory); none without GPUs.
 func akashGPUInfo(n *status.Node) []*akashinventoryv1.GPUInfo {
 	if n.GPU == nil || n.Allocatable.GPU <= 0 {
 		return nil
 	}
-	out := make([]*akashinventoryv1.GPUInfo, 0, n.Allocatable.GPU)
-	for range n.Allocatable.GPU {
+	// A node reporting an absurd count must not make every status message huge.
+	count := min(n.Allocatable.GPU, maxGPUsPerNode)
+	out := make([]*akashinventoryv1.GPUInfo, 0, count)
+	for range count {
 		out = append(out, &akashinventoryv1.GPUInfo{Vendor: n.GPU.Vendor, Name: n.GPU.Model, Interface: n.GPU.Interface, MemorySize: n.GPU.RAM})
 	}
 	return out

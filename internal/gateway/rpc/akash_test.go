@@ -1,12 +1,19 @@
 package rpc
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
+	"log/slog"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
@@ -17,6 +24,8 @@ import (
 	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
 	k8sresource "berth.dev/berth/api/k8s.io/apimachinery/pkg/api/resource"
 	providerv1 "berth.dev/berth/api/provider/v1"
+	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/gateway/status"
 )
 
@@ -256,5 +265,75 @@ func TestAkashStatusMapping(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sameStatus(t, "akashStatus", akashStatus(&tc.in), tc.want)
 		})
+	}
+}
+
+// failingListener accepts connections until fail is closed; then Accept fails, as a
+// listener whose socket broke.
+type failingListener struct {
+	net.Listener
+	fail chan struct{}
+}
+
+func (l failingListener) Accept() (net.Conn, error) {
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	got := make(chan res, 1)
+	go func() { c, err := l.Listener.Accept(); got <- res{c, err} }()
+	select {
+	case r := <-got:
+		return r.c, r.err
+	case <-l.fail:
+		_ = l.Listener.Close() // ends the Accept above
+		return nil, errors.New("listener broken")
+	}
+}
+
+// TestStatusStreamsEndWhenListenerFails: when the listener fails, Serve returns its
+// error only after the connections it had accepted are closed, so a status stream
+// (Console keeps one open to every provider) ends instead of outliving the server.
+func TestStatusStreamsEndWhenListenerFails(t *testing.T) {
+	pc, err := auth.NewCertificate("akash1provider", []string{"127.0.0.1"}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := authtest.TLS(t, pc)
+	board := status.NewBoard(status.Status{Address: "akash1provider", Timestamp: time.Now()})
+	s, err := New(Config{Certificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &tc, nil }, AddressPrefix: "akash"},
+		board, screener{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := failingListener{Listener: inner, fail: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(t.Context(), ln) }()
+	conn, err := grpc.NewClient(inner.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+		MinVersion: tls.VersionTLS13, InsecureSkipVerify: true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	stream, err := akashproviderv1.NewProviderRPCClient(conn).StreamStatus(ctx, &emptypb.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatalf("first message: %v", err)
+	}
+	close(ln.fail)
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "listener broken") {
+		t.Fatalf("Serve = %v, want the listener's error", err)
+	}
+	// Ended by the server closing it, not by the client giving up at its deadline.
+	if _, err := stream.Recv(); err == nil || grpcstatus.Code(err) == codes.DeadlineExceeded || ctx.Err() != nil {
+		t.Fatalf("the stream outlived the server: %v", err)
 	}
 }

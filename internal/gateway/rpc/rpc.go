@@ -108,6 +108,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(netutil.LimitListener(ln, maxConnections)) }()
 	select {
 	case err := <-errc:
+		// The listener failed, but connections already accepted are still served:
+		// end their streams and close them before returning.
+		s.stopOnce.Do(func() { close(s.stop) })
+		srv.Stop()
 		return fmt.Errorf("grpc gateway: %w", err)
 	case <-ctx.Done():
 	}
