@@ -116,12 +116,54 @@ type ProviderHostSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1048576
 	ProxyBufferSize int32 `json:"proxyBufferSize,omitempty"`
+	// The rest of the SDL's http_options for the port, as the manifest carries them:
+	// timeouts in milliseconds, the largest request body in bytes, and how a failed
+	// request is retried on another replica (next_tries, next_timeout, next_cases).
+	// Absent or 0: the ingress's default.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadTimeout int64 `json:"readTimeout,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SendTimeout int64 `json:"sendTimeout,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxBodySize int64 `json:"maxBodySize,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	NextTries int64 `json:"nextTries,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	NextTimeout int64 `json:"nextTimeout,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	NextCases []string `json:"nextCases,omitempty"`
 }
+
+// ProviderHost phases, set by the hostname operator.
+const (
+	// HostRouted: the route (Ingress or HTTPRoute) is written; the operator is not
+	// configured to check it further.
+	HostRouted = "Routed"
+	// HostReady: the route is written and its check passed (the ingress controller
+	// admitted it, or a request through it reached the service).
+	HostReady = "Ready"
+	// HostUnready: the route is written but its check has not passed (yet).
+	HostUnready = "Unready"
+	// HostConflict: another lease holds the hostname; this one is not routed.
+	HostConflict = "Conflict"
+	// HostFailed: the route could not be written; the operator keeps trying.
+	HostFailed = "Failed"
+)
 
 // ProviderHostStatus is the hostname operator's report.
 type ProviderHostStatus struct {
-	Phase      string             `json:"phase,omitempty"`
-	Message    string             `json:"message,omitempty"`
+	// Phase is Routed, Ready, Unready, Conflict or Failed.
+	Phase   string `json:"phase,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Route names the Ingress or HTTPRoute serving the hostname (Kind/name).
+	// +optional
+	Route      string             `json:"route,omitempty"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

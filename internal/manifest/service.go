@@ -197,15 +197,20 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 	return nil
 }
 
-// Blocked reports whether the provider refuses hostname h.
+// Blocked reports whether the provider refuses hostname h. A wildcard is refused when
+// it could receive a refused name's requests too: *.example.com when example.com's
+// subdomains, or one of them, are refused.
 func (s *Service) Blocked(h string) bool {
 	h = strings.ToLower(h)
 	// The provider's own hostnames are under its ingress domain.
-	if d := s.cfg.IngressDomain; d != "" && (h == d || strings.HasSuffix(h, "."+d)) {
+	if d := s.cfg.IngressDomain; d != "" && (h == d || strings.HasSuffix(h, "."+d) || market.HostCovers(h, "x."+d)) {
 		return true
 	}
 	for _, b := range s.cfg.BlockedHostnames {
-		if h == b || (strings.HasPrefix(b, ".") && strings.HasSuffix(h, b)) {
+		if h == b || market.HostCovers(h, strings.TrimPrefix(b, "*")) {
+			return true
+		}
+		if sub, ok := strings.CutPrefix(b, "."); ok && (strings.HasSuffix(h, b) || market.HostCovers(h, "x."+sub)) {
 			return true
 		}
 	}

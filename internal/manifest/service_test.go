@@ -189,6 +189,16 @@ func TestSubmit(t *testing.T) {
 	if f.svc.Blocked("internal.example.com") || f.svc.Blocked("notblocked.example.com") {
 		t.Fatal("blocked too much")
 	}
+	// A wildcard that could receive a blocked name's requests is blocked too; one
+	// beside them is not.
+	for h, want := range map[string]bool{
+		"*.example.com": true, "*.internal.example.com": true, "*.a.internal.example.com": true,
+		"*.other.example.com": false, "*.example.org": false,
+	} {
+		if got := f.svc.Blocked(h); got != want {
+			t.Errorf("Blocked(%q) = %v, want %v", h, got, want)
+		}
+	}
 	// No lease with us.
 	f.ledger.leases = f.ledger.leases[1:]
 	if err := f.svc.Submit(ctx, tenant, 7, f.m); !errors.Is(err, ErrNotFound) {

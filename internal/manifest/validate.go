@@ -246,10 +246,14 @@ func validateExpose(ep string, e *market.ServiceExpose, hosts map[string]string)
 	case e.HTTPOptions.ProxyBufferSize > market.MaxProxyBufferSize:
 		return errorf(ep+".httpOptions.proxyBufferSize", "proxy buffer size %d is over the limit of %d bytes (1 MiB)", e.HTTPOptions.ProxyBufferSize, market.MaxProxyBufferSize)
 	}
+	// The options reach the ingress controller's configuration: only known values.
+	if err := e.HTTPOptions.Validate(); err != nil {
+		return errorf(ep+".httpOptions", "%v", err)
+	}
 	for i, h := range e.Hosts {
 		hp := fmt.Sprintf("%s.hosts[%d]", ep, i)
-		if !market.ValidHostname(h) {
-			return errorf(hp, "hostname %q is not a valid lowercase DNS name", h)
+		if !market.ValidHostPattern(h) {
+			return errorf(hp, "hostname %q is not a valid lowercase DNS name (or a wildcard *.name.tld)", h)
 		}
 		if prev, ok := hosts[h]; ok {
 			return errorf(hp, "hostname %q is accepted twice (first at %s); a hostname may be accepted once per deployment", h, prev)

@@ -152,6 +152,23 @@ func TestRejections(t *testing.T) {
 		{"proxy buffer over 1 MiB", func(m market.Manifest, _ []market.GroupSpec) {
 			m[0].Services[1].Expose[0].HTTPOptions.ProxyBufferSize = market.MaxProxyBufferSize + 1
 		}, "[0].services[1].expose[0].httpOptions.proxyBufferSize", "proxy buffer size 1048577 is over the limit of 1048576 bytes (1 MiB)"},
+		// The options reach the ingress controller's configuration: nothing but the
+		// known next cases may get there.
+		{"next case injected", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].HTTPOptions.NextCases = []string{"error;\n more_set_headers x"}
+		}, "[0].services[1].expose[0].httpOptions", "is not one of error, timeout"},
+		{"next case off with others", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].HTTPOptions.NextCases = []string{"off", "error"}
+		}, "[0].services[1].expose[0].httpOptions", `"off" cannot be combined`},
+		{"read timeout over 60 s", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].HTTPOptions.ReadTimeout = 60001
+		}, "[0].services[1].expose[0].httpOptions", "read timeout 60001 is over the limit"},
+		{"body over 100 MiB", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].HTTPOptions.MaxBodySize = 100<<20 + 1
+		}, "[0].services[1].expose[0].httpOptions", "max body size"},
+		{"wildcard on a top-level domain", func(m market.Manifest, _ []market.GroupSpec) {
+			m[0].Services[1].Expose[0].Hosts = []string{"*.com"}
+		}, "[0].services[1].expose[0].hosts[0]", "not a valid lowercase DNS name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

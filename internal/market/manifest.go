@@ -1,5 +1,12 @@
 package market
 
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // Manifest is what a tenant sends the provider for a deployment: per group, the
 // services to run. Its version hash (Version) is what the deployment records on the
 // ledger; a provider accepts a manifest only if the hashes match.
@@ -97,6 +104,45 @@ type ServiceHTTPOptions struct {
 // MaxProxyBufferSize is the largest ServiceHTTPOptions.ProxyBufferSize: 1 MiB, Akash's
 // limit.
 const MaxProxyBufferSize = 1 << 20
+
+// Limits of the other HTTP options, as on Akash: the largest request body (100 MiB),
+// timeouts in milliseconds (60 s).
+const (
+	MaxBodySize    = 100 << 20
+	MaxHTTPTimeout = 60000
+)
+
+// NextCases are the values of ServiceHTTPOptions.NextCases: when a request is retried
+// on another replica ("off" alone: never).
+var NextCases = []string{"error", "timeout", "500", "502", "503", "504", "403", "404", "429", "off"}
+
+// Validate checks the options against Akash's limits; what reaches an ingress
+// controller's configuration must be one of the known values.
+func (h *ServiceHTTPOptions) Validate() error {
+	switch {
+	case h.MaxBodySize > MaxBodySize:
+		return fmt.Errorf("max body size %d is over the limit of %d bytes (100 MiB)", h.MaxBodySize, MaxBodySize)
+	case h.ReadTimeout > MaxHTTPTimeout:
+		return fmt.Errorf("read timeout %d is over the limit of %d ms", h.ReadTimeout, MaxHTTPTimeout)
+	case h.SendTimeout > MaxHTTPTimeout:
+		return fmt.Errorf("send timeout %d is over the limit of %d ms", h.SendTimeout, MaxHTTPTimeout)
+	case h.ProxyBufferSize > MaxProxyBufferSize:
+		return fmt.Errorf("proxy buffer size %d is over the limit of %d bytes (1 MiB)", h.ProxyBufferSize, MaxProxyBufferSize)
+	case len(h.NextCases) > len(NextCases):
+		return fmt.Errorf("%d next cases: there are only %d", len(h.NextCases), len(NextCases))
+	}
+	for i, c := range h.NextCases {
+		switch {
+		case !slices.Contains(NextCases, c):
+			return fmt.Errorf("next case %d: %q is not one of %s", i, c, strings.Join(NextCases, ", "))
+		case c == "off" && len(h.NextCases) != 1:
+			return errors.New(`next case "off" cannot be combined with other cases`)
+		case slices.Index(h.NextCases, c) != i:
+			return fmt.Errorf("next case %q is listed twice", c)
+		}
+	}
+	return nil
+}
 
 // ServiceParams are optional per-service settings.
 type ServiceParams struct {

@@ -52,6 +52,28 @@ func ValidEnvVarName(s string) bool {
 	return true
 }
 
+// ValidHostPattern reports a hostname a tenant's HTTP port may accept: a valid
+// hostname, or a wildcard "*." followed by one with at least two labels
+// (*.example.com, not *.com).
+func ValidHostPattern(s string) bool {
+	if rest, ok := strings.CutPrefix(s, "*."); ok {
+		return strings.Contains(rest, ".") && ValidHostname(rest)
+	}
+	return ValidHostname(s)
+}
+
+// HostCovers reports whether hostname pattern p (a name, or a wildcard "*.suffix")
+// can receive requests for name h: they are equal, or p is a wildcard whose suffix h
+// is under. Wildcards are taken as Gateway API takes them (any number of labels), the
+// wider of the two readings an ingress may use.
+func HostCovers(p, h string) bool {
+	if p == h {
+		return true
+	}
+	suffix, ok := strings.CutPrefix(p, "*.")
+	return ok && strings.HasSuffix(h, "."+suffix)
+}
+
 // ValidHostname reports an RFC 1123 subdomain of lowercase labels, at most 253
 // characters.
 func ValidHostname(s string) bool {

@@ -42,3 +42,27 @@ func TestNameRules(t *testing.T) {
 		}
 	}
 }
+
+// TestValidHostPattern: wildcards are one leading "*." over a name of two labels or
+// more; HostCovers reads them as Gateway API does (any depth).
+func TestValidHostPattern(t *testing.T) {
+	for s, want := range map[string]bool{
+		"example.com": true, "*.example.com": true, "*.a.example.com": true,
+		"*.com": false, "*": false, "a.*.example.com": false, "**.example.com": false, "*example.com": false, "*.Example.com": false, "": false,
+	} {
+		if got := ValidHostPattern(s); got != want {
+			t.Errorf("ValidHostPattern(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for _, c := range []struct {
+		p, h string
+		want bool
+	}{
+		{"a.example.com", "a.example.com", true}, {"*.example.com", "a.example.com", true}, {"*.example.com", "a.b.example.com", true},
+		{"*.example.com", "example.com", false}, {"*.example.com", "aexample.com", false}, {"a.example.com", "b.example.com", false},
+	} {
+		if got := HostCovers(c.p, c.h); got != c.want {
+			t.Errorf("HostCovers(%q, %q) = %v, want %v", c.p, c.h, got, c.want)
+		}
+	}
+}

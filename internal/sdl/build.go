@@ -327,13 +327,13 @@ func exposeEndpoints(exposes []market.ServiceExpose) market.Endpoints {
 // HTTP option defaults and limits (milliseconds and bytes), as on Akash.
 const (
 	defaultMaxBodySize = 1 << 20
-	maxBodySize        = 100 << 20
+	maxBodySize        = market.MaxBodySize
 	defaultTimeout     = 60000
-	maxTimeout         = defaultTimeout
+	maxTimeout         = market.MaxHTTPTimeout
 	defaultNextTries   = 3
 )
 
-var nextCases = []string{"error", "timeout", "500", "502", "503", "504", "403", "404", "429", "off"}
+var nextCases = market.NextCases
 
 func (d *decoder) manifestHTTPOptions(h httpOptions) (market.ServiceHTTPOptions, error) {
 	out := market.ServiceHTTPOptions{

@@ -349,8 +349,8 @@ func (d *decoder) validatePort(e *market.ServiceExpose, src *expose) error {
 	}
 	for _, h := range e.Hosts {
 		switch {
-		case !market.ValidHostname(h):
-			return d.errorf(src.acceptN, "hostname %q is not a valid lowercase DNS name", h)
+		case !market.ValidHostPattern(h):
+			return d.errorf(src.acceptN, "hostname %q is not a valid lowercase DNS name (or a wildcard *.name.tld)", h)
 		case d.hosts[h]:
 			return d.errorf(src.acceptN, "hostname %q appears more than once; a hostname may be accepted once per deployment (an expose entry with several to destinations counts once per destination)", h)
 		}

@@ -31,10 +31,16 @@ func InstallCRDs(ctx context.Context, dc dynamic.Interface) error {
 	if err != nil {
 		return err
 	}
+	return ApplyCRDs(ctx, dc, crd.Files, files...)
+}
+
+// ApplyCRDs server-side applies the CustomResourceDefinitions in files of fsys, one
+// per file, and waits until the API server serves them.
+func ApplyCRDs(ctx context.Context, dc dynamic.Interface, fsys fs.FS, files ...string) error {
 	force := true
 	var names []string
 	for _, f := range files {
-		y, err := crd.Files.ReadFile(f)
+		y, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return err
 		}

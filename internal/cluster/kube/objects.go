@@ -178,7 +178,8 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 		ext := int32(min(e.ExternalPortOrPort(), 65535))
 		if e.IsIngress() {
 			// manifest.Validate keeps it in range; the CRD would refuse more.
-			pbs := e.HTTPOptions.ProxyBufferSize
+			o := &e.HTTPOptions
+			pbs := o.ProxyBufferSize
 			if pbs > market.MaxProxyBufferSize {
 				return fmt.Errorf("port %d: proxy buffer size %d is over the limit of %d bytes", e.Port, pbs, market.MaxProxyBufferSize)
 			}
@@ -191,7 +192,9 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 				objs.Hosts = append(objs.Hosts, &berthv1.ProviderHost{
 					TypeMeta: typeMeta(berthv1.GroupVersion.String(), "ProviderHost"), ObjectMeta: meta(name, LabelService, svc.Name),
 					Spec: berthv1.ProviderHostSpec{Lease: ref, Hostname: strings.ToLower(h), Service: svc.Name, ExternalPort: ext,
-						ProxyBufferSize: int32(pbs)},
+						ProxyBufferSize: int32(pbs), ReadTimeout: int64(o.ReadTimeout), SendTimeout: int64(o.SendTimeout),
+						MaxBodySize: int64(o.MaxBodySize), NextTries: int64(o.NextTries), NextTimeout: int64(o.NextTimeout),
+						NextCases: slices.Clone(o.NextCases)},
 				})
 			}
 		}

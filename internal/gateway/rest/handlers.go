@@ -141,7 +141,7 @@ func (s *Server) migrateHostnames(w http.ResponseWriter, r *http.Request) {
 			return migration{}, badRequest(`body: want {"hostnames_to_migrate": [...], "destination_dseq": N, "destination_gseq": N}`)
 		}
 		return migration{names: req.Hostnames, dseq: req.DestinationDSeq, gseq: req.DestinationGSeq, what: "hostname",
-			validName: market.ValidHostname, invalidMsg: "is not a valid lowercase DNS name"}, nil
+			validName: market.ValidHostPattern, invalidMsg: "is not a valid lowercase DNS name (or a wildcard *.name.tld)"}, nil
 	}, func(owner string, m migration) ([]string, error) {
 		return s.deps.Deployments.MigrateHostnames(owner, m.names, m.dseq, m.gseq)
 	})

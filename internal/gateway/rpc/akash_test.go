@@ -286,7 +286,7 @@ func (l failingListener) Accept() (net.Conn, error) {
 	case r := <-got:
 		return r.c, r.err
 	case <-l.fail:
-		_ = l.Listener.Close() // ends the Accept above
+		_ = l.Close() // ends the Accept above
 		return nil, errors.New("listener broken")
 	}
 }

@@ -1,0 +1,518 @@
+package hostname
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+)
+
+// Conditions of a ProviderHost's status.
+const (
+	// ConditionRouted: the hostname's route is written (False: conflict or failure).
+	ConditionRouted = "Routed"
+	// ConditionReady: the route's check passed (absent with health mode none).
+	ConditionReady = "Ready"
+)
+
+const indexHostname = "hostname"
+
+// Controller reconciles ProviderHosts, one hostname at a time.
+type Controller struct {
+	cfg   Config
+	owner cluster.Owner
+	cs    kubernetes.Interface
+	dc    dynamic.Interface
+	log   *slog.Logger
+	m     *metrics
+
+	// Set by Run.
+	hosts  cache.SharedIndexInformer
+	routes cache.SharedIndexInformer
+	queue  workqueue.TypedRateLimitingInterface[string]
+	probe  *prober
+	synced atomic.Bool
+}
+
+// New checks cfg and builds the controller; Run starts it.
+func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: &metrics{Metrics: m}}
+	return c, nil
+}
+
+// Ready reports whether the caches are synced.
+func (c *Controller) Ready() error {
+	if !c.synced.Load() {
+		return errors.New("the caches of ProviderHosts and routes are not synced yet")
+	}
+	return nil
+}
+
+// Run reconciles until ctx ends. It fails at once when the ProviderHost CRD, or in
+// gateway mode the HTTPRoute CRD, is not installed.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.checkResources(); err != nil {
+		return err
+	}
+	c.synced.Store(false)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "hostname"})
+	defer c.queue.ShutDown()
+
+	hostFactory := dynamicinformer.NewDynamicSharedInformerFactory(c.dc, c.cfg.Resync)
+	c.hosts = hostFactory.ForResource(kube.ProviderHostResource).Informer()
+	if err := c.hosts.SetTransform(toProviderHost); err != nil {
+		return err
+	}
+	if err := c.hosts.AddIndexers(cache.Indexers{indexHostname: func(obj any) ([]string, error) {
+		if h, ok := obj.(*berthv1.ProviderHost); ok {
+			return []string{h.Spec.Hostname}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	selector := func(o *metav1.ListOptions) {
+		o.LabelSelector = c.owner.Selector() + "," + LabelComponent + "=" + componentName
+	}
+	var start func(<-chan struct{})
+	if c.cfg.Mode == ModeGateway {
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, selector)
+		c.routes = f.ForResource(HTTPRouteResource).Informer()
+		start = f.Start
+		defer f.Shutdown()
+	} else {
+		f := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(selector))
+		c.routes = f.Networking().V1().Ingresses().Informer()
+		start = f.Start
+		defer f.Shutdown()
+	}
+	if err := c.routes.AddIndexers(cache.Indexers{indexHostname: func(obj any) ([]string, error) {
+		if o, err := meta.Accessor(obj); err == nil {
+			if h := o.GetAnnotations()[AnnotationHostname]; h != "" {
+				return []string{h}, nil
+			}
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	defer hostFactory.Shutdown()
+	if _, err := c.hosts.AddEventHandler(c.handler(func(obj any) string {
+		if h, ok := obj.(*berthv1.ProviderHost); ok {
+			return h.Spec.Hostname
+		}
+		return ""
+	})); err != nil {
+		return err
+	}
+	if _, err := c.routes.AddEventHandler(c.handler(func(obj any) string {
+		if o, err := meta.Accessor(obj); err == nil {
+			return o.GetAnnotations()[AnnotationHostname]
+		}
+		return ""
+	})); err != nil {
+		return err
+	}
+	hostFactory.Start(ctx.Done())
+	start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.hosts.HasSynced, c.routes.HasSynced) {
+		return nil // ctx ended
+	}
+	c.synced.Store(true)
+	defer c.synced.Store(false)
+	c.log.InfoContext(ctx, "hostname operator synced", slog.String("mode", c.cfg.Mode), slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID))
+
+	done := make(chan struct{})
+	workers := c.cfg.Workers
+	if c.cfg.Health.Mode == HealthProbe {
+		c.probe = newProber(c.cfg.Health, c.m, func(h string) { c.queue.Add(h) })
+		workers++
+	}
+	for range c.cfg.Workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for c.next(ctx) {
+			}
+		}()
+	}
+	if c.probe != nil {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c.probe.run(ctx, c.probeTargets)
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	for range workers {
+		<-done
+	}
+	return nil
+}
+
+// checkResources fails clearly when a CRD the mode needs is missing.
+func (c *Controller) checkResources() error {
+	need := []struct {
+		gv, resource, hint string
+	}{{berthv1.GroupVersion.String(), "providerhosts", "install berth's CRDs (config/crd)"}}
+	if c.cfg.Mode == ModeGateway {
+		need = append(need, struct{ gv, resource, hint string }{"gateway.networking.k8s.io/v1", "httproutes", "install the Gateway API CRDs (standard channel)"})
+	}
+	for _, n := range need {
+		list, err := c.cs.Discovery().ServerResourcesForGroupVersion(n.gv)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discover %s: %w", n.gv, err)
+		}
+		if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == n.resource }) {
+			return fmt.Errorf("the cluster does not serve %s %s: %s", n.gv, n.resource, n.hint)
+		}
+	}
+	return nil
+}
+
+// toProviderHost stores ProviderHosts typed.
+func toProviderHost(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return asProviderHost(u)
+	}
+	return obj, nil
+}
+
+// asProviderHost converts a ProviderHost read through the dynamic client.
+func asProviderHost(u *unstructured.Unstructured) (*berthv1.ProviderHost, error) {
+	h := &berthv1.ProviderHost{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, h); err != nil {
+		return nil, fmt.Errorf("ProviderHost %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return h, nil
+}
+
+// handler enqueues the hostname key(obj) of every added, changed or deleted object.
+func (c *Controller) handler(key func(any) string) cache.ResourceEventHandler {
+	add := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if k := key(obj); k != "" {
+			c.queue.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    add,
+		UpdateFunc: func(old, obj any) { add(old); add(obj) },
+		DeleteFunc: add,
+	}
+}
+
+// next reconciles one hostname from the queue; false once the queue shuts down.
+func (c *Controller) next(ctx context.Context) bool {
+	h, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(h)
+	start := time.Now()
+	err := c.sync(ctx, h)
+	c.m.observeSync(err, time.Since(start))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.WarnContext(ctx, "hostname sync failed; retrying", slog.String("hostname", h), slog.Any("error", err))
+		}
+		c.queue.AddRateLimited(h)
+		return true
+	}
+	c.queue.Forget(h)
+	return true
+}
+
+// claimants are the ProviderHosts of hostname h on the whole cluster (every
+// provider's), oldest first: the first holds it. Every provider's operator sees the
+// same order, so they agree on the holder.
+func (c *Controller) claimants(h string) []*berthv1.ProviderHost {
+	objs, _ := c.hosts.GetIndexer().ByIndex(indexHostname, h)
+	out := make([]*berthv1.ProviderHost, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*berthv1.ProviderHost); ok && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	// Creation times have whole seconds: within one, the claimant that holds the
+	// hostname already keeps it, so a tie never moves a route.
+	holds := func(p *berthv1.ProviderHost) int {
+		if p.Status.Phase == "" || p.Status.Phase == berthv1.HostConflict {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(out, func(a, b *berthv1.ProviderHost) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(holds(a), holds(b)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	return out
+}
+
+// sync converges hostname h: the oldest claimant holds it; if it is ours, its route
+// is applied; every other route of ours for h is deleted; each of our claimants'
+// status says how it stands.
+func (c *Controller) sync(ctx context.Context, h string) error {
+	all := c.claimants(h)
+	var holder *berthv1.ProviderHost
+	if len(all) > 0 && c.owner.Owns(all[0].Labels) {
+		holder = all[0]
+	}
+	var errs []error
+	// Routes first: a route of a hostname this lease no longer holds goes before the
+	// holder's is written, so two never serve one name.
+	objs, _ := c.routes.GetIndexer().ByIndex(indexHostname, h)
+	for _, o := range objs {
+		r, err := meta.Accessor(o)
+		if err != nil || !ownedBy(c.owner, r.GetLabels()) {
+			continue
+		}
+		if holder != nil && r.GetNamespace() == holder.Namespace && r.GetName() == holder.Name {
+			continue
+		}
+		if err := c.deleteRoute(ctx, r.GetNamespace(), r.GetName(), r.GetUID()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, p := range all {
+		if !c.owner.Owns(p.Labels) {
+			continue
+		}
+		var st berthv1.ProviderHostStatus
+		if i == 0 {
+			st = c.route(ctx, p)
+			if st.Phase == berthv1.HostFailed {
+				errs = append(errs, errors.New(st.Message))
+			}
+		} else {
+			st = conflictStatus(p, all[0].CreationTimestamp)
+		}
+		if err := c.writeStatus(ctx, p, st); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// conflictStatus is the status of a ProviderHost whose hostname another lease holds;
+// it names no other tenant's lease.
+func conflictStatus(p *berthv1.ProviderHost, since metav1.Time) berthv1.ProviderHostStatus {
+	st := berthv1.ProviderHostStatus{Phase: berthv1.HostConflict, Conditions: slices.Clone(p.Status.Conditions),
+		Message: fmt.Sprintf("hostname %s is held by another lease (since %s); it is routed there, not here", p.Spec.Hostname, since.UTC().Format(time.RFC3339))}
+	setCondition(&st, p, ConditionRouted, metav1.ConditionFalse, "Conflict", st.Message)
+	meta.RemoveStatusCondition(&st.Conditions, ConditionReady)
+	return st
+}
+
+// route applies p's route and reports how it stands.
+func (c *Controller) route(ctx context.Context, p *berthv1.ProviderHost) berthv1.ProviderHostStatus {
+	st := berthv1.ProviderHostStatus{Conditions: slices.Clone(p.Status.Conditions)}
+	kind, applied, err := c.applyRoute(ctx, p)
+	st.Route = kind + "/" + p.Name
+	if err != nil {
+		st.Phase, st.Message = berthv1.HostFailed, fmt.Sprintf("could not write the %s: %v", kind, err)
+		setCondition(&st, p, ConditionRouted, metav1.ConditionFalse, "WriteFailed", st.Message)
+		return st
+	}
+	setCondition(&st, p, ConditionRouted, metav1.ConditionTrue, "Written", fmt.Sprintf("%s %s routes %s to service %s port %d", kind, p.Name, p.Spec.Hostname, p.Spec.Service, p.Spec.ExternalPort))
+	var ready bool
+	var why string
+	switch c.cfg.Health.Mode {
+	case HealthNone:
+		st.Phase, st.Message = berthv1.HostRouted, fmt.Sprintf("routed by %s %s", kind, p.Name)
+		meta.RemoveStatusCondition(&st.Conditions, ConditionReady)
+		return st
+	case HealthProbe:
+		ready, why = c.probe.result(p.Spec.Hostname)
+	default:
+		ready, why = c.admitted(applied)
+	}
+	if ready {
+		st.Phase, st.Message = berthv1.HostReady, why
+		setCondition(&st, p, ConditionReady, metav1.ConditionTrue, "Checked", why)
+	} else {
+		st.Phase, st.Message = berthv1.HostUnready, why
+		setCondition(&st, p, ConditionReady, metav1.ConditionFalse, "NotYet", why)
+	}
+	return st
+}
+
+func setCondition(st *berthv1.ProviderHostStatus, p *berthv1.ProviderHost, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+}
+
+// applyRoute server-side applies p's route (an unchanged route is not written again)
+// and returns it as the API server has it.
+func (c *Controller) applyRoute(ctx context.Context, p *berthv1.ProviderHost) (kind string, applied runtime.Object, err error) {
+	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}
+	if c.cfg.Mode == ModeGateway {
+		u, err := c.cfg.buildHTTPRoute(p)
+		if err != nil {
+			return "HTTPRoute", nil, err
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return "HTTPRoute", nil, err
+		}
+		out, err := c.dc.Resource(HTTPRouteResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
+		c.m.observeWrite("apply", err)
+		return "HTTPRoute", out, err
+	}
+	b, err := json.Marshal(c.cfg.buildIngress(p))
+	if err != nil {
+		return "Ingress", nil, err
+	}
+	out, err := c.cs.NetworkingV1().Ingresses(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
+	c.m.observeWrite("apply", err)
+	return "Ingress", out, err
+}
+
+// deleteRoute deletes one of our routes, that very object (its UID).
+func (c *Controller) deleteRoute(ctx context.Context, ns, name string, uid types.UID) error {
+	opts := metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	var err error
+	if c.cfg.Mode == ModeGateway {
+		err = c.dc.Resource(HTTPRouteResource).Namespace(ns).Delete(ctx, name, opts)
+	} else {
+		err = c.cs.NetworkingV1().Ingresses(ns).Delete(ctx, name, opts)
+	}
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		err = nil // gone, or replaced by another object of that name (its own sync)
+	}
+	c.m.observeWrite("delete", err)
+	if err != nil {
+		return fmt.Errorf("delete route %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// admitted reads whether the route's controller took it.
+func (c *Controller) admitted(route runtime.Object) (bool, string) {
+	switch r := route.(type) {
+	case *networkingv1.Ingress:
+		if len(r.Status.LoadBalancer.Ingress) > 0 {
+			lb := r.Status.LoadBalancer.Ingress[0]
+			return true, fmt.Sprintf("the ingress controller (class %s) admitted it at %s", c.cfg.Ingress.Class, cmp.Or(lb.IP, lb.Hostname))
+		}
+		return false, fmt.Sprintf("waiting for the controller of ingress class %s to admit the Ingress (its load-balancer status is empty)", c.cfg.Ingress.Class)
+	case *unstructured.Unstructured:
+		return httpRouteAccepted(r, c.cfg.Gateway)
+	}
+	return false, fmt.Sprintf("unknown route object %T", route)
+}
+
+// httpRouteAccepted reads the route's status for our Gateway's Accepted condition.
+func httpRouteAccepted(u *unstructured.Unstructured, g GatewayConfig) (bool, string) {
+	parents, _, _ := unstructured.NestedSlice(u.Object, "status", "parents")
+	for _, p := range parents {
+		pm, _ := p.(map[string]any)
+		name, _, _ := unstructured.NestedString(pm, "parentRef", "name")
+		ns, _, _ := unstructured.NestedString(pm, "parentRef", "namespace")
+		if name != g.Name || (ns != "" && ns != g.Namespace) {
+			continue
+		}
+		conds, _, _ := unstructured.NestedSlice(pm, "conditions")
+		for _, cd := range conds {
+			cm, _ := cd.(map[string]any)
+			if cm["type"] != "Accepted" {
+				continue
+			}
+			if cm["status"] == "True" {
+				return true, fmt.Sprintf("Gateway %s/%s accepted the HTTPRoute", g.Namespace, g.Name)
+			}
+			return false, fmt.Sprintf("Gateway %s/%s did not accept the HTTPRoute: %v: %v", g.Namespace, g.Name, cm["reason"], cm["message"])
+		}
+	}
+	return false, fmt.Sprintf("waiting for Gateway %s/%s to accept the HTTPRoute", g.Namespace, g.Name)
+}
+
+// sameStatus compares statuses ignoring the conditions' transition times.
+func sameStatus(a, b berthv1.ProviderHostStatus) bool {
+	if a.Phase != b.Phase || a.Message != b.Message || a.Route != b.Route || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// writeStatus applies st to p's status subresource when it changed.
+func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderHost, st berthv1.ProviderHostStatus) error {
+	if sameStatus(p.Status, st) {
+		return nil
+	}
+	body := map[string]any{
+		"apiVersion": berthv1.GroupVersion.String(), "kind": "ProviderHost",
+		"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace, "uid": string(p.UID)},
+		"status":   st,
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	_, err = c.dc.Resource(kube.ProviderHostResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // deleted, or another object of that name now: its own events follow
+	}
+	if err != nil {
+		return fmt.Errorf("status of ProviderHost %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// probeTargets are the hostnames of ours that are routed here (for the prober).
+func (c *Controller) probeTargets() []string {
+	var out []string
+	for _, o := range c.hosts.GetIndexer().List() {
+		p, ok := o.(*berthv1.ProviderHost)
+		if !ok || !c.owner.Owns(p.Labels) || p.DeletionTimestamp != nil {
+			continue
+		}
+		if all := c.claimants(p.Spec.Hostname); len(all) > 0 && all[0] == p {
+			out = append(out, p.Spec.Hostname)
+		}
+	}
+	return out
+}
