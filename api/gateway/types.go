@@ -51,6 +51,21 @@ type BerthLeaseStatus struct {
 	Error    string              `json:"error,omitempty"`
 	Services map[string][]string `json:"service_errors,omitempty"`
 	Events   []Event             `json:"events,omitempty"`
+	// Hosts say how each of the lease's hostnames is routed (the hostname
+	// operator's report).
+	Hosts []HostStatus `json:"hosts,omitempty"`
+}
+
+// HostStatus is one hostname of a lease: its phase (Routed: the route is written;
+// Ready: the ingress took it or a request through it reached the service; Unready;
+// Conflict: another lease holds the hostname; Failed: the provider could not route it
+// yet; "" until the operator has seen it) and why.
+type HostStatus struct {
+	Hostname string `json:"hostname"`
+	Service  string `json:"service"`
+	Phase    string `json:"phase"`
+	Ready    bool   `json:"ready"`
+	Message  string `json:"message,omitempty"`
 }
 
 // Event is a Kubernetes event about one of the lease's objects.

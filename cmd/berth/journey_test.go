@@ -141,6 +141,31 @@ func TestTenantJourney(t *testing.T) {
 		t.Fatalf("lease status not ready: %+v", st)
 	}
 
+	// The hostname operator routes both hostnames: an Ingress each, and the lease
+	// status says so (routed: berth dev runs no ingress controller to check them).
+	providerHost := cluster.IngressHost(lease, "web", app.DevIngressDomain)
+	testenv.EventuallyNoError(t, time.Minute, "hostnames routed", func() error {
+		out, err := cli("tenant", "lease", "status", dseq)
+		if err != nil {
+			return err
+		}
+		for _, h := range []string{"web.example.test", providerHost} {
+			if !strings.Contains(out, "host "+h+": routed") {
+				return fmt.Errorf("lease status does not show %s routed:\n%s", h, out)
+			}
+		}
+		return nil
+	})
+	for _, h := range []string{"web.example.test", providerHost} {
+		ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, h, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("Ingress for %s: %v", h, err)
+		}
+		if b := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service; ing.Spec.Rules[0].Host != h || b.Name != "web" || b.Port.Number != 80 {
+			t.Errorf("Ingress %s: host %s, backend %+v", h, ing.Spec.Rules[0].Host, b)
+		}
+	}
+
 	// Logs: a line the (simulated) container writes reaches the tenant.
 	marker := fmt.Sprintf("journey-log-%d", time.Now().UnixNano())
 	logFile := filepath.Join(home, "cluster", "kwok", "containers.log")

@@ -74,6 +74,7 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 		newBankCommand(),
 		newTenantCommand(),
 		newProviderCommand(),
+		newOperatorCommand(),
 		newBenchCommand(log),
 		newVersionCommand(),
 	)

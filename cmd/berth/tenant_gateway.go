@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	api "berth.dev/berth/api/gateway"
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/ledger"
@@ -485,6 +487,17 @@ func printLeaseStatus(s *session, id market.LeaseID, raw []byte) error {
 		}
 		for _, e := range st.Berth.Services[n] {
 			fmt.Fprintf(&b, "    ! %s\n", e)
+		}
+		for _, h := range st.Berth.Hosts {
+			if h.Service != n {
+				continue
+			}
+			phase := cmp.Or(h.Phase, "waiting")
+			fmt.Fprintf(&b, "    host %s: %s", h.Hostname, strings.ToLower(phase))
+			if h.Phase != berthv1.HostRouted && h.Phase != berthv1.HostReady && h.Message != "" {
+				fmt.Fprintf(&b, " (%s)", h.Message)
+			}
+			b.WriteString("\n")
 		}
 	}
 	return writeString(s.out, b.String())

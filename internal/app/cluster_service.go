@@ -67,6 +67,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	if s.monitor, err = kube.NewMonitor(s.cs, owner, log, onStatus); err != nil {
 		return nil, err
 	}
+	s.monitor.WithHosts(s.dc)
 	if s.drift, err = kube.NewDrift(s.cs, s.dc, owner, s.manager.Drifted, log, reg); err != nil {
 		return nil, err
 	}

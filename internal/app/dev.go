@@ -243,6 +243,21 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
 		return err
 	}
+	// The operators, once the provider has installed the CRDs they watch.
+	hostOp, hostOpAddr, err := startDevHostnameOperator(ctx, devHostnameConfig(pc, p.bcast.Address(), n.ChainID(), kubeconfig), log)
+	if err != nil {
+		return err
+	}
+	opCtx, stopOperators := context.WithCancel(ctx)
+	opsDone := make(chan struct{})
+	go func() {
+		defer close(opsDone)
+		superviseOperator(opCtx, "hostname", log, hostOp.Run)
+	}()
+	defer func() {
+		stopOperators()
+		<-opsDone
+	}()
 	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
 	if err != nil {
 		return err
@@ -251,6 +266,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
 		resumed: chainInfo.resumed, denoms: chainInfo.denoms, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
 		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
+		hostnameOperator: hostOpAddr,
 	})
 
 	if err := watch(nil, ""); err != nil {

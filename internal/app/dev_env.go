@@ -337,6 +337,7 @@ type devBanner struct {
 	tenant                       devTenant
 	leases                       []ledger.LeaseResponse
 	manifestTimeout, defaultHome string
+	hostnameOperator             string
 }
 
 func printDevBanner(out io.Writer, d devBanner) {
@@ -370,6 +371,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if d.cfg.ProviderConfig != "" {
 		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
 	}
+	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
 	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
 	coins := slices.Clone(d.tenant.balance)
 	rank := func(denom string) int {

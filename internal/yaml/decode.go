@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Decode reads a YAML document into v (a pointer to a struct) strictly: every mapping
@@ -160,6 +161,14 @@ func decodeStruct(n *Node, v reflect.Value, path string) error {
 
 func decodeScalar(n *Node, v reflect.Value, path string) error {
 	s := n.Value
+	if v.Type() == reflect.TypeFor[time.Duration]() {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return decodeErr(n, path, "%q is not a duration (such as 30s, 5m or 1h30m)", s)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(s)

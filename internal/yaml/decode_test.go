@@ -3,6 +3,7 @@ package yaml
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 type decodeTarget struct {
@@ -14,6 +15,7 @@ type decodeTarget struct {
 	Rates   map[string]string `yaml:"rates"`
 	Inner   *decodeInner      `yaml:"inner"`
 	Keep    string            `yaml:"keep"`
+	Every   time.Duration     `yaml:"every"`
 	private string
 }
 
@@ -38,19 +40,20 @@ rates: {cpu: "0.1", "*": "2"}
 inner:
   items:
     - {key: k, value: -4}
+every: 1m30s
 `), &v)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v.Name != "web" || v.Count != 3 || v.Ratio != 0.5 || !v.On || len(v.Tags) != 2 || v.Rates["*"] != "2" ||
-		v.Inner == nil || v.Inner.Items[0].Value != -4 || v.Keep != "default" || v.private != "" {
+		v.Inner == nil || v.Inner.Items[0].Value != -4 || v.Keep != "default" || v.private != "" || v.Every != 90*time.Second {
 		t.Fatalf("%+v", v)
 	}
 }
 
 func TestDecodeErrors(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
-		{"naem: x", "line 1: naem: unknown key (known here: count, inner, keep, name, on, rates, ratio, tags)"},
+		{"naem: x", "line 1: naem: unknown key (known here: count, every, inner, keep, name, on, rates, ratio, tags)"},
 		{"count: -1", "line 1: count: \"-1\" is not a non-negative whole number"},
 		{"count: 99999999999", "count: \"99999999999\" is not a non-negative whole number that fits (32 bits)"},
 		{"inner:\n  items:\n    - {key: k, value: x}", "line 3: inner.items[0].value: \"x\" is not a whole number"},
@@ -58,6 +61,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"tags: a", "line 1: tags: want a list, got a scalar"},
 		{"name: [a]", "line 1: name: want a single value, got a sequence"},
 		{"on: maybe", "on: \"maybe\" is not true or false"},
+		{"every: 10", "line 1: every: \"10\" is not a duration (such as 30s, 5m or 1h30m)"},
 		{"rates: {a: 1, a: 2}", "line 1: rates.a: listed twice"},
 		{"- a", "(top level): want a mapping"},
 	} {

@@ -1,9 +1,12 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"log/slog"
 	"slices"
 	"sync"
@@ -67,9 +70,22 @@ type LeaseStatus struct {
 	Services []ServiceStatus `json:"services"`
 	// Events are the lease's most recent Kubernetes events, newest last.
 	Events []Event `json:"events,omitempty"`
+	// Hosts are the lease's hostnames as the hostname operator reports them (from
+	// the ProviderHosts' status), by hostname.
+	Hosts []HostStatus `json:"hosts,omitempty"`
 	// Ready: every service has all its replicas available.
 	Ready     bool      `json:"ready"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// HostStatus is how one hostname of a lease is routed.
+type HostStatus struct {
+	Hostname string `json:"hostname"`
+	Service  string `json:"service"`
+	// Phase is the ProviderHost's (Routed, Ready, Unready, Conflict, Failed; "" until
+	// the hostname operator has seen it).
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
 }
 
 // Monitor watches the lease namespaces of its owner (provider and chain) through
@@ -83,6 +99,9 @@ type Monitor struct {
 
 	// The informers' stores, indexed by namespace; they hold views (views.go).
 	deployments, statefulSets, pods, services cache.Indexer
+	// dc, when set, has the monitor watch ProviderHosts too (hosts).
+	dc    dynamic.Interface
+	hosts cache.Indexer
 
 	mu       sync.Mutex
 	statuses map[market.LeaseID]LeaseStatus
@@ -102,6 +121,13 @@ func NewMonitor(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger, 
 	}
 	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{},
 		events: map[market.LeaseID][]Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
+}
+
+// WithHosts has the monitor also watch the leases' ProviderHosts through dc, so that
+// lease statuses report how their hostnames are routed. Call it before Run.
+func (m *Monitor) WithHosts(dc dynamic.Interface) *Monitor {
+	m.dc = dc
+	return m
 }
 
 // Synced is closed once the caches are filled.
@@ -155,6 +181,24 @@ func (m *Monitor) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("monitor: %w", err)
 		}
+		regs = append(regs, reg)
+	}
+	var hostFactory dynamicinformer.DynamicSharedInformerFactory
+	if m.dc != nil {
+		hostFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(m.dc, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+			o.LabelSelector = m.owner.Selector()
+		})
+		inf := hostFactory.ForResource(ProviderHostResource).Informer()
+		if err := inf.SetTransform(func(o any) (any, error) { return newHostView(o, m.owner), nil }); err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+		m.hosts = inf.GetIndexer()
+		reg, err := inf.AddEventHandler(handler)
+		if err != nil {
+			return fmt.Errorf("monitor: %w", err)
+		}
+		hostFactory.Start(ctx.Done())
+		defer hostFactory.Shutdown()
 		regs = append(regs, reg)
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
@@ -243,7 +287,7 @@ func (m *Monitor) touch(o any) {
 }
 
 func sameStatus(a, b LeaseStatus) bool {
-	return a.Ready == b.Ready && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
+	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
 		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
 			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors)
 	})
@@ -270,6 +314,16 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 				s.Errors = append(s.Errors, w.errors...)
 			}
 		}
+	}
+	var hosts []HostStatus
+	if m.hosts != nil {
+
+		for _, o := range byNamespace(m.hosts, ns) {
+			if h, ok := o.(*hostView); ok && h.lease != nil {
+				hosts = append(hosts, h.status)
+			}
+		}
+		slices.SortFunc(hosts, func(a, b HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	}
 	var pods []*podView
 	for _, o := range byNamespace(m.pods, ns) {
@@ -302,7 +356,7 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 			}
 		}
 	}
-	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now()}
+	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts}
 	for _, s := range byName {
 		slices.SortFunc(s.Forwarded, func(a, b ForwardedPort) int { return int(a.Port) - int(b.Port) })
 		out.Services = append(out.Services, *s)

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -35,6 +39,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		localenv.NodeSpec{Name: "mon-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{cluster.LabelGPUModel: "a100"}},
 	)
 	nvidiaRuntimeClass(t, cs)
+	d := newTestDeployer(t, kube) // installs the CRDs the monitor watches
 	updates := make(chan LeaseStatus, 1024)
 	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
 		if s.Lease == monLease {
@@ -44,6 +49,11 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dc, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon.WithHosts(dc)
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -55,7 +65,6 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	defer stop()
 	<-mon.Synced()
 
-	d := newTestDeployer(t, kube)
 	d.settings = Settings{Owner: testOwner, StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"}
 	res, _, err := sdl.Parse([]byte(leaseSDL), sdl.Options{})
 	if err != nil {
@@ -105,6 +114,14 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	// The scheduler's event about the worker shows among the lease's recent events.
 	await("the scheduling event", func(s LeaseStatus) bool {
 		return slices.ContainsFunc(s.Events, func(e Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
+	})
+	// The hostname operator's report on the lease's hostname shows in its status.
+	hosts := dc.Resource(ProviderHostResource).Namespace(LeaseNamespace(monLease))
+	if _, err := hosts.Patch(ctx, "www.example.com", types.MergePatchType, []byte(`{"status":{"phase":"Ready","message":"reached"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	await("the hostname's status", func(s LeaseStatus) bool {
+		return slices.Equal(s.Hosts, []HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
 	})
 	s, _ = mon.Status(monLease)
 	if got, ok := mon.Status(monLease); !ok || !sameStatus(got, s) {

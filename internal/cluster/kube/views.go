@@ -8,6 +8,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"berth.dev/berth/internal/cluster"
@@ -209,3 +210,26 @@ func (v *eventView) DeepCopyObject() runtime.Object {
 	}
 	return &c
 }
+
+// hostView is a ProviderHost as the monitor keeps it: its lease and its status.
+type hostView struct {
+	view
+	status HostStatus
+}
+
+// newHostView reads a ProviderHost from the dynamic informer.
+func newHostView(o any, owner cluster.Owner) any {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o // already a view
+	}
+	m := metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion(), Labels: u.GetLabels()}
+	v := &hostView{view: newView(&m, owner)}
+	v.status.Hostname, _, _ = unstructured.NestedString(u.Object, "spec", "hostname")
+	v.status.Service, _, _ = unstructured.NestedString(u.Object, "spec", "service")
+	v.status.Phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
+	v.status.Message, _, _ = unstructured.NestedString(u.Object, "status", "message")
+	return v
+}
+
+func (v *hostView) DeepCopyObject() runtime.Object { c := *v; return &c }

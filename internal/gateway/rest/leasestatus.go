@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	api "berth.dev/berth/api/gateway"
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/market"
@@ -16,6 +17,9 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 		// The cause stays in the provider's log: it can name the cluster's addresses
 		// and accounts. Why replicas are missing is in service_errors.
 		out.Berth.Error = fmt.Sprintf("the provider has not applied this manifest yet (%d attempts); it keeps trying", dep.Attempts)
+	}
+	for _, h := range st.Hosts {
+		out.Berth.Hosts = append(out.Berth.Hosts, hostStatusOf(h))
 	}
 	for _, e := range st.Events {
 		out.Berth.Events = append(out.Berth.Events, api.Event{Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message})
@@ -65,6 +69,19 @@ func serviceStatusOf(svc *market.Service, ks *kube.ServiceStatus, routes cluster
 		out.Available, out.Total = ks.Available, ks.Total
 		out.Replicas, out.UpdatedReplicas, out.ReadyReplicas, out.AvailableReplicas = ks.Replicas, ks.Updated, ks.Ready, ks.Available
 		out.ObservedGeneration = ks.ObservedGeneration
+	}
+	return out
+}
+
+// hostStatusOf reports a hostname to its tenant. A failure's cause (the API server's
+// words) stays with the operator.
+func hostStatusOf(h kube.HostStatus) api.HostStatus {
+	out := api.HostStatus{Hostname: h.Hostname, Service: h.Service, Phase: h.Phase, Ready: h.Phase == berthv1.HostReady, Message: h.Message}
+	switch h.Phase {
+	case berthv1.HostFailed:
+		out.Message = "the provider could not route this hostname yet; it keeps trying"
+	case "":
+		out.Message = "waiting for the provider's hostname operator"
 	}
 	return out
 }

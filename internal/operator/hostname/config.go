@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/yaml"
 )
 
 // Route kinds the operator writes (Config.Mode).
@@ -222,4 +223,14 @@ func oneOf(s string, of ...string) bool {
 		}
 	}
 	return false
+}
+
+// DecodeConfig reads hostname-operator.yaml's bytes over DefaultConfig: unknown keys
+// and values of the wrong type are errors naming their line.
+func DecodeConfig(b []byte) (Config, error) {
+	c := DefaultConfig()
+	if err := yaml.Decode(b, &c); err != nil {
+		return c, err
+	}
+	return c, nil
 }

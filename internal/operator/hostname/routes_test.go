@@ -46,11 +46,13 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("default config: %v", err)
 	}
 	for name, edit := range map[string]func(*Config){
-		"provider":        func(c *Config) { c.Provider = "" },
-		"mode":            func(c *Config) { c.Mode = "nginx" },
-		"ingress.class":   func(c *Config) { c.Ingress.Class = "Bad Class" },
-		"gateway.name":    func(c *Config) { c.Mode = ModeGateway },
-		"tls.issuer":      func(c *Config) { c.Mode, c.Gateway.Name, c.Gateway.Namespace, c.TLS.Issuer = ModeGateway, "g", "gw", "le" },
+		"provider":      func(c *Config) { c.Provider = "" },
+		"mode":          func(c *Config) { c.Mode = "nginx" },
+		"ingress.class": func(c *Config) { c.Ingress.Class = "Bad Class" },
+		"gateway.name":  func(c *Config) { c.Mode = ModeGateway },
+		"tls.issuer": func(c *Config) {
+			c.Mode, c.Gateway.Name, c.Gateway.Namespace, c.TLS.Issuer = ModeGateway, "g", "gw", "le"
+		},
 		"tls.issuer_kind": func(c *Config) { c.TLS.Issuer, c.TLS.IssuerKind = "le", "Other" },
 		"health.address":  func(c *Config) { c.Health.Mode = HealthProbe },
 		"health.mode":     func(c *Config) { c.Health.Mode = "ping" },

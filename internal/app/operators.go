@@ -1,0 +1,157 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/hostname"
+)
+
+// operatorRESTConfig loads an operator's kubeconfig ("": in-cluster).
+func operatorRESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig: empty, and not running in a cluster: %w", err)
+		}
+		return rc, nil
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return rc, nil
+}
+
+// HostnameOperator is the hostname operator ready to run.
+type HostnameOperator struct {
+	cfg  hostname.Config
+	cs   kubernetes.Interface
+	ctrl *hostname.Controller
+	reg  *prometheus.Registry
+	log  *slog.Logger
+	// started receives the probe listener's address.
+	started func(string)
+}
+
+// NewHostnameOperator checks cfg and connects to the cluster; Run runs it.
+func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*HostnameOperator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("hostname operator: %w", err)
+	}
+	rc, err := operatorRESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 50, 100
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	ctrl, err := hostname.New(cfg, cs, dc, hostname.NewMetrics(reg), log)
+	if err != nil {
+		return nil, err
+	}
+	return &HostnameOperator{cfg: cfg, cs: cs, ctrl: ctrl, reg: reg, log: log, started: started}, nil
+}
+
+// Run runs the operator until ctx ends or it fails (see operator.Run).
+func (o *HostnameOperator) Run(ctx context.Context) error {
+	le := o.cfg.LeaderElection.WithDefaults(hostnameLeaseName(o.cfg))
+	return operator.Run(ctx, o.cs, operator.Options{
+		Name: "hostname", Listen: o.cfg.Listen, LeaderElection: le, Registry: o.reg, Log: o.log, Started: o.started,
+	}, o.ctrl)
+}
+
+// hostnameLeaseName is the Lease of one provider's hostname operator: providers
+// sharing a cluster each elect their own leader.
+func hostnameLeaseName(cfg hostname.Config) string {
+	return "berth-hostname-" + shortHash(cfg.Provider+"/"+cfg.ChainID)
+}
+
+// superviseOperator runs an in-process operator (berth dev) and starts it again
+// after it fails, with a growing pause, until ctx ends; each failure is logged.
+func superviseOperator(ctx context.Context, name string, log *slog.Logger, run func(context.Context) error) {
+	backoff := time.Second
+	for {
+		start := time.Now()
+		err := run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > time.Minute {
+			backoff = time.Second
+		}
+		log.ErrorContext(ctx, "operator stopped; restarting it", slog.String("operator", name), slog.Any("error", err), slog.Duration("in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// shortHash is 10 hex digits of s's SHA-256: a stable, DNS-safe name part.
+func shortHash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:5])
+}
+
+// devHostnameConfig is the hostname operator of berth dev's provider: Ingresses for
+// an nginx class, not checked (the dev cluster runs no ingress controller, and its
+// pods are simulated), leader election in berth-system as on a real cluster.
+func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
+	c := hostname.DefaultConfig()
+	c.Provider, c.ChainID, c.Kubeconfig = provider, chainID, kubeconfig
+	c.Listen = "127.0.0.1:0"
+	c.IngressDomain = pc.Cluster.IngressDomain
+	c.Health.Mode = hostname.HealthNone
+	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	return c
+}
+
+// startDevHostnameOperator builds the dev hostname operator, makes its Lease's
+// namespace, and returns it with the address its probes will listen on.
+func startDevHostnameOperator(ctx context.Context, cfg hostname.Config, log *slog.Logger) (*HostnameOperator, string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.Listen = ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return nil, "", err
+	}
+	op, err := NewHostnameOperator(cfg, log.With(slog.String("component", "hostname-operator")), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
+	if _, err := op.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, "", fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
+	}
+	return op, cfg.Listen, nil
+}
