@@ -26,6 +26,10 @@ dev: build testbin ## run berth dev on its embedded defaults (Ctrl-C stops it)
 testbin: ## build (or reuse) the Kubernetes test binaries
 	@hack/testbin.sh >/dev/null
 
+.PHONY: ingressctl
+ingressctl: ## build (or reuse) the ingress controller the routing tests run (Traefik)
+	@hack/ingress.sh >/dev/null
+
 .PHONY: deps
 deps: ## install missing system packages (redis-server, jq, bc)
 	@hack/deps.sh
@@ -62,5 +66,5 @@ generate-check: generate ## fail if the generated files differ from what is comm
 		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd; exit 1; fi
 
 .PHONY: test
-test: deps testbin fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
-	BERTH_TESTBIN="$$(hack/testbin.sh)" go test $(GO_TEST_FLAGS) ./...
+test: deps testbin ingressctl fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
+	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" go test $(GO_TEST_FLAGS) ./...

@@ -29,7 +29,7 @@ var controlPlaneBinaries = []string{"etcd", "kube-apiserver", "kube-controller-m
 func FindBinaries(ctx context.Context) (string, error) {
 	dir := os.Getenv(BinDirEnv)
 	if dir == "" {
-		script, err := findTestbinScript()
+		script, err := findHackScript("testbin.sh")
 		if err != nil {
 			return "", err
 		}
@@ -56,20 +56,20 @@ func FindBinaries(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-// findTestbinScript walks up from the working directory to the berth source tree.
-func findTestbinScript() (string, error) {
+// findHackScript walks up from the working directory to the berth source tree and
+// returns the path of its script hack/name.
+func findHackScript(name string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("working directory: %w", err)
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		script := filepath.Join(dir, "hack", "testbin.sh")
+		script := filepath.Join(dir, "hack", name)
 		if _, err := os.Stat(script); err == nil {
 			return script, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("%w: %s is not set and no berth source tree (hack/testbin.sh) above %s",
-				ErrMissingDependency, BinDirEnv, wd)
+			return "", fmt.Errorf("%w: no berth source tree (hack/%s) above %s", ErrMissingDependency, name, wd)
 		}
 	}
 }
@@ -79,7 +79,7 @@ func findTestbinScript() (string, error) {
 // to progress, and returns their directory as FindBinaries finds and checks it (so
 // $BERTH_TESTBIN must be unset). It takes about ten minutes the first time.
 func BuildBinaries(ctx context.Context, progress io.Writer) (string, error) {
-	script, err := findTestbinScript()
+	script, err := findHackScript("testbin.sh")
 	if err != nil {
 		return "", err
 	}

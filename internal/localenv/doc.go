@@ -2,7 +2,9 @@
 // machine: a private Kubernetes control plane (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, and kwok simulating nodes and pods), fake
 // nodes with given capacity and GPUs (whose kubelet endpoint serves logs and exec, the
-// commands running on this host), and redis-server. Tests use it through
+// commands running on this host), redis-server, and an ingress controller (Traefik,
+// ingress.go) routing the cluster's Ingresses and Gateway API HTTPRoutes to the
+// addresses in their Services' EndpointSlices. Tests use it through
 // internal/testenv; `berth dev` uses it directly.
 //
 // Everything binds to 127.0.0.1 on free ports and keeps its state in one directory.

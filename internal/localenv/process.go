@@ -41,6 +41,11 @@ type process struct {
 const stopGrace = 10 * time.Second
 
 func startProcess(name, logDir, bin string, args ...string) (*process, error) {
+	return startProcessEnv(name, logDir, bin, nil, args...)
+}
+
+// startProcessEnv is startProcess with env added to this process's environment.
+func startProcessEnv(name, logDir, bin string, env []string, args ...string) (*process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -52,6 +57,9 @@ func startProcess(name, logDir, bin string, args ...string) (*process, error) {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = logDir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

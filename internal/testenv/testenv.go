@@ -1,8 +1,9 @@
 // Package testenv gives tests berth's real dependencies: a Kubernetes control plane
 // shared by all tests of a package (started on first use, stopped by Main), a
-// redis-server per test, and the rule for missing dependencies: skip with a message
-// saying how to install them, except under CI=true, where the test fails. Main also
-// checks that the package leaked no goroutines.
+// redis-server per test, an ingress controller per test (ingress.go), and the rule for
+// missing dependencies: skip with a message saying how to install them, except under
+// CI=true, where the test fails. Main also checks that the package leaked no
+// goroutines.
 package testenv
 
 import (
