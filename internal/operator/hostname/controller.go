@@ -191,6 +191,9 @@ func (c *Controller) checkResources() error {
 	if c.cfg.Mode == ModeGateway {
 		need = append(need, struct{ gv, resource, hint string }{"gateway.networking.k8s.io/v1", "httproutes", "install the Gateway API CRDs (standard channel)"})
 	}
+	if c.cfg.Mode == ModeIngress && c.cfg.Ingress.Annotations == AnnotationsTraefik {
+		need = append(need, struct{ gv, resource, hint string }{"traefik.io/v1alpha1", "middlewares", "install Traefik's CRDs (ingress.annotations: traefik writes Middlewares)"})
+	}
 	for _, n := range need {
 		list, err := c.cs.Discovery().ServerResourcesForGroupVersion(n.gv)
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -395,6 +398,11 @@ func (c *Controller) applyRoute(ctx context.Context, p *berthv1.ProviderHost) (k
 		c.m.observeWrite("apply", err)
 		return "HTTPRoute", out, err
 	}
+	if c.cfg.Ingress.Annotations == AnnotationsTraefik {
+		if err := c.applyMiddlewares(ctx, p); err != nil {
+			return "Ingress", nil, err
+		}
+	}
 	b, err := json.Marshal(c.cfg.buildIngress(p))
 	if err != nil {
 		return "Ingress", nil, err
@@ -402,6 +410,30 @@ func (c *Controller) applyRoute(ctx context.Context, p *berthv1.ProviderHost) (k
 	out, err := c.cs.NetworkingV1().Ingresses(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
 	c.m.observeWrite("apply", err)
 	return "Ingress", out, err
+}
+
+// applyMiddlewares applies the Traefik Middlewares p's options call for and deletes
+// those they no longer do, before the Ingress names them.
+func (c *Controller) applyMiddlewares(ctx context.Context, p *berthv1.ProviderHost) error {
+	mws := c.dc.Resource(MiddlewareResource).Namespace(p.Namespace)
+	for name, u := range traefikMiddlewares(p) {
+		if u == nil {
+			if err := mws.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("delete Middleware %s: %w", name, err)
+			}
+			continue
+		}
+		b, err := json.Marshal(u)
+		if err != nil {
+			return err
+		}
+		_, err = mws.Patch(ctx, name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
+		c.m.observeWrite("apply", err)
+		if err != nil {
+			return fmt.Errorf("apply Middleware %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // deleteRoute deletes one of our routes, that very object (its UID).

@@ -76,8 +76,27 @@ func (p *prober) run(ctx context.Context, targets func() []string) {
 	}
 }
 
-// round probes hosts, at most 8 at once, and forgets hostnames no longer routed.
+// answer is what an ingress said to a probe: its status and the start of its body.
+type answer struct {
+	status int
+	body   string
+}
+
+// unroutedName is a hostname no route has (.invalid is reserved, RFC 2606): what the
+// ingress answers for it is its answer for a hostname it does not route.
+const unroutedName = "berth-probe-unrouted.invalid"
+
+// round probes hosts, at most 8 at once, and forgets hostnames no longer routed. It
+// first asks for a name nothing routes: an answer the same as that one is the
+// ingress's own (a 404 of its default backend), not the service's.
 func (p *prober) round(ctx context.Context, hosts []string) {
+	if len(hosts) == 0 {
+		return
+	}
+	baseline, err := p.ask(ctx, unroutedName)
+	if err != nil {
+		baseline = nil // the ingress does not answer: every probe will say so
+	}
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	for _, h := range hosts {
@@ -85,7 +104,7 @@ func (p *prober) round(ctx context.Context, hosts []string) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			r := p.probe(ctx, h)
+			r := p.probe(ctx, h, baseline)
 			if ctx.Err() != nil {
 				return
 			}
@@ -122,26 +141,41 @@ func probeName(h string) string {
 	return h
 }
 
-// probe asks the ingress for hostname h. Any answer but a gateway error means the
-// route reached the service (a 404 from the application still reached it).
-func (p *prober) probe(ctx context.Context, h string) probeResult {
+// ask sends the ingress a request for host and reads its answer.
+func (p *prober) ask(ctx context.Context, host string) (*answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.cfg.Address+p.cfg.Path, http.NoBody)
 	if err != nil {
-		return probeResult{why: "probe request: " + err.Error()}
+		return nil, err
 	}
-	req.Host = probeName(h)
+	req.Host = host
 	req.Header.Set("User-Agent", "berth-hostname-operator")
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return probeResult{why: fmt.Sprintf("no answer through the ingress at %s: %v", p.cfg.Address, unwrapURLError(err))}
+		return nil, unwrapURLError(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	if err != nil {
+		return nil, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return probeResult{why: fmt.Sprintf("the ingress at %s answered %s: the service does not answer behind it", p.cfg.Address, resp.Status)}
+	return &answer{status: resp.StatusCode, body: string(b)}, nil
+}
+
+// probe asks the ingress for hostname h. An answer that is not a gateway error, and
+// not the ingress's answer for an unknown hostname (baseline), reached the service (a
+// 404 of the application's own still reached it).
+func (p *prober) probe(ctx context.Context, h string, baseline *answer) probeResult {
+	a, err := p.ask(ctx, probeName(h))
+	switch {
+	case err != nil:
+		return probeResult{why: fmt.Sprintf("no answer through the ingress at %s: %v", p.cfg.Address, err)}
+	case a.status == http.StatusBadGateway || a.status == http.StatusServiceUnavailable || a.status == http.StatusGatewayTimeout:
+		return probeResult{why: fmt.Sprintf("the ingress at %s answered %d %s: the service does not answer behind it", p.cfg.Address, a.status, http.StatusText(a.status))}
+	case baseline != nil && *a == *baseline:
+		return probeResult{why: fmt.Sprintf("the ingress at %s answers %d as for a hostname it does not route: the route is not in effect (yet)", p.cfg.Address, a.status)}
 	}
-	return probeResult{ready: true, why: fmt.Sprintf("a request through the ingress at %s reached the service (HTTP %d)", p.cfg.Address, resp.StatusCode)}
+	return probeResult{ready: true, why: fmt.Sprintf("a request through the ingress at %s reached the service (HTTP %d)", p.cfg.Address, a.status)}
 }
 
 // unwrapURLError drops url.Error's "Get \"http://…\":" prefix.

@@ -1,8 +1,11 @@
 package hostname
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -61,8 +64,11 @@ func (c *Config) buildIngress(h *berthv1.ProviderHost) *networkingv1.Ingress {
 	case AnnotationsNginx:
 		maps.Copy(annotations, nginxAnnotations("nginx.ingress.kubernetes.io", h))
 	case AnnotationsTraefik:
-		// Traefik reads no timeouts, body size or retries from Ingress annotations
-		// (they are Middleware resources there); TLS is the one router setting.
+		// Traefik reads no body size or retries from Ingress annotations: they are
+		// its Middlewares, which the router names.
+		if refs := traefikRouterMiddlewares(h, traefikMiddlewares(h)); refs != "" {
+			annotations["traefik.ingress.kubernetes.io/router.middlewares"] = refs
+		}
 		if c.wantsTLS(h) {
 			annotations["traefik.ingress.kubernetes.io/router.tls"] = "true"
 		}
@@ -227,4 +233,53 @@ func nextCases(cases []string) string {
 // ownedBy reports whether a route's labels are owner's.
 func ownedBy(owner cluster.Owner, labels map[string]string) bool {
 	return owner.Owns(labels) && labels[LabelComponent] == componentName
+}
+
+// MiddlewareResource is Traefik's Middleware, through which Traefik applies what
+// ingress-nginx reads from annotations.
+var MiddlewareResource = schema.GroupVersionResource{Group: "traefik.io", Version: "v1alpha1", Resource: "middlewares"}
+
+// traefikMiddlewares are h's Traefik Middlewares by name: a request body limit
+// (max_body_size) and retries on another replica (next_tries; Traefik retries on
+// network errors, as next_cases' default "error timeout"). Traefik has no per-route
+// read or send timeouts (they are the Service's ServersTransport, not the route's).
+// A Middleware the options do not call for is nil: it is deleted.
+func traefikMiddlewares(h *berthv1.ProviderHost) map[string]*unstructured.Unstructured {
+	base := "berth-" + shortName(h.Spec.Hostname)
+	mw := func(suffix string, spec map[string]any) *unstructured.Unstructured {
+		m := routeMeta(h, nil)
+		m.Name = base + "-" + suffix
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware", "spec": spec}}
+		u.SetName(m.Name)
+		u.SetNamespace(m.Namespace)
+		u.SetLabels(m.Labels)
+		u.SetAnnotations(m.Annotations)
+		u.SetOwnerReferences(m.OwnerReferences)
+		return u
+	}
+	out := map[string]*unstructured.Unstructured{base + "-body": nil, base + "-retry": nil}
+	if s := h.Spec.MaxBodySize; s > 0 {
+		out[base+"-body"] = mw("body", map[string]any{"buffering": map[string]any{"maxRequestBodyBytes": s}})
+	}
+	if t := h.Spec.NextTries; t > 1 && !slices.Contains(h.Spec.NextCases, "off") {
+		out[base+"-retry"] = mw("retry", map[string]any{"retry": map[string]any{"attempts": t}})
+	}
+	return out
+}
+
+// traefikRouterMiddlewares is the Ingress annotation naming h's Middlewares.
+func traefikRouterMiddlewares(h *berthv1.ProviderHost, mws map[string]*unstructured.Unstructured) string {
+	var refs []string
+	for _, name := range slices.Sorted(maps.Keys(mws)) {
+		if mws[name] != nil {
+			refs = append(refs, h.Namespace+"-"+name+"@kubernetescrd")
+		}
+	}
+	return strings.Join(refs, ",")
+}
+
+// shortName is 12 hex digits of the hostname's SHA-256: a DNS-safe name part.
+func shortName(h string) string {
+	sum := sha256.Sum256([]byte(h))
+	return hex.EncodeToString(sum[:6])
 }
