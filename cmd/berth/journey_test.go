@@ -156,6 +156,18 @@ func TestTenantJourney(t *testing.T) {
 		}
 		return nil
 	})
+	// The provider's /status counts them.
+	var ps struct {
+		Berth struct {
+			Hostnames map[string]int `json:"hostnames"`
+		} `json:"berth"`
+	}
+	if err := json.Unmarshal([]byte(must("provider", "status", "--from", "provider")), &ps); err != nil {
+		t.Fatal(err)
+	}
+	if ps.Berth.Hostnames["Routed"] != 2 {
+		t.Errorf("/status hostnames %v, want 2 routed", ps.Berth.Hostnames)
+	}
 	for _, h := range []string{"web.example.test", providerHost} {
 		ing, err := cs.NetworkingV1().Ingresses(ns).Get(ctx, h, metav1.GetOptions{})
 		if err != nil {

@@ -265,6 +265,9 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	l := p.ledger.state()
 	s.Berth.Ledger = &l
 	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
+	if h := p.monitor.HostPhases(); len(h) > 0 {
+		s.Berth.Hostnames = h
+	}
 	if b := p.balance.Status(); !b.LastCheck.IsZero() {
 		s.Berth.Balance = &status.Balance{
 			Account: coinStrings(b.Balance), MinBalance: b.MinBalance.String(), Low: b.Low, Earnings: coinStrings(b.Earnings),

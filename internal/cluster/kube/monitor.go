@@ -151,6 +151,20 @@ func (m *Monitor) Counts() (ready, notReady int) {
 	return ready, notReady
 }
 
+// HostPhases counts the leases' hostnames by phase ("pending" before the hostname
+// operator reports one).
+func (m *Monitor) HostPhases() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]int{}
+	for id := range m.statuses {
+		for _, h := range m.statuses[id].Hosts {
+			out[cmp.Or(h.Phase, "pending")]++
+		}
+	}
+	return out
+}
+
 // Status returns a lease's last computed status.
 func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
 	m.mu.Lock()

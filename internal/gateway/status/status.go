@@ -109,6 +109,9 @@ type Berth struct {
 	// ReservationsActive and ReservationsPending count reservations.
 	ReservationsActive  int `json:"reservations_active"`
 	ReservationsPending int `json:"reservations_pending"`
+	// Hostnames counts the leases' hostnames by the hostname operator's phase
+	// (Routed, Ready, Unready, Conflict, Failed; "pending" until it has seen one).
+	Hostnames map[string]int `json:"hostnames,omitempty"`
 	// LeasesReady and LeasesNotReady count leases by readiness.
 	LeasesReady    int `json:"leases_ready"`
 	LeasesNotReady int `json:"leases_not_ready"`

@@ -154,6 +154,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	c.synced.Store(true)
 	defer c.synced.Store(false)
+	c.removeOtherKind(ctx)
 	c.log.InfoContext(ctx, "hostname operator synced", slog.String("mode", c.cfg.Mode), slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID))
 
 	done := make(chan struct{})
@@ -181,6 +182,56 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-done
 	}
 	return nil
+}
+
+// removeOtherKind deletes the routes of ours of the kind the mode does not write
+// (Ingresses in gateway mode, HTTPRoutes in ingress mode): what a switch of mode left.
+// A failure is logged; the next start tries again.
+func (c *Controller) removeOtherKind(ctx context.Context) {
+	sel := metav1.ListOptions{LabelSelector: c.owner.Selector() + "," + LabelComponent + "=" + componentName}
+	del := metav1.DeleteOptions{}
+	var err error
+	var n int
+	if c.cfg.Mode == ModeGateway {
+		var l *networkingv1.IngressList
+		if l, err = c.cs.NetworkingV1().Ingresses(metav1.NamespaceAll).List(ctx, sel); err == nil {
+			for i := range l.Items {
+				if r := &l.Items[i]; ownedBy(c.owner, r.Labels) {
+					del.Preconditions = &metav1.Preconditions{UID: &r.UID}
+					if e := c.cs.NetworkingV1().Ingresses(r.Namespace).Delete(ctx, r.Name, del); e != nil && !apierrors.IsNotFound(e) {
+						err = errors.Join(err, e)
+					} else {
+						n++
+					}
+				}
+			}
+		}
+	} else {
+		var l *unstructured.UnstructuredList
+		l, err = c.dc.Resource(HTTPRouteResource).Namespace(metav1.NamespaceAll).List(ctx, sel)
+		if apierrors.IsNotFound(err) {
+			return // no Gateway API on this cluster: no HTTPRoutes either
+		}
+		if err == nil {
+			for i := range l.Items {
+				if r := &l.Items[i]; ownedBy(c.owner, r.GetLabels()) {
+					uid := r.GetUID()
+					del.Preconditions = &metav1.Preconditions{UID: &uid}
+					if e := c.dc.Resource(HTTPRouteResource).Namespace(r.GetNamespace()).Delete(ctx, r.GetName(), del); e != nil && !apierrors.IsNotFound(e) {
+						err = errors.Join(err, e)
+					} else {
+						n++
+					}
+				}
+			}
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		c.log.WarnContext(ctx, "removing the routes of the other mode", slog.String("mode", c.cfg.Mode), slog.Any("error", err))
+	}
+	if n > 0 {
+		c.log.InfoContext(ctx, "removed the routes of the other mode", slog.String("mode", c.cfg.Mode), slog.Int("routes", n))
+	}
 }
 
 // checkResources fails clearly when a CRD the mode needs is missing.

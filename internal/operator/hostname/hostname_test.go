@@ -641,3 +641,40 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	e.waitIngress(t, ns, before.Name, nil)
 }
+
+// TestModeSwitch: an operator restarted in the other mode replaces its routes: the
+// Ingresses go, HTTPRoutes come (and back).
+func TestModeSwitch(t *testing.T) {
+	prov := testProvider(t)
+	e := newEnv(t)
+	installGatewayAPI(t, e)
+	ns := e.namespace(t)
+	cfg := testConfig(prov)
+	cfg.Health.Mode = HealthNone
+	stop := e.start(t, cfg, ns)
+	h := e.createHost(t, ns, "switch.example.test", "switch.example.test", lease(prov, 70))
+	e.waitIngress(t, ns, h.Name, nil)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	gw := cfg
+	gw.Mode, gw.Gateway = ModeGateway, GatewayConfig{Name: "public", Namespace: "gateways", Annotations: AnnotationsNone}
+	stop = e.start(t, gw, ns)
+	e.waitNoIngress(t, ns, h.Name)
+	routes := e.dc.Resource(HTTPRouteResource).Namespace(ns)
+	testenv.EventuallyNoError(t, 30*time.Second, "HTTPRoute", func() error {
+		_, err := routes.Get(t.Context(), h.Name, metav1.GetOptions{})
+		return err
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.start(t, cfg, ns)
+	e.waitIngress(t, ns, h.Name, nil)
+	testenv.EventuallyNoError(t, 30*time.Second, "HTTPRoute deleted", func() error {
+		if _, err := routes.Get(t.Context(), h.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+}
