@@ -30,6 +30,10 @@ testbin: ## build (or reuse) the Kubernetes test binaries
 ingressctl: ## build (or reuse) the ingress controller the routing tests run (Traefik)
 	@hack/ingress.sh >/dev/null
 
+.PHONY: metallb
+metallb: ## build (or reuse) the load-balancer IP allocator the IP operator tests run (MetalLB's controller)
+	@hack/metallb.sh >/dev/null
+
 .PHONY: deps
 deps: ## install missing system packages (redis-server, jq, bc)
 	@hack/deps.sh
@@ -66,5 +70,5 @@ generate-check: generate ## fail if the generated files differ from what is comm
 		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd; exit 1; fi
 
 .PHONY: test
-test: deps testbin ingressctl fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
-	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" go test $(GO_TEST_FLAGS) ./...
+test: deps testbin ingressctl metallb fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
+	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" go test $(GO_TEST_FLAGS) ./...

@@ -56,6 +56,41 @@ func FindBinaries(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
+// findBuilt returns the directory a hack/ build script fills: $env when set, otherwise
+// the cache directory `hack/script --print` reports for the source tree containing the
+// working directory (without building anything). Each of files (paths relative to the
+// directory) must exist in it; what is missing is an ErrMissingDependency naming the
+// script to run.
+func findBuilt(ctx context.Context, env, script string, files ...string) (string, error) {
+	dir := os.Getenv(env)
+	if dir == "" {
+		path, err := findHackScript(script)
+		if err != nil {
+			return "", err
+		}
+		var stderr bytes.Buffer
+		//nolint:gosec // G204: the script is one of berth's own hack/ scripts found in the source tree
+		cmd := exec.CommandContext(ctx, "bash", path, "--print")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			why := strings.TrimSpace(stderr.String())
+			if why == "" {
+				why = fmt.Sprintf("hack/%s --print: %v; run hack/%s", script, err, script)
+			}
+			return "", fmt.Errorf("%w: %s", ErrMissingDependency, why)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return "", fmt.Errorf("%w: %s not found in %s (%s); run hack/%s",
+				ErrMissingDependency, f, dir, env, script)
+		}
+	}
+	return dir, nil
+}
+
 // findHackScript walks up from the working directory to the berth source tree and
 // returns the path of its script hack/name.
 func findHackScript(name string) (string, error) {

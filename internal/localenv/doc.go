@@ -4,7 +4,9 @@
 // nodes with given capacity and GPUs (whose kubelet endpoint serves logs and exec, the
 // commands running on this host), redis-server, and an ingress controller (Traefik,
 // ingress.go) routing the cluster's Ingresses and Gateway API HTTPRoutes to the
-// addresses in their Services' EndpointSlices. Tests use it through
+// addresses in their Services' EndpointSlices, and MetalLB's controller (metallb.go)
+// giving LoadBalancer Services addresses from IPAddressPools in TEST-NET-1. Tests use
+// it through
 // internal/testenv; `berth dev` uses it directly.
 //
 // Everything binds to 127.0.0.1 on free ports and keeps its state in one directory.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -46,30 +45,8 @@ const (
 // $BERTH_INGRESSCTL when set, otherwise the cache directory hack/ingress.sh reports for
 // the source tree containing the working directory (without building anything).
 func FindIngressController(ctx context.Context) (string, error) {
-	dir := os.Getenv(IngressDirEnv)
-	if dir == "" {
-		script, err := findHackScript("ingress.sh")
-		if err != nil {
-			return "", err
-		}
-		var stderr bytes.Buffer
-		//nolint:gosec // G204: the script is berth's own hack/ingress.sh found in the source tree
-		cmd := exec.CommandContext(ctx, "bash", script, "--print")
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("%w: the ingress controller is not built (%s); run hack/ingress.sh",
-				ErrMissingDependency, strings.TrimSpace(stderr.String()))
-		}
-		dir = strings.TrimSpace(string(out))
-	}
-	for _, f := range []string{"traefik", filepath.Join("crds", "gateway-api"), filepath.Join("crds", "traefik")} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			return "", fmt.Errorf("%w: %s not found in %s (%s); run hack/ingress.sh",
-				ErrMissingDependency, f, dir, IngressDirEnv)
-		}
-	}
-	return dir, nil
+	return findBuilt(ctx, IngressDirEnv, "ingress.sh",
+		"traefik", filepath.Join("crds", "gateway-api"), filepath.Join("crds", "traefik"))
 }
 
 // IngressControllerOptions configures StartIngressController.
@@ -308,7 +285,7 @@ func applyManifestDir(ctx context.Context, dc dynamic.Interface, dir string) ([]
 		}
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("%w: no CRDs in %s; run hack/ingress.sh", ErrMissingDependency, dir)
+		return nil, fmt.Errorf("%w: no CRDs in %s", ErrMissingDependency, dir)
 	}
 	return names, nil
 }

@@ -1,6 +1,7 @@
 // Package testenv gives tests berth's real dependencies: a Kubernetes control plane
 // shared by all tests of a package (started on first use, stopped by Main), a
-// redis-server per test, an ingress controller per test (ingress.go), and the rule for
+// redis-server per test, an ingress controller per test (ingress.go), MetalLB's
+// controller per test (metallb.go), and the rule for
 // missing dependencies: skip with a message saying how to install them, except under
 // CI=true, where the test fails. Main also checks that the package leaked no
 // goroutines.

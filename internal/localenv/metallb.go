@@ -1,0 +1,351 @@
+package localenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// MetalLBDirEnv names the environment variable holding the directory hack/metallb.sh
+// builds: MetalLB's controller and, under crds/, MetalLB's CustomResourceDefinitions.
+// `make test` sets it.
+const MetalLBDirEnv = "BERTH_METALLB"
+
+const (
+	// MetalLBAddressPoolAnnotation on a Service names the IPAddressPool MetalLB takes
+	// its address from.
+	MetalLBAddressPoolAnnotation = "metallb.io/address-pool"
+	// MetalLBAllowSharedIPAnnotation on a Service is its sharing key: Services with the
+	// same key (in any namespace) and no port in common may get the same address.
+	MetalLBAllowSharedIPAnnotation = "metallb.io/allow-shared-ip"
+	// MetalLBAllocatedFromPoolAnnotation is what MetalLB writes on a Service it gave an
+	// address: the name of the pool the address came from.
+	MetalLBAllocatedFromPoolAnnotation = "metallb.io/ip-allocated-from-pool"
+)
+
+// testNet1 is the only range a pool made here may hand out (RFC 5737 TEST-NET-1): the
+// addresses are never announced (no speaker runs) and never contacted.
+var testNet1 = netip.MustParsePrefix("192.0.2.0/24")
+
+var ipAddressPoolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+
+// FindMetalLB returns the directory holding MetalLB's controller: $BERTH_METALLB when
+// set, otherwise the cache directory hack/metallb.sh reports for the source tree
+// containing the working directory (without building anything).
+func FindMetalLB(ctx context.Context) (string, error) {
+	return findBuilt(ctx, MetalLBDirEnv, "metallb.sh", "controller", "crds")
+}
+
+// MetalLBOptions configures StartMetalLB.
+type MetalLBOptions struct {
+	// Kubeconfig is the path of the kubeconfig the controller watches the cluster
+	// with (required). Give one with its certificates inline (WriteFlatKubeconfig).
+	Kubeconfig string
+	// Dir holds the controller's log (required).
+	Dir string
+	// Namespace holds the controller's IPAddressPools (required): it reads pools from
+	// this namespace only. StartMetalLB creates it when missing.
+	Namespace string
+	// LoadBalancerClass, when set, limits the controller to Services whose
+	// spec.loadBalancerClass is this; empty: to Services without a class. Controllers
+	// sharing a cluster must not see the same Services: one that has no pool for a
+	// Service clears the address another gave it.
+	LoadBalancerClass string
+	// BinDir holds what hack/metallb.sh builds; empty: FindMetalLB.
+	BinDir string
+	// StartTimeout bounds the start-up (default 1 minute).
+	StartTimeout time.Duration
+}
+
+// MetalLB is a running MetalLB controller: it gives Services of type LoadBalancer
+// addresses from the IPAddressPools in its namespace, writing them to
+// status.loadBalancer.ingress, and reports each pool's use in the pool's status. No
+// speaker runs: nothing announces the addresses.
+type MetalLB struct {
+	// Namespace holds the controller's IPAddressPools.
+	Namespace string
+	// LoadBalancerClass is the class of the Services it serves; empty: those without.
+	LoadBalancerClass string
+	// MetricsURL is the controller's Prometheus endpoint.
+	MetricsURL string
+	// LogPath is the controller's log file.
+	LogPath string
+
+	dc       dynamic.Interface
+	proc     *process
+	stopOnce sync.Once
+}
+
+// StartMetalLB installs MetalLB's CRDs and the namespace of its pools, starts the
+// controller (metrics on a free loopback port; no webhooks, no certificates, no
+// memberlist secret) and returns once it has loaded its pools, which an empty
+// namespace also is. Addresses appear on Services a moment after the Services and
+// pools do: poll for them. The caller must call Stop.
+func StartMetalLB(ctx context.Context, opts MetalLBOptions) (*MetalLB, error) {
+	if opts.Kubeconfig == "" || opts.Dir == "" || opts.Namespace == "" {
+		return nil, errors.New("metallb: Kubeconfig, Dir and Namespace are required")
+	}
+	if opts.StartTimeout == 0 {
+		opts.StartTimeout = time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	if opts.BinDir == "" {
+		dir, err := FindMetalLB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.BinDir = dir
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("metallb: kubeconfig %s: %w", opts.Kubeconfig, err)
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metallb: client: %w", err)
+	}
+	if err := installMetalLBResources(ctx, dc, opts); err != nil {
+		return nil, err
+	}
+	const attempts = 3
+	for range attempts {
+		var m *MetalLB
+		m, err = startMetalLB(ctx, dc, opts)
+		if err == nil {
+			return m, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func startMetalLB(ctx context.Context, dc dynamic.Interface, opts MetalLBOptions) (*MetalLB, error) {
+	ports, err := FreePorts(ctx, 1)
+	if err != nil {
+		return nil, err
+	}
+	m := &MetalLB{
+		Namespace:         opts.Namespace,
+		LoadBalancerClass: opts.LoadBalancerClass,
+		MetricsURL:        "http://" + hostPort(ports[0]) + "/metrics",
+		dc:                dc,
+	}
+	args := []string{
+		"--namespace=" + opts.Namespace,
+		// hack/metallb.sh makes the metrics server listen on 127.0.0.1.
+		"--port=" + strconv.Itoa(ports[0]),
+		// Out of cluster: no admission webhooks, hence no serving certificates.
+		"--webhook-mode=disabled",
+		"--disable-cert-rotation=true",
+		"--log-level=info",
+	}
+	if opts.LoadBalancerClass != "" {
+		args = append(args, "--lb-class="+opts.LoadBalancerClass)
+	}
+	m.proc, err = startProcessEnv("metallb-controller", opts.Dir, filepath.Join(opts.BinDir, "controller"),
+		// Not in-cluster, whatever this environment says: the kubeconfig's cluster.
+		[]string{"KUBECONFIG=" + opts.Kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}, args...)
+	if err != nil {
+		return nil, err
+	}
+	m.LogPath = m.proc.logPath
+	m.proc.grace = 5 * time.Second
+	client := &http.Client{Timeout: 2 * time.Second}
+	defer client.CloseIdleConnections()
+	// Ready once the pools of its namespace (none is fine) are loaded: the controller
+	// then has its caches and serves Services.
+	if err := waitFor(ctx, "metallb controller config loaded", 50*time.Millisecond, anyExited(m.proc),
+		metricIs(client, m.MetricsURL, "metallb_k8s_client_config_loaded_bool", "1")); err != nil {
+		m.Stop()
+		return nil, err
+	}
+	return m, nil
+}
+
+// metricIs checks that the Prometheus text at url has a sample of metric (without
+// labels) with value want.
+func metricIs(c *http.Client, url, metric, want string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+		if err != nil {
+			return false, err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+		if err != nil {
+			return false, err
+		}
+		for line := range strings.Lines(string(b)) {
+			if name, value, ok := strings.Cut(strings.TrimSpace(line), " "); ok && name == metric {
+				return value == want, nil
+			}
+		}
+		return false, nil
+	}
+}
+
+// Err is nil while the controller runs and says how it ended once it exited by itself.
+func (m *MetalLB) Err() error {
+	if dead, err := m.proc.exited(); dead && !m.proc.stopping.Load() {
+		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.LogPath, m.proc.tail(4000))
+	}
+	return nil
+}
+
+// Stop ends the controller and waits for it. It is idempotent. The CRDs and pools stay.
+func (m *MetalLB) Stop() {
+	m.stopOnce.Do(func() {
+		if m.proc != nil {
+			m.proc.stop()
+		}
+	})
+}
+
+// IPAddressPool is a MetalLB IPAddressPool in the controller's namespace.
+type IPAddressPool struct {
+	// Name of the pool (required).
+	Name string
+	// Addresses are CIDRs ("192.0.2.0/28") or ranges ("192.0.2.1-192.0.2.5"), every
+	// one inside TEST-NET-1, 192.0.2.0/24 (at least one is required).
+	Addresses []string
+	// Manual sets spec.autoAssign false: only Services naming the pool
+	// (MetalLBAddressPoolAnnotation) get its addresses.
+	Manual bool
+	// AvoidBuggyIPs sets spec.avoidBuggyIPs: MetalLB never hands out addresses ending
+	// in .0 or .255.
+	AvoidBuggyIPs bool
+}
+
+// IPAddressPoolStatus is what the controller reports in an IPAddressPool's status.
+type IPAddressPoolStatus struct {
+	AssignedIPv4, AvailableIPv4, AssignedIPv6, AvailableIPv6 int64
+}
+
+// ApplyPool creates or replaces (server-side apply) the pool in the controller's
+// namespace. Addresses outside TEST-NET-1 are refused.
+func (m *MetalLB) ApplyPool(ctx context.Context, p IPAddressPool) error {
+	if p.Name == "" || len(p.Addresses) == 0 {
+		return errors.New("metallb pool: Name and Addresses are required")
+	}
+	addrs := make([]any, 0, len(p.Addresses))
+	for _, a := range p.Addresses {
+		if err := inTestNet1(a); err != nil {
+			return fmt.Errorf("metallb pool %s: %w", p.Name, err)
+		}
+		addrs = append(addrs, a)
+	}
+	pool := map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"name": p.Name, "namespace": m.Namespace},
+		"spec": map[string]any{
+			"addresses":     addrs,
+			"autoAssign":    !p.Manual,
+			"avoidBuggyIPs": p.AvoidBuggyIPs,
+		},
+	}
+	return applyNamespaced(ctx, m.dc, ipAddressPoolGVR, m.Namespace, pool)
+}
+
+// DeletePool deletes the pool; a pool that does not exist is not an error.
+func (m *MetalLB) DeletePool(ctx context.Context, name string) error {
+	err := m.dc.Resource(ipAddressPoolGVR).Namespace(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete IPAddressPool %s/%s: %w", m.Namespace, name, err)
+	}
+	return nil
+}
+
+// PoolStatus reads the pool's status as the controller last wrote it (zero before it
+// has).
+func (m *MetalLB) PoolStatus(ctx context.Context, name string) (IPAddressPoolStatus, error) {
+	u, err := m.dc.Resource(ipAddressPoolGVR).Namespace(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return IPAddressPoolStatus{}, fmt.Errorf("get IPAddressPool %s/%s: %w", m.Namespace, name, err)
+	}
+	field := func(f string) int64 {
+		v, _, _ := unstructured.NestedInt64(u.Object, "status", f)
+		return v
+	}
+	return IPAddressPoolStatus{
+		AssignedIPv4: field("assignedIPv4"), AvailableIPv4: field("availableIPv4"),
+		AssignedIPv6: field("assignedIPv6"), AvailableIPv6: field("availableIPv6"),
+	}, nil
+}
+
+// inTestNet1 checks that a MetalLB address entry (CIDR or from-to range) lies inside
+// TEST-NET-1.
+func inTestNet1(entry string) error {
+	if from, to, ok := strings.Cut(entry, "-"); ok {
+		for _, s := range []string{from, to} {
+			a, err := netip.ParseAddr(strings.TrimSpace(s))
+			if err != nil || !testNet1.Contains(a) {
+				return fmt.Errorf("address range %q is not inside %s", entry, testNet1)
+			}
+		}
+		return nil
+	}
+	p, err := netip.ParsePrefix(entry)
+	if err != nil || !p.Addr().Is4() || p.Bits() < testNet1.Bits() || !testNet1.Contains(p.Addr()) {
+		return fmt.Errorf("address %q is not a CIDR inside %s", entry, testNet1)
+	}
+	return nil
+}
+
+var namespaceGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+// installMetalLBResources applies MetalLB's CRDs and the namespace of its pools.
+func installMetalLBResources(ctx context.Context, dc dynamic.Interface, opts MetalLBOptions) error {
+	crds, err := applyManifestDir(ctx, dc, filepath.Join(opts.BinDir, "crds"))
+	if err != nil {
+		return err
+	}
+	for _, name := range crds {
+		if err := waitCRDEstablished(ctx, dc, name); err != nil {
+			return err
+		}
+	}
+	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": opts.Namespace}}
+	return applyObject(ctx, dc, namespaceGVR, ns)
+}
+
+// applyNamespaced server-side applies obj, a namespaced object, in ns.
+func applyNamespaced(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj map[string]any) error {
+	u := &unstructured.Unstructured{Object: obj}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	force := true
+	if _, err := dc.Resource(gvr).Namespace(ns).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: ingressFieldManager, Force: &force}); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), ns, u.GetName(), err)
+	}
+	return nil
+}
