@@ -13,7 +13,9 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +75,7 @@ type nodeServerConfig struct {
 const execStreamTimeout = 30 * time.Second
 
 func startNodeServer(ctx context.Context, cfg nodeServerConfig) (*nodeServer, error) {
+	defaultHangUpForCommands()
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(cfg.caPEM) {
 		return nil, errors.New("node server: no CA certificate")
@@ -273,6 +276,23 @@ func (s *nodeServer) exec(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = conn.Close()
 	readers.Wait()
+}
+
+// hangUpOnce makes exec'd commands start with SIGHUP's default action.
+var hangUpOnce sync.Once
+
+// defaultHangUpForCommands: started under nohup (SIGHUP ignored), this process would
+// pass the ignored SIGHUP on to every command it runs, and a shell cannot trap or
+// reset a signal ignored when it started: the end of a terminal session's stdin would
+// not hang the command up, and the session would never end. Go gives exec'd processes
+// the default action of the signals it handles, so it handles SIGHUP (and, as before,
+// does nothing with it). Without nohup nothing changes: a hang-up still ends berth.
+func defaultHangUpForCommands() {
+	hangUpOnce.Do(func() {
+		if signal.Ignored(syscall.SIGHUP) {
+			signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+		}
+	})
 }
 
 // command is argv to run in the exec directory, in its own process group, killed

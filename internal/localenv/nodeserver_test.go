@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -360,4 +362,26 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestTerminalHangUpUnderNohup: started with SIGHUP ignored (nohup, as a CI job may
+// be), the node server still hangs a terminal session's command up at the end of its
+// stdin. It runs the hang-up subtest in a copy of this test binary that inherits an
+// ignored SIGHUP; without the fix the command never ends and the copy is killed.
+func TestTerminalHangUpUnderNohup(t *testing.T) {
+	if os.Getenv("BERTH_TEST_NOHUP_CHILD") != "" {
+		t.Skip("the copy runs TestNodeServer only")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, "sh", "-c", `trap '' HUP; exec "$@"`, "sh", os.Args[0],
+		"-test.run", "^TestNodeServer$/^the_end_of_stdin_hangs_the_terminal_up$", "-test.count", "1", "-test.v")
+	cmd.Env = append(os.Environ(), "BERTH_TEST_NOHUP_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("the hang-up subtest did not end within 90 s with SIGHUP ignored:\n%s", out)
+	}
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestNodeServer/the_end_of_stdin_hangs_the_terminal_up") {
+		t.Fatalf("with SIGHUP ignored: %v\n%s", err, out)
+	}
 }
