@@ -209,11 +209,26 @@ type ProviderLeasedIPSpec struct {
 	Protocol string `json:"protocol"`
 }
 
+// ProviderLeasedIP phases, set by the IP operator.
+const (
+	// LeasedIPAssigned: MetalLB gave the port's Service an address (status.ip).
+	LeasedIPAssigned = "Assigned"
+	// LeasedIPPending: no address yet; the message says why (MetalLB's refusal, such
+	// as an exhausted pool, or that it has not answered yet).
+	LeasedIPPending = "Pending"
+	// LeasedIPFailed: the Service could not be written; the operator keeps trying.
+	LeasedIPFailed = "Failed"
+)
+
 // ProviderLeasedIPStatus is the IP operator's report.
 type ProviderLeasedIPStatus struct {
 	// IP is the address assigned.
-	IP         string             `json:"ip,omitempty"`
-	Phase      string             `json:"phase,omitempty"`
+	IP string `json:"ip,omitempty"`
+	// Phase is Assigned, Pending or Failed.
+	Phase string `json:"phase,omitempty"`
+	// Service names the LoadBalancer Service of the port.
+	// +optional
+	ServiceName string             `json:"serviceName,omitempty"`
 	Message    string             `json:"message,omitempty"`
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }

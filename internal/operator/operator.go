@@ -107,6 +107,8 @@ type Options struct {
 	Log      *slog.Logger
 	// Started, when set, is called with the probe listener's address once it listens.
 	Started func(addr string)
+	// Handlers are more GET routes of the operator's own (path → handler) on Listen.
+	Handlers map[string]http.Handler
 }
 
 // Run serves the probes and metrics, waits to lead (unless leader election is
@@ -283,5 +285,8 @@ func probeMux(o Options, c Controller, leading *atomic.Bool, healthz *leaderelec
 		_, _ = fmt.Fprintln(w, "ok: leading")
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	for path, h := range o.Handlers {
+		mux.Handle("GET "+path, h)
+	}
 	return mux
 }

@@ -1,0 +1,87 @@
+package ip
+
+import (
+	"fmt"
+	"net"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/yaml"
+)
+
+// Config is the IP operator's configuration (ip-operator.yaml).
+type Config struct {
+	// Provider and ChainID are whose ProviderLeasedIPs this operator serves.
+	Provider string `yaml:"provider"`
+	ChainID  string `yaml:"chain_id"`
+	// Kubeconfig is the cluster's ("": in-cluster).
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Listen is the address of /healthz, /readyz, /metrics and /usage ("": none).
+	Listen         string                  `yaml:"listen"`
+	LeaderElection operator.LeaderElection `yaml:"leader_election"`
+	// Pool is the MetalLB IPAddressPool leased IPs come from (the metallb.io/address-pool
+	// annotation; "": MetalLB's auto-assigned pools).
+	Pool string `yaml:"pool"`
+	// MetalLBNamespace is where MetalLB's IPAddressPools are (default metallb-system).
+	MetalLBNamespace string `yaml:"metallb_namespace"`
+	// LoadBalancerClass, when set, is the Services' spec.loadBalancerClass (MetalLB
+	// started with --lb-class serves only that class).
+	LoadBalancerClass string `yaml:"load_balancer_class"`
+	// Workers is how many leased IPs are reconciled at once (default 4).
+	Workers int `yaml:"workers"`
+	// Resync is how often everything is reconciled again (default 10m).
+	Resync time.Duration `yaml:"resync"`
+}
+
+// DefaultConfig is the configuration a file's keys are read over.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8086", MetalLBNamespace: "metallb-system", Workers: 4, Resync: 10 * time.Minute}
+}
+
+// DecodeConfig reads ip-operator.yaml's bytes over DefaultConfig.
+func DecodeConfig(b []byte) (Config, error) {
+	c := DefaultConfig()
+	if err := yaml.Decode(b, &c); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// Owner is whose ProviderLeasedIPs the operator serves.
+func (c *Config) Owner() cluster.Owner {
+	return cluster.Owner{Provider: c.Provider, ChainID: c.ChainID}
+}
+
+// Validate checks every setting and names the one that is wrong.
+func (c *Config) Validate() error {
+	if err := c.Owner().Validate(); err != nil {
+		return fmt.Errorf("provider/chain_id: %w", err)
+	}
+	if err := c.LeaderElection.WithDefaults("x").Validate(); err != nil {
+		return err
+	}
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			return fmt.Errorf("listen %q: %w", c.Listen, err)
+		}
+	}
+	if c.Pool != "" && len(validation.IsDNS1123Subdomain(c.Pool)) > 0 {
+		return fmt.Errorf("pool %q is not a valid IPAddressPool name", c.Pool)
+	}
+	if len(validation.IsDNS1123Label(c.MetalLBNamespace)) > 0 {
+		return fmt.Errorf("metallb_namespace %q is not a valid namespace", c.MetalLBNamespace)
+	}
+	if l := c.LoadBalancerClass; l != "" && len(validation.IsQualifiedName(l)) > 0 {
+		return fmt.Errorf("load_balancer_class %q is not a valid class name", l)
+	}
+	if c.Workers < 1 || c.Workers > 64 {
+		return fmt.Errorf("workers %d: want 1 to 64", c.Workers)
+	}
+	if c.Resync < time.Minute {
+		return fmt.Errorf("resync %s: want at least 1m", c.Resync)
+	}
+	return nil
+}

@@ -1,0 +1,408 @@
+package ip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+)
+
+// PoolResource is MetalLB's IPAddressPool.
+var PoolResource = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+
+// ConditionAssigned is the ProviderLeasedIP condition: MetalLB assigned an address.
+const ConditionAssigned = "Assigned"
+
+// reasonAllocationFailed is the reason of MetalLB's events when it cannot give a
+// Service an address (an exhausted or unknown pool, a port clash on a shared address).
+const reasonAllocationFailed = "AllocationFailed"
+
+const (
+	indexSharingKey = "sharing-key"
+	indexInvolved   = "involved"
+)
+
+// Controller reconciles ProviderLeasedIPs, one at a time.
+type Controller struct {
+	cfg   Config
+	owner cluster.Owner
+	cs    kubernetes.Interface
+	dc    dynamic.Interface
+	log   *slog.Logger
+	m     *Metrics
+
+	leased, services, events, pools cache.SharedIndexInformer
+	queue                           workqueue.TypedRateLimitingInterface[string]
+	synced                          atomic.Bool
+}
+
+// New checks cfg and builds the controller; Run starts it.
+func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m}
+	m.usage = c.Usage
+	return c, nil
+}
+
+// Ready reports whether the caches are synced.
+func (c *Controller) Ready() error {
+	if !c.synced.Load() {
+		return errors.New("the caches of ProviderLeasedIPs, Services and pools are not synced yet")
+	}
+	return nil
+}
+
+// Run reconciles until ctx ends; it fails at once without the ProviderLeasedIP CRD or
+// MetalLB's IPAddressPool CRD.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := c.checkResources(); err != nil {
+		return err
+	}
+	c.synced.Store(false)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "leased-ip"})
+	defer c.queue.ShutDown()
+
+	owned := func(o *metav1.ListOptions) { o.LabelSelector = c.owner.Selector() }
+	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, owned)
+	c.leased = df.ForResource(kube.ProviderLeasedIPResource).Informer()
+	if err := c.leased.SetTransform(toLeasedIP); err != nil {
+		return err
+	}
+	pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, c.cfg.MetalLBNamespace, nil)
+	c.pools = pf.ForResource(PoolResource).Informer()
+	sf := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.LabelSelector = c.owner.Selector() + "," + LabelComponent + "=" + componentName
+	}))
+	c.services = sf.Core().V1().Services().Informer()
+	ef := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=" + reasonAllocationFailed + ",involvedObject.kind=Service"
+	}))
+	c.events = ef.Core().V1().Events().Informer()
+	defer func() {
+		for _, f := range []interface{ Shutdown() }{df, pf, sf, ef} {
+			f.Shutdown()
+		}
+	}()
+	if err := c.services.AddIndexers(cache.Indexers{indexSharingKey: func(obj any) ([]string, error) {
+		if s, ok := obj.(*corev1.Service); ok && s.Annotations[AnnotationSharedIP] != "" {
+			return []string{s.Annotations[AnnotationSharedIP]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	if err := c.events.AddIndexers(cache.Indexers{indexInvolved: func(obj any) ([]string, error) {
+		if e, ok := obj.(*corev1.Event); ok {
+			return []string{e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	handlers := []struct {
+		inf cache.SharedIndexInformer
+		key func(any) string
+	}{
+		{c.leased, func(o any) string {
+			if p, ok := o.(*berthv1.ProviderLeasedIP); ok {
+				return p.Namespace + "/" + p.Name
+			}
+			return ""
+		}},
+		{c.services, func(o any) string {
+			if s, ok := o.(*corev1.Service); ok && s.Annotations[AnnotationLeasedIP] != "" {
+				return s.Namespace + "/" + s.Annotations[AnnotationLeasedIP]
+			}
+			return ""
+		}},
+		{c.events, func(o any) string {
+			e, ok := o.(*corev1.Event)
+			if !ok {
+				return ""
+			}
+			obj, exists, _ := c.services.GetIndexer().GetByKey(e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name)
+			if s, isSvc := obj.(*corev1.Service); exists && isSvc && s.Annotations[AnnotationLeasedIP] != "" {
+				return s.Namespace + "/" + s.Annotations[AnnotationLeasedIP]
+			}
+			return ""
+		}},
+	}
+	for _, h := range handlers {
+		if _, err := h.inf.AddEventHandler(c.handler(h.key)); err != nil {
+			return err
+		}
+	}
+	for _, f := range []interface{ Start(<-chan struct{}) }{df, pf, sf, ef} {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.leased.HasSynced, c.services.HasSynced, c.events.HasSynced, c.pools.HasSynced) {
+		return nil // ctx ended
+	}
+	c.synced.Store(true)
+	defer c.synced.Store(false)
+	c.log.InfoContext(ctx, "IP operator synced", slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID), slog.String("pool", c.cfg.Pool))
+	done := make(chan struct{})
+	for range c.cfg.Workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for c.next(ctx) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	for range c.cfg.Workers {
+		<-done
+	}
+	return nil
+}
+
+// checkResources fails clearly when a CRD the operator needs is missing.
+func (c *Controller) checkResources() error {
+	for _, n := range []struct{ gv, resource, hint string }{
+		{berthv1.GroupVersion.String(), "providerleasedips", "install berth's CRDs (config/crd)"},
+		{PoolResource.GroupVersion().String(), PoolResource.Resource, "install MetalLB (its CRDs and controller)"},
+	} {
+		list, err := c.cs.Discovery().ServerResourcesForGroupVersion(n.gv)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discover %s: %w", n.gv, err)
+		}
+		if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == n.resource }) {
+			return fmt.Errorf("the cluster does not serve %s %s: %s", n.gv, n.resource, n.hint)
+		}
+	}
+	return nil
+}
+
+// toLeasedIP stores ProviderLeasedIPs typed.
+func toLeasedIP(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return asLeasedIP(u)
+	}
+	return obj, nil
+}
+
+func asLeasedIP(u *unstructured.Unstructured) (*berthv1.ProviderLeasedIP, error) {
+	p := &berthv1.ProviderLeasedIP{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, fmt.Errorf("ProviderLeasedIP %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return p, nil
+}
+
+func (c *Controller) handler(key func(any) string) cache.ResourceEventHandler {
+	add := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if k := key(obj); k != "" {
+			c.queue.Add(k)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, o any) { add(o) }, DeleteFunc: add}
+}
+
+func (c *Controller) next(ctx context.Context) bool {
+	k, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(k)
+	start := time.Now()
+	err := c.sync(ctx, k)
+	c.m.observeSync(err, time.Since(start))
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.WarnContext(ctx, "leased IP sync failed; retrying", slog.String("leased_ip", k), slog.Any("error", err))
+		}
+		c.queue.AddRateLimited(k)
+		return true
+	}
+	c.queue.Forget(k)
+	return true
+}
+
+// sync converges one ProviderLeasedIP (key ns/name): its Service exists as it should
+// (or is deleted with it), and its status reports the address or why there is none.
+func (c *Controller) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil //nolint:nilerr // a malformed key cannot be retried into shape
+	}
+	obj, exists, _ := c.leased.GetIndexer().GetByKey(key)
+	p, _ := obj.(*berthv1.ProviderLeasedIP)
+	if !exists || p == nil || p.DeletionTimestamp != nil || !c.owner.Owns(p.Labels) {
+		return c.deleteService(ctx, ns, serviceName(name))
+	}
+	st := berthv1.ProviderLeasedIPStatus{ServiceName: serviceName(p.Name), Conditions: slices.Clone(p.Status.Conditions)}
+	svc, err := c.applyService(ctx, p)
+	switch {
+	case err != nil:
+		st.Phase, st.Message = berthv1.LeasedIPFailed, fmt.Sprintf("could not write Service %s: %v", st.ServiceName, err)
+		c.setCondition(&st, p, metav1.ConditionFalse, "WriteFailed", st.Message)
+	case assignedIP(svc) != "":
+		st.IP, st.Phase = assignedIP(svc), berthv1.LeasedIPAssigned
+		st.Message = fmt.Sprintf("MetalLB assigned %s to Service %s", st.IP, svc.Name)
+		c.setCondition(&st, p, metav1.ConditionTrue, "Assigned", st.Message)
+	default:
+		st.Phase = berthv1.LeasedIPPending
+		if e := c.lastFailure(svc); e != nil {
+			st.Message = "MetalLB cannot assign an address: " + e.Message
+			c.setCondition(&st, p, metav1.ConditionFalse, reasonAllocationFailed, st.Message)
+		} else {
+			st.Message = "waiting for MetalLB to assign an address to Service " + svc.Name
+			c.setCondition(&st, p, metav1.ConditionFalse, "Waiting", st.Message)
+		}
+	}
+	werr := c.writeStatus(ctx, p, st)
+	return errors.Join(err, werr)
+}
+
+func (c *Controller) setCondition(st *berthv1.ProviderLeasedIPStatus, p *berthv1.ProviderLeasedIP, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionAssigned, Status: status, Reason: reason, Message: msg, ObservedGeneration: p.Generation})
+}
+
+// lastFailure is MetalLB's newest AllocationFailed event about this very Service.
+func (c *Controller) lastFailure(svc *corev1.Service) *corev1.Event {
+	objs, _ := c.events.GetIndexer().ByIndex(indexInvolved, svc.Namespace+"/"+svc.Name)
+	var last *corev1.Event
+	for _, o := range objs {
+		e, ok := o.(*corev1.Event)
+		if !ok || e.InvolvedObject.UID != svc.UID {
+			continue
+		}
+		if last == nil || eventTime(e).After(eventTime(last)) {
+			last = e
+		}
+	}
+	return last
+}
+
+func eventTime(e *corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	}
+	return e.CreationTimestamp.Time
+}
+
+// applyService server-side applies p's Service. Its address is pinned once known: its
+// own, or, for a new Service, the one another Service of the same tenant and endpoint
+// holds (a migrated endpoint keeps its address).
+func (c *Controller) applyService(ctx context.Context, p *berthv1.ProviderLeasedIP) (*corev1.Service, error) {
+	key := SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name)
+	request := ""
+	if obj, ok, _ := c.services.GetIndexer().GetByKey(p.Namespace + "/" + serviceName(p.Name)); ok {
+		if s, isSvc := obj.(*corev1.Service); isSvc {
+			request = assignedIP(s)
+		}
+	}
+	if request == "" {
+		siblings, _ := c.services.GetIndexer().ByIndex(indexSharingKey, key)
+		for _, o := range siblings {
+			if s, ok := o.(*corev1.Service); ok && s.DeletionTimestamp == nil && assignedIP(s) != "" {
+				request = assignedIP(s)
+				break
+			}
+		}
+	}
+	b, err := json.Marshal(c.cfg.buildService(p, c.owner, request))
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.cs.CoreV1().Services(p.Namespace).Patch(ctx, serviceName(p.Name), types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
+	c.m.observeWrite("apply", err)
+	return out, err
+}
+
+// deleteService deletes our Service of a ProviderLeasedIP that is gone; its address
+// goes back to the pool.
+func (c *Controller) deleteService(ctx context.Context, ns, name string) error {
+	obj, ok, _ := c.services.GetIndexer().GetByKey(ns + "/" + name)
+	s, isSvc := obj.(*corev1.Service)
+	if !ok || !isSvc || !c.owner.Owns(s.Labels) || s.Labels[LabelComponent] != componentName {
+		return nil
+	}
+	err := c.cs.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		err = nil
+	}
+	c.m.observeWrite("delete", err)
+	if err != nil {
+		return fmt.Errorf("delete Service %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+func sameStatus(a, b berthv1.ProviderLeasedIPStatus) bool {
+	if a.IP != b.IP || a.Phase != b.Phase || a.Message != b.Message || a.ServiceName != b.ServiceName || len(a.Conditions) != len(b.Conditions) {
+		return false
+	}
+	for i := range a.Conditions {
+		x, y := a.Conditions[i], b.Conditions[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+// writeStatus applies st to p's status subresource when it changed.
+func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderLeasedIP, st berthv1.ProviderLeasedIPStatus) error {
+	if sameStatus(p.Status, st) {
+		return nil
+	}
+	b, err := json.Marshal(map[string]any{
+		"apiVersion": berthv1.GroupVersion.String(), "kind": "ProviderLeasedIP",
+		"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace, "uid": string(p.UID)},
+		"status":   st,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.dc.Resource(kube.ProviderLeasedIPResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b,
+		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("status of ProviderLeasedIP %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}

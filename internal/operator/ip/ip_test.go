@@ -1,0 +1,299 @@
+package ip
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+const testChain = "berth-test-1"
+
+// env is one test's cluster, with berth's CRDs and a MetalLB controller of its own
+// (its own load-balancer class, so that controllers of other tests leave its
+// Services alone) serving pool, a block of TEST-NET-1 (never contacted).
+type env struct {
+	k     *testenv.Kube
+	cs    kubernetes.Interface
+	dc    dynamic.Interface
+	lb    *localenv.MetalLB
+	owner cluster.Owner
+	cfg   Config
+}
+
+var crdsOnce sync.Once
+
+func newEnv(t *testing.T, pool localenv.IPAddressPool) *env {
+	t.Helper()
+	k := testenv.Cluster(t)
+	cs := k.Clientset(t)
+	dc, err := dynamic.NewForConfig(k.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdsOnce.Do(func() {
+		if err := kube.InstallCRDs(t.Context(), dc); err != nil {
+			t.Fatal(err)
+		}
+	})
+	sum := sha256.Sum256([]byte(t.Name()))
+	class := fmt.Sprintf("berth.dev/test-%x", sum[:4])
+	lb := k.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: class})
+	testenv.IPAddressPool(t, lb, pool)
+	owner := cluster.Owner{Provider: fmt.Sprintf("akash1ip%x", sum[:8]), ChainID: testChain}
+	cfg := DefaultConfig()
+	cfg.Provider, cfg.ChainID, cfg.Listen = owner.Provider, owner.ChainID, ""
+	cfg.LeaderElection.Disabled = true
+	cfg.Pool, cfg.MetalLBNamespace, cfg.LoadBalancerClass = pool.Name, lb.Namespace, class
+	return &env{k: k, cs: cs, dc: dc, lb: lb, owner: owner, cfg: cfg}
+}
+
+// start runs the operator until the test ends; stop ends it early.
+func (e *env) start(t *testing.T, cfg Config) (c *Controller, stop func() error) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	c, err := New(cfg, e.cs, e.dc, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	addr := make(chan string, 1)
+	go func() {
+		done <- operator.Run(ctx, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection, Registry: reg,
+			Handlers: map[string]http.Handler{"/usage": c.UsageHandler()}, Started: func(a string) { addr <- a }}, c)
+	}()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() { cancel(); runErr = <-done })
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := stop(); err != nil {
+			t.Errorf("operator: %v", err)
+		}
+	})
+	select {
+	case a := <-addr:
+		usageURL.Store(t.Name(), "http://"+a+"/usage")
+	case err := <-done:
+		t.Fatalf("operator: %v", err)
+	}
+	return c, stop
+}
+
+var usageURL sync.Map
+
+// createLeasedIP creates a ProviderLeasedIP as the cluster service writes it.
+func (e *env) createLeasedIP(t *testing.T, ns, name string, id market.LeaseID, endpoint, service string, port int32, proto string) {
+	t.Helper()
+	labels := cluster.LeaseLabels(id, e.owner.ChainID)
+	labels["berth.dev/service"] = service
+	p := &berthv1.ProviderLeasedIP{
+		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1.GroupVersion.String(), Kind: "ProviderLeasedIP"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: berthv1.ProviderLeasedIPSpec{
+			Lease: berthv1.LeaseRef{Owner: id.Owner, DSeq: fmt.Sprint(id.DSeq), GSeq: int64(id.GSeq), OSeq: int64(id.OSeq), Provider: id.Provider},
+			Name:  endpoint, Service: service, Port: port, ExternalPort: port, Protocol: proto,
+		},
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(u, "status")
+	if _, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) leased(t *testing.T, ns, name string) (*berthv1.ProviderLeasedIP, error) {
+	t.Helper()
+	u, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return asLeasedIP(u)
+}
+
+// waitAssigned waits until the ProviderLeasedIP has its address.
+func (e *env) waitAssigned(t *testing.T, ns, name string) *berthv1.ProviderLeasedIP {
+	const phase = berthv1.LeasedIPAssigned
+	t.Helper()
+	var p *berthv1.ProviderLeasedIP
+	testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("ProviderLeasedIP %s/%s %s", ns, name, phase), func() error {
+		var err error
+		if p, err = e.leased(t, ns, name); err != nil {
+			return err
+		}
+		if p.Status.Phase != phase {
+			return fmt.Errorf("phase %q (%s)", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+	return p
+}
+
+func lease(provider string, dseq uint64) market.LeaseID {
+	return market.LeaseID{Owner: "akash1tenanta", DSeq: dseq, GSeq: 1, OSeq: 1, Provider: provider}
+}
+
+// TestLeasedIPLifecycle: a tenant's ports on one SDL IP endpoint, in two of its
+// deployments, share one address; another endpoint and another tenant get their own;
+// a pool with no address left is reported on the ProviderLeasedIP with MetalLB's
+// words; a closed lease's Service goes and its address serves the waiting port; the
+// usage endpoint lists it all; a Service deleted by hand comes back with its address.
+func TestLeasedIPLifecycle(t *testing.T) {
+	e := newEnv(t, localenv.IPAddressPool{Name: "leased", Addresses: []string{"192.0.2.64/31"}})
+	c, _ := e.start(t, e.cfg)
+	nsA, nsB, nsC := e.k.Namespace(t), e.k.Namespace(t), e.k.Namespace(t)
+	a, b := lease(e.owner.Provider, 1), lease(e.owner.Provider, 2)
+	other := market.LeaseID{Owner: "akash1tenantb", DSeq: 3, GSeq: 1, OSeq: 1, Provider: e.owner.Provider}
+
+	e.createLeasedIP(t, nsA, "web-tcp-80", a, "pub", "web", 80, "TCP")
+	e.createLeasedIP(t, nsB, "api-udp-53", b, "pub", "api", 53, "UDP")
+	pa := e.waitAssigned(t, nsA, "web-tcp-80")
+	pb := e.waitAssigned(t, nsB, "api-udp-53")
+	if pa.Status.IP == "" || pa.Status.IP != pb.Status.IP || !strings.HasPrefix(pa.Status.IP, "192.0.2.6") {
+		t.Fatalf("one tenant's endpoint: addresses %q and %q, want one shared from the pool", pa.Status.IP, pb.Status.IP)
+	}
+	svc, err := e.cs.CoreV1().Services(nsA).Get(t.Context(), "web-tcp-80-ip", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.Ports[0].Port != 80 || svc.Spec.Selector["berth.dev/service"] != "web" ||
+		svc.Annotations[AnnotationAddressPool] != "leased" || len(svc.OwnerReferences) != 1 || svc.OwnerReferences[0].Kind != "ProviderLeasedIP" {
+		t.Errorf("Service %+v", svc)
+	}
+	if id, ok := e.owner.LeaseOf(svc.Labels); !ok || id != a {
+		t.Errorf("Service labels %v", svc.Labels)
+	}
+
+	// Another tenant: its own address (the pool's second).
+	e.createLeasedIP(t, nsC, "db-tcp-5432", other, "pub", "db", 5432, "TCP")
+	pc := e.waitAssigned(t, nsC, "db-tcp-5432")
+	if pc.Status.IP == pa.Status.IP {
+		t.Fatalf("two tenants share %s", pc.Status.IP)
+	}
+	// The pool is empty now: a third endpoint waits, and says why.
+	e.createLeasedIP(t, nsA, "web-tcp-8080", a, "second", "web", 8080, "TCP")
+	testenv.EventuallyNoError(t, 30*time.Second, "the exhausted pool reported", func() error {
+		p, err := e.leased(t, nsA, "web-tcp-8080")
+		if err != nil {
+			return err
+		}
+		// MetalLB's words: "no available IPs" first; its retries of a Service it has
+		// refused may say otherwise. What counts is that its refusal is reported.
+		if p.Status.Phase != berthv1.LeasedIPPending || !strings.Contains(p.Status.Message, "MetalLB cannot assign an address: Failed to allocate IP") {
+			return fmt.Errorf("%s: %s", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+
+	// Usage: the pool full, two addresses with their ports, one pending.
+	testenv.EventuallyNoError(t, 30*time.Second, "usage", func() error {
+		u := c.Usage()
+		if len(u.Pools) != 1 || u.Pools[0].Size != 2 || u.Pools[0].Available != 0 || len(u.IPs) != 2 || u.Pending != 1 {
+			return fmt.Errorf("%+v", u)
+		}
+		return nil
+	})
+	raw, _ := usageURL.Load(t.Name())
+	url, _ := raw.(string)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var u Usage
+	if err := json.Unmarshal(body, &u); err != nil || resp.StatusCode != http.StatusOK || len(u.IPs) != 2 {
+		t.Fatalf("GET /usage: %d %s (%v)", resp.StatusCode, body, err)
+	}
+	for _, ip := range u.IPs {
+		if ip.IP == pa.Status.IP && (len(ip.Ports) != 2 || ip.Pool != "leased") {
+			t.Errorf("shared address %+v", ip)
+		}
+	}
+
+	// The other tenant's lease closes: its address goes to the waiting port.
+	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsC).Delete(t.Context(), "db-tcp-5432", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "its Service deleted", func() error {
+		if _, err := e.cs.CoreV1().Services(nsC).Get(t.Context(), "db-tcp-5432-ip", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+	if p := e.waitAssigned(t, nsA, "web-tcp-8080"); p.Status.IP != pc.Status.IP {
+		t.Errorf("the freed address %s, the waiting port got %s", pc.Status.IP, p.Status.IP)
+	}
+
+	// A Service deleted by hand comes back, with the endpoint's address.
+	if err := e.cs.CoreV1().Services(nsB).Delete(t.Context(), "api-udp-53-ip", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the Service back with its address", func() error {
+		s, err := e.cs.CoreV1().Services(nsB).Get(t.Context(), "api-udp-53-ip", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ip := assignedIP(s); ip != pa.Status.IP {
+			return fmt.Errorf("address %q, want %s", ip, pa.Status.IP)
+		}
+		return nil
+	})
+}
+
+// TestLeasedIPRestart: an operator restarted with leases in place rebuilds from the
+// cluster: nothing moves, and what changed while it was down converges.
+func TestLeasedIPRestart(t *testing.T) {
+	e := newEnv(t, localenv.IPAddressPool{Name: "restart", Addresses: []string{"192.0.2.80/30"}})
+	_, stop := e.start(t, e.cfg)
+	ns := e.k.Namespace(t)
+	a := lease(e.owner.Provider, 10)
+	e.createLeasedIP(t, ns, "web-tcp-80", a, "pub", "web", 80, "TCP")
+	before := e.waitAssigned(t, ns, "web-tcp-80")
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	e.createLeasedIP(t, ns, "web-tcp-443", a, "pub", "web", 443, "TCP")
+	e.start(t, e.cfg)
+	after := e.waitAssigned(t, ns, "web-tcp-443")
+	if p := e.waitAssigned(t, ns, "web-tcp-80"); p.Status.IP != before.Status.IP || after.Status.IP != before.Status.IP {
+		t.Errorf("addresses after the restart: %s and %s, want %s", p.Status.IP, after.Status.IP, before.Status.IP)
+	}
+}
