@@ -54,6 +54,23 @@ type BerthLeaseStatus struct {
 	// Hosts say how each of the lease's hostnames is routed (the hostname
 	// operator's report).
 	Hosts []HostStatus `json:"hosts,omitempty"`
+	// LeasedIPs say how each of the lease's ports on leased IPs stands (the IP
+	// operator's report); ips, Akash's, lists those with an address.
+	LeasedIPs []LeasedIPStatus `json:"leased_ips,omitempty"`
+}
+
+// LeasedIPStatus is one port of a lease on a leased IP: its address once assigned,
+// its phase (Assigned; Pending: no address yet, and why; Failed: the provider could
+// not ask for one yet; "" until the operator has seen it).
+type LeasedIPStatus struct {
+	Service      string `json:"service"`
+	Endpoint     string `json:"endpoint"`
+	Port         uint32 `json:"port"`
+	ExternalPort uint32 `json:"external_port"`
+	Protocol     string `json:"protocol"`
+	IP           string `json:"ip,omitempty"`
+	Phase        string `json:"phase"`
+	Message      string `json:"message,omitempty"`
 }
 
 // HostStatus is one hostname of a lease: its phase (Routed: the route is written;

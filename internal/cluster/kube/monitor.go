@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -73,6 +74,8 @@ type LeaseStatus struct {
 	// Hosts are the lease's hostnames as the hostname operator reports them (from
 	// the ProviderHosts' status), by hostname.
 	Hosts []HostStatus `json:"hosts,omitempty"`
+	// IPs are the lease's ports on leased IPs as the IP operator reports them.
+	IPs []LeasedIPStatus `json:"ips,omitempty"`
 	// Ready: every service has all its replicas available.
 	Ready     bool      `json:"ready"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -88,6 +91,21 @@ type HostStatus struct {
 	Message string `json:"message,omitempty"`
 }
 
+// LeasedIPStatus is one port of a lease on a leased IP.
+type LeasedIPStatus struct {
+	Service      string `json:"service"`
+	Endpoint     string `json:"endpoint"`
+	Port         int32  `json:"port"`
+	ExternalPort int32  `json:"external_port"`
+	Protocol     string `json:"protocol"`
+	// IP is the address ("" until MetalLB assigns one); Phase and Message the
+	// ProviderLeasedIP's (Assigned, Pending, Failed; "" until the IP operator has
+	// seen it).
+	IP      string `json:"ip,omitempty"`
+	Phase   string `json:"phase"`
+	Message string `json:"message,omitempty"`
+}
+
 // Monitor watches the lease namespaces of its owner (provider and chain) through
 // informers (no polling) and keeps each lease's status up to date, calling OnChange with each new status. Status reads are
 // from memory.
@@ -99,9 +117,9 @@ type Monitor struct {
 
 	// The informers' stores, indexed by namespace; they hold views (views.go).
 	deployments, statefulSets, pods, services cache.Indexer
-	// dc, when set, has the monitor watch ProviderHosts too (hosts).
-	dc    dynamic.Interface
-	hosts cache.Indexer
+	// dc, when set, has the monitor watch ProviderHosts and ProviderLeasedIPs too.
+	dc               dynamic.Interface
+	hosts, leasedIPs cache.Indexer
 
 	mu       sync.Mutex
 	statuses map[market.LeaseID]LeaseStatus
@@ -197,23 +215,31 @@ func (m *Monitor) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 	}
-	var hostFactory dynamicinformer.DynamicSharedInformerFactory
 	if m.dc != nil {
-		hostFactory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(m.dc, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		// The leases' routes: ProviderHosts and ProviderLeasedIPs, with the operators'
+		// reports.
+		rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(m.dc, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
 			o.LabelSelector = m.owner.Selector()
 		})
-		inf := hostFactory.ForResource(ProviderHostResource).Informer()
-		if err := inf.SetTransform(func(o any) (any, error) { return newHostView(o, m.owner), nil }); err != nil {
-			return fmt.Errorf("monitor: %w", err)
+		for _, r := range []struct {
+			gvr   schema.GroupVersionResource
+			view  func(any, cluster.Owner) any
+			store *cache.Indexer
+		}{{ProviderHostResource, newHostView, &m.hosts}, {ProviderLeasedIPResource, newLeasedIPView, &m.leasedIPs}} {
+			inf := rf.ForResource(r.gvr).Informer()
+			view := r.view
+			if err := inf.SetTransform(func(o any) (any, error) { return view(o, m.owner), nil }); err != nil {
+				return fmt.Errorf("monitor: %w", err)
+			}
+			*r.store = inf.GetIndexer()
+			reg, err := inf.AddEventHandler(handler)
+			if err != nil {
+				return fmt.Errorf("monitor: %w", err)
+			}
+			regs = append(regs, reg)
 		}
-		m.hosts = inf.GetIndexer()
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
-			return fmt.Errorf("monitor: %w", err)
-		}
-		hostFactory.Start(ctx.Done())
-		defer hostFactory.Shutdown()
-		regs = append(regs, reg)
+		rf.Start(ctx.Done())
+		defer rf.Shutdown()
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
 	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)))
@@ -301,7 +327,7 @@ func (m *Monitor) touch(o any) {
 }
 
 func sameStatus(a, b LeaseStatus) bool {
-	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
+	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
 		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
 			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors)
 	})
@@ -339,6 +365,17 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 		}
 		slices.SortFunc(hosts, func(a, b HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	}
+	var ips []LeasedIPStatus
+	if m.leasedIPs != nil {
+		for _, o := range byNamespace(m.leasedIPs, ns) {
+			if v, ok := o.(*leasedIPView); ok && v.lease != nil {
+				ips = append(ips, v.status)
+			}
+		}
+		slices.SortFunc(ips, func(a, b LeasedIPStatus) int {
+			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ExternalPort, b.ExternalPort), cmp.Compare(a.Protocol, b.Protocol))
+		})
+	}
 	var pods []*podView
 	for _, o := range byNamespace(m.pods, ns) {
 		if p, ok := o.(*podView); ok && p.lease != nil {
@@ -370,7 +407,7 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 			}
 		}
 	}
-	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts}
+	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts, IPs: ips}
 	for _, s := range byName {
 		slices.SortFunc(s.Forwarded, func(a, b ForwardedPort) int { return int(a.Port) - int(b.Port) })
 		out.Services = append(out.Services, *s)

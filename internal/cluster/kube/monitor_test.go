@@ -123,6 +123,18 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	await("the hostname's status", func(s LeaseStatus) bool {
 		return slices.Equal(s.Hosts, []HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
 	})
+	// And the IP operator's on its port on a leased IP.
+	ips := dc.Resource(ProviderLeasedIPResource).Namespace(LeaseNamespace(monLease))
+	l, err := ips.List(ctx, metav1.ListOptions{})
+	if err != nil || len(l.Items) != 1 {
+		t.Fatalf("ProviderLeasedIPs: %v, %v", l, err)
+	}
+	if _, err := ips.Patch(ctx, l.Items[0].GetName(), types.MergePatchType, []byte(`{"status":{"phase":"Assigned","ip":"192.0.2.7"}}`), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	await("the leased IP's status", func(s LeaseStatus) bool {
+		return len(s.IPs) == 1 && s.IPs[0].IP == "192.0.2.7" && s.IPs[0].Phase == "Assigned" && s.IPs[0].Endpoint == "pub" && s.IPs[0].ExternalPort > 0
+	})
 	s, _ = mon.Status(monLease)
 	if got, ok := mon.Status(monLease); !ok || !sameStatus(got, s) {
 		t.Fatalf("Status() %+v", got)

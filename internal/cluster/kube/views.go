@@ -233,3 +233,31 @@ func newHostView(o any, owner cluster.Owner) any {
 }
 
 func (v *hostView) DeepCopyObject() runtime.Object { c := *v; return &c }
+
+// leasedIPView is a ProviderLeasedIP as the monitor keeps it.
+type leasedIPView struct {
+	view
+	status LeasedIPStatus
+}
+
+// newLeasedIPView reads a ProviderLeasedIP from the dynamic informer.
+func newLeasedIPView(o any, owner cluster.Owner) any {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return o
+	}
+	m := metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion(), Labels: u.GetLabels()}
+	v := &leasedIPView{view: newView(&m, owner)}
+	str := func(f ...string) string { s, _, _ := unstructured.NestedString(u.Object, f...); return s }
+	num := func(f ...string) int32 {
+		n, _, _ := unstructured.NestedInt64(u.Object, f...)
+		return int32(min(max(n, 0), 65535))
+	} //nolint:gosec // clamped to a port
+	v.status = LeasedIPStatus{
+		Service: str("spec", "service"), Endpoint: str("spec", "name"), Port: num("spec", "port"), ExternalPort: num("spec", "externalPort"),
+		Protocol: str("spec", "protocol"), IP: str("status", "ip"), Phase: str("status", "phase"), Message: str("status", "message"),
+	}
+	return v
+}
+
+func (v *leasedIPView) DeepCopyObject() runtime.Object { c := *v; return &c }

@@ -21,6 +21,24 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 	for _, h := range st.Hosts {
 		out.Berth.Hosts = append(out.Berth.Hosts, hostStatusOf(h))
 	}
+	for _, p := range st.IPs {
+		ls := api.LeasedIPStatus{Service: p.Service, Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), ExternalPort: uint32(max(p.ExternalPort, 0)), //nolint:gosec // ports
+			Protocol: p.Protocol, IP: p.IP, Phase: p.Phase, Message: p.Message}
+		switch p.Phase {
+		case berthv1.LeasedIPFailed:
+			ls.Message = "the provider could not ask for an address yet; it keeps trying"
+		case "":
+			ls.Message = "waiting for the provider's IP operator"
+		}
+		out.Berth.LeasedIPs = append(out.Berth.LeasedIPs, ls)
+		if p.IP == "" {
+			continue
+		}
+		if out.IPs == nil {
+			out.IPs = map[string][]api.LeasedIP{}
+		}
+		out.IPs[p.Service] = append(out.IPs[p.Service], api.LeasedIP{Port: ls.Port, ExternalPort: ls.ExternalPort, Protocol: p.Protocol, IP: p.IP})
+	}
 	for _, e := range st.Events {
 		out.Berth.Events = append(out.Berth.Events, api.Event{Time: e.Time, Type: e.Type, Reason: e.Reason, Object: e.Object, Message: e.Message})
 	}
