@@ -229,8 +229,8 @@ type ProviderLeasedIPStatus struct {
 	// Service names the LoadBalancer Service of the port.
 	// +optional
 	ServiceName string             `json:"serviceName,omitempty"`
-	Message    string             `json:"message,omitempty"`
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Message     string             `json:"message,omitempty"`
+	Conditions  []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ProviderLeasedIP is a port of a lease on a leased IP address.

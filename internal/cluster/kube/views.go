@@ -252,7 +252,7 @@ func newLeasedIPView(o any, owner cluster.Owner) any {
 	num := func(f ...string) int32 {
 		n, _, _ := unstructured.NestedInt64(u.Object, f...)
 		return int32(min(max(n, 0), 65535))
-	} //nolint:gosec // clamped to a port
+	}
 	v.status = LeasedIPStatus{
 		Service: str("spec", "service"), Endpoint: str("spec", "name"), Port: num("spec", "port"), ExternalPort: num("spec", "externalPort"),
 		Protocol: str("spec", "protocol"), IP: str("status", "ip"), Phase: str("status", "phase"), Message: str("status", "message"),

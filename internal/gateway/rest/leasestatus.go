@@ -22,7 +22,7 @@ func leaseStatusOf(g *market.ManifestGroup, st kube.LeaseStatus, dep cluster.Dep
 		out.Berth.Hosts = append(out.Berth.Hosts, hostStatusOf(h))
 	}
 	for _, p := range st.IPs {
-		ls := api.LeasedIPStatus{Service: p.Service, Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), ExternalPort: uint32(max(p.ExternalPort, 0)), //nolint:gosec // ports
+		ls := api.LeasedIPStatus{Service: p.Service, Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), ExternalPort: uint32(max(p.ExternalPort, 0)),
 			Protocol: p.Protocol, IP: p.IP, Phase: p.Phase, Message: p.Message}
 		switch p.Phase {
 		case berthv1.LeasedIPFailed:
