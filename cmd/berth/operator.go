@@ -9,24 +9,70 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/operator/hostname"
+	"berth.dev/berth/internal/operator/ip"
 )
 
 func newOperatorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "Run one of the provider's Kubernetes operators (hostname)",
+		Short: "Run one of the provider's Kubernetes operators (hostname, ip)",
 		Long: "The operators turn the resources the provider writes for its leases into the cluster's\n" +
 			"routing. Each runs as its own process (one Deployment per provider, replicas elect a\n" +
 			"leader) and serves /healthz, /readyz and /metrics. berth dev runs them in-process.\n" +
 			"See docs/operators.md.",
 		GroupID: groupRun,
 	}
-	cmd.AddCommand(newHostnameOperatorCommand())
+	cmd.AddCommand(newHostnameOperatorCommand(), newIPOperatorCommand())
 	return cmd
 }
 
+// operatorFlags are the flags every operator command takes.
+type operatorFlags struct {
+	config, kubeconfig, listen, logLevel string
+}
+
+func (f *operatorFlags) register(cmd *cobra.Command, file, listen string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "operator configuration file (YAML; see docs/operators.md), e.g. "+file)
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: the config's, else in-cluster)")
+	fl.StringVar(&f.listen, "listen", "", "address of /healthz, /readyz and /metrics (default: the config's, "+listen+")")
+	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+}
+
+// load reads the file (if any) with decode, then the flags over it into *kubeconfig
+// and *listen, and makes the logger.
+func (f *operatorFlags) load(cmd *cobra.Command, name string, decode func([]byte) error, kubeconfig, listen *string) (*slog.Logger, error) {
+	if f.config != "" {
+		b, err := os.ReadFile(f.config)
+		if err != nil {
+			return nil, usageError("config: %w", err)
+		}
+		if err := decode(b); err != nil {
+			return nil, usageError("config %s: %w", f.config, err)
+		}
+	}
+	if fl := cmd.Flag("kubeconfig"); fl != nil && fl.Changed {
+		*kubeconfig = f.kubeconfig
+	}
+	if fl := cmd.Flag("listen"); fl != nil && fl.Changed {
+		*listen = f.listen
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, usageError("--log-level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("operator", name)), nil
+}
+
+// started prints where the operator's probes and metrics are.
+func started(cmd *cobra.Command, extra string) func(string) {
+	return func(addr string) {
+		_, _ = fmt.Fprintf(cmd.OutOrStdout(), "probes and metrics: http://%s/{healthz,readyz,metrics%s}\n", addr, extra)
+	}
+}
+
 func newHostnameOperatorCommand() *cobra.Command {
-	var configPath, kubeconfig, listen, logLevel string
+	var f operatorFlags
 	cmd := &cobra.Command{
 		Use:   "hostname --config hostname-operator.yaml",
 		Short: "Route tenants' hostnames: ProviderHost → Ingress or Gateway API HTTPRoute",
@@ -39,44 +85,52 @@ func newHostnameOperatorCommand() *cobra.Command {
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cfg := hostname.DefaultConfig()
-			if configPath != "" {
-				b, err := os.ReadFile(configPath)
-				if err != nil {
-					return usageError("config: %w", err)
-				}
-				if cfg, err = hostname.DecodeConfig(b); err != nil {
-					return usageError("config %s: %w", configPath, err)
-				}
-			}
-			for flag, v := range map[string]struct {
-				value string
-				field *string
-			}{"kubeconfig": {kubeconfig, &cfg.Kubeconfig}, "listen": {listen, &cfg.Listen}} {
-				if fl := cmd.Flag(flag); fl != nil && fl.Changed {
-					*v.field = v.value
-				}
+			log, err := f.load(cmd, "hostname", func(b []byte) (err error) { cfg, err = hostname.DecodeConfig(b); return err }, &cfg.Kubeconfig, &cfg.Listen)
+			if err != nil {
+				return err
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
 			}
-			var level slog.Level
-			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-				return usageError("--log-level: %w", err)
-			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("operator", "hostname"))
-			op, err := app.NewHostnameOperator(cfg, log, func(addr string) {
-				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "probes and metrics: http://%s/{healthz,readyz,metrics}\n", addr)
-			})
+			op, err := app.NewHostnameOperator(cfg, log, started(cmd, ""))
 			if err != nil {
 				return err
 			}
 			return op.Run(cmd.Context())
 		}),
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&configPath, "config", "", "hostname operator configuration file (YAML; see docs/operators.md)")
-	fl.StringVar(&kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: the config's, else in-cluster)")
-	fl.StringVar(&listen, "listen", "", "address of /healthz, /readyz and /metrics (default: the config's, 127.0.0.1:8085)")
-	fl.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.register(cmd, "hostname-operator.yaml", "127.0.0.1:8085")
+	return cmd
+}
+
+func newIPOperatorCommand() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "ip --config ip-operator.yaml",
+		Short: "Give leased IPs addresses: ProviderLeasedIP → LoadBalancer Service (MetalLB)",
+		Long: "ip watches the provider's ProviderLeasedIP resources (one per port of a lease on a leased\n" +
+			"IP) and writes a LoadBalancer Service for each, with MetalLB's sharing key: a tenant's\n" +
+			"ports naming one SDL IP endpoint share one address, in all its deployments, and no two\n" +
+			"tenants share. Each ProviderLeasedIP's status has its address, or why MetalLB gives\n" +
+			"none. GET /usage reports the pools and the leases on each address. Flags override\n" +
+			"the file.",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			cfg := ip.DefaultConfig()
+			log, err := f.load(cmd, "ip", func(b []byte) (err error) { cfg, err = ip.DecodeConfig(b); return err }, &cfg.Kubeconfig, &cfg.Listen)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError("%w", err)
+			}
+			op, err := app.NewIPOperator(cfg, log, started(cmd, ",usage"))
+			if err != nil {
+				return err
+			}
+			return op.Run(cmd.Context())
+		}),
+	}
+	f.register(cmd, "ip-operator.yaml", "127.0.0.1:8086")
 	return cmd
 }

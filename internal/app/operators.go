@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +22,7 @@ import (
 
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
+	"berth.dev/berth/internal/operator/ip"
 )
 
 // operatorRESTConfig loads an operator's kubeconfig ("": in-cluster).
@@ -39,57 +41,77 @@ func operatorRESTConfig(kubeconfig string) (*rest.Config, error) {
 	return rc, nil
 }
 
-// HostnameOperator is the hostname operator ready to run.
-type HostnameOperator struct {
-	cfg  hostname.Config
+// Operator is one of berth's operators ready to run.
+type Operator struct {
 	cs   kubernetes.Interface
-	ctrl *hostname.Controller
-	reg  *prometheus.Registry
-	log  *slog.Logger
-	// started receives the probe listener's address.
-	started func(string)
+	ctrl operator.Controller
+	opts operator.Options
 }
 
-// NewHostnameOperator checks cfg and connects to the cluster; Run runs it.
-func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*HostnameOperator, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("hostname operator: %w", err)
-	}
-	rc, err := operatorRESTConfig(cfg.Kubeconfig)
+// operatorClients connects to the cluster an operator runs on, and makes the registry
+// of its metrics.
+func operatorClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, *prometheus.Registry, error) {
+	rc, err := operatorRESTConfig(kubeconfig)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	rc.QPS, rc.Burst = 50, 100
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	dc, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return cs, dc, reg, nil
+}
+
+// NewHostnameOperator checks cfg and connects to the cluster; Run runs it. started
+// (may be nil) gets the address of its probes and metrics.
+func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("hostname operator: %w", err)
+	}
+	cs, dc, reg, err := operatorClients(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
 	ctrl, err := hostname.New(cfg, cs, dc, hostname.NewMetrics(reg), log)
 	if err != nil {
 		return nil, err
 	}
-	return &HostnameOperator{cfg: cfg, cs: cs, ctrl: ctrl, reg: reg, log: log, started: started}, nil
+	le := cfg.LeaderElection.WithDefaults("berth-hostname-" + shortHash(cfg.Provider+"/"+cfg.ChainID))
+	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
+		Name: "hostname", Listen: cfg.Listen, LeaderElection: le, Registry: reg, Log: log, Started: started,
+	}}, nil
+}
+
+// NewIPOperator checks cfg and connects to the cluster; Run runs it. Besides the
+// probes and metrics it serves GET /usage.
+func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("IP operator: %w", err)
+	}
+	cs, dc, reg, err := operatorClients(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ctrl, err := ip.New(cfg, cs, dc, ip.NewMetrics(reg), log)
+	if err != nil {
+		return nil, err
+	}
+	le := cfg.LeaderElection.WithDefaults("berth-ip-" + shortHash(cfg.Provider+"/"+cfg.ChainID))
+	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
+		Name: "ip", Listen: cfg.Listen, LeaderElection: le, Registry: reg, Log: log, Started: started,
+		Handlers: map[string]http.Handler{"/usage": ctrl.UsageHandler()},
+	}}, nil
 }
 
 // Run runs the operator until ctx ends or it fails (see operator.Run).
-func (o *HostnameOperator) Run(ctx context.Context) error {
-	le := o.cfg.LeaderElection.WithDefaults(hostnameLeaseName(o.cfg))
-	return operator.Run(ctx, o.cs, operator.Options{
-		Name: "hostname", Listen: o.cfg.Listen, LeaderElection: le, Registry: o.reg, Log: o.log, Started: o.started,
-	}, o.ctrl)
-}
-
-// hostnameLeaseName is the Lease of one provider's hostname operator: providers
-// sharing a cluster each elect their own leader.
-func hostnameLeaseName(cfg hostname.Config) string {
-	return "berth-hostname-" + shortHash(cfg.Provider+"/"+cfg.ChainID)
-}
+func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.cs, o.opts, o.ctrl) }
 
 // superviseOperator runs an in-process operator (berth dev) and starts it again
 // after it fails, with a growing pause, until ctx ends; each failure is logged.
@@ -137,7 +159,7 @@ func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) 
 
 // startDevHostnameOperator builds the dev hostname operator, makes its Lease's
 // namespace, and returns it with the address its probes will listen on.
-func startDevHostnameOperator(ctx context.Context, cfg hostname.Config, log *slog.Logger) (*HostnameOperator, string, error) {
+func startDevHostnameOperator(ctx context.Context, cfg hostname.Config, log *slog.Logger) (*Operator, string, error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err

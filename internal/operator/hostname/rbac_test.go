@@ -1,7 +1,6 @@
 package hostname
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,61 +8,18 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/testenv"
 )
 
 const configDir = "../../../config/operators/hostname"
 
 var kubeProviderHosts = kube.ProviderHostResource
-
-// applyFile server-side applies every object of a YAML file of config/.
-func (e *env) applyFile(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gvr := map[string]schema.GroupVersionResource{
-		"Namespace":          {Version: "v1", Resource: "namespaces"},
-		"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
-		"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-		"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-		"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-		"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
-	}
-	for doc := range bytes.SplitSeq(b, []byte("\n---\n")) {
-		j, err := yaml.YAMLToJSON(doc)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		var u unstructured.Unstructured
-		if err := u.UnmarshalJSON(j); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		r, ok := gvr[u.GetKind()]
-		if !ok {
-			t.Fatalf("%s: no resource for kind %s", path, u.GetKind())
-		}
-		var ri = e.dc.Resource(r)
-		var err2 error
-		if ns := u.GetNamespace(); ns != "" {
-			_, err2 = ri.Namespace(ns).Patch(t.Context(), u.GetName(), types.ApplyPatchType, j, metav1.PatchOptions{FieldManager: "test", Force: new(true)})
-		} else {
-			_, err2 = ri.Patch(t.Context(), u.GetName(), types.ApplyPatchType, j, metav1.PatchOptions{FieldManager: "test", Force: new(true)})
-		}
-		if err2 != nil {
-			t.Fatalf("%s: apply %s %s: %v", path, u.GetKind(), u.GetName(), err2)
-		}
-	}
-}
 
 // TestRBAC runs the operator as its service account with exactly config/operators/
 // hostname/rbac.yaml's permissions, from the example configuration file: it elects a
@@ -73,8 +29,8 @@ func TestRBAC(t *testing.T) {
 	prov := testProvider(t)
 	e := newEnv(t)
 	installGatewayAPI(t, e)
-	e.applyFile(t, filepath.Join(configDir, "namespace.yaml"))
-	e.applyFile(t, filepath.Join(configDir, "rbac.yaml"))
+	testenv.ApplyFile(t, e.dc, filepath.Join(configDir, "namespace.yaml"))
+	testenv.ApplyFile(t, e.dc, filepath.Join(configDir, "rbac.yaml"))
 	rc := rest.CopyConfig(e.cfg)
 	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:berth-system:berth-hostname-operator"}
 	sa := clients(t, rc)

@@ -87,7 +87,7 @@ func (e *env) start(t *testing.T, cfg Config) (c *Controller, stop func() error)
 	done := make(chan error, 1)
 	addr := make(chan string, 1)
 	go func() {
-		done <- operator.Run(ctx, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection, Registry: reg,
+		done <- operator.Run(ctx, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection.WithDefaults("berth-ip-test"), Registry: reg,
 			Handlers: map[string]http.Handler{"/usage": c.UsageHandler()}, Started: func(a string) { addr <- a }}, c)
 	}()
 	var once sync.Once
@@ -105,6 +105,7 @@ func (e *env) start(t *testing.T, cfg Config) (c *Controller, stop func() error)
 	case a := <-addr:
 		usageURL.Store(t.Name(), "http://"+a+"/usage")
 	case err := <-done:
+		once.Do(func() { cancel(); runErr = err })
 		t.Fatalf("operator: %v", err)
 	}
 	return c, stop
