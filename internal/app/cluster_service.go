@@ -56,6 +56,11 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
+	if pool, ok, err := cfg.leasedIPPool(); err != nil {
+		return nil, err
+	} else if ok {
+		s.inv.WithMetalLBPool(s.dc, pool)
+	}
 	settings := cfg.Cluster.settings()
 	settings.Owner = owner
 	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
@@ -246,8 +247,12 @@ type LimitsConfig struct {
 type InventoryConfig struct {
 	// Storage is the capacity of each persistent storage class offered ("1Ti").
 	Storage map[string]string `yaml:"storage"`
-	// LeasedIPs is the size of the leased IP pool.
+	// LeasedIPs is the size of the leased IP pool, when it is not a MetalLB pool.
 	LeasedIPs int64 `yaml:"leased_ips"`
+	// LeasedIPPool, NAMESPACE/NAME, is the MetalLB IPAddressPool leased IPs come from
+	// (the IP operator's pool): the provider offers as many leased IPs as it has
+	// addresses no one else holds, and leased_ips is not used.
+	LeasedIPPool string `yaml:"leased_ip_pool"`
 	// NodePorts is how many node ports leases may use.
 	NodePorts int64 `yaml:"node_ports"`
 }
@@ -315,8 +320,24 @@ func decodeProviderConfig(path string, b []byte, c *ProviderConfig) error {
 	return nil
 }
 
+// leasedIPPool reads inventory.leased_ip_pool (ok false: not set).
+func (c *ProviderConfig) leasedIPPool() (kube.MetalLBPool, bool, error) {
+	v := c.Inventory.LeasedIPPool
+	if v == "" {
+		return kube.MetalLBPool{}, false, nil
+	}
+	ns, name, ok := strings.Cut(v, "/")
+	if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return kube.MetalLBPool{}, false, fmt.Errorf("inventory.leased_ip_pool %q: want NAMESPACE/NAME of a MetalLB IPAddressPool", v)
+	}
+	return kube.MetalLBPool{Namespace: ns, Name: name}, true, nil
+}
+
 // Validate reports the first invalid key by its name in provider.yaml.
 func (c *ProviderConfig) Validate() error {
+	if _, _, err := c.leasedIPPool(); err != nil {
+		return err
+	}
 	switch {
 	case strings.TrimSpace(c.Home) == "":
 		return errors.New("home: empty")
@@ -334,6 +355,8 @@ func (c *ProviderConfig) Validate() error {
 		return fmt.Errorf("bidding.concurrency: %d is outside 1–1024", c.Bidding.Concurrency)
 	case c.Inventory.LeasedIPs < 0:
 		return errors.New("inventory.leased_ips: negative")
+	case c.Inventory.LeasedIPPool != "" && c.Inventory.LeasedIPs != 0:
+		return errors.New("inventory: leased_ip_pool and leased_ips both set: the MetalLB pool's size is the number of leased IPs")
 	case c.Inventory.NodePorts < 0:
 		return errors.New("inventory.node_ports: negative")
 	case c.Cluster.DeployConcurrency < 1 || c.Cluster.DeployConcurrency > 1024:

@@ -12,6 +12,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -48,6 +49,17 @@ type Inventory struct {
 	// sdlClass maps a cluster storage class to the SDL class whose pool it fills;
 	// storageClasses is the configured mapping (SDL class to cluster class).
 	sdlClass, storageClasses map[string]string
+	// dc and ips, when set, size the leased-IP pool from a MetalLB IPAddressPool.
+	dc  dynamic.Interface
+	ips *leasedIPPool
+}
+
+// WithMetalLBPool has the leased-IP pool follow a MetalLB IPAddressPool instead of
+// InventoryConfig.LeasedIPs: its size, less the addresses LoadBalancer Services of
+// others hold. Call it before Run.
+func (inv *Inventory) WithMetalLBPool(dc dynamic.Interface, pool MetalLBPool) *Inventory {
+	inv.dc, inv.ips = dc, newLeasedIPPool(inv.cap, pool, inv.log)
+	return inv
 }
 
 // NewInventory returns an inventory feeding capacity; it sets the pool sizes now.
@@ -113,6 +125,15 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
+		regs = append(regs, reg)
+	}
+	if inv.ips != nil {
+		reg, pf, err := inv.ips.informer(ctx, inv.dc)
+		if err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+		pf.Start(ctx.Done())
+		defer pf.Shutdown()
 		regs = append(regs, reg)
 	}
 	return runInformers(ctx, f, "inventory", regs, func() {
@@ -278,6 +299,9 @@ func (inv *Inventory) setService(o any) {
 	if !ok {
 		return
 	}
+	if inv.ips != nil {
+		inv.ips.setService(v)
+	}
 	var ports int64
 	if v.nodePorts {
 		for _, p := range v.ports {
@@ -296,5 +320,8 @@ func (inv *Inventory) setService(o any) {
 func (inv *Inventory) deleteService(o any) {
 	if v, ok := tombstone(o).(*serviceView); ok {
 		inv.cap.DeletePoolItem(cluster.PoolNodePorts, v.key())
+		if inv.ips != nil {
+			inv.ips.deleteService(v)
+		}
 	}
 }

@@ -127,6 +127,8 @@ type serviceView struct {
 	// take from the node port pool.
 	nodePorts bool
 	ports     []servicePort
+	// lbIPs are a LoadBalancer service's addresses (status.loadBalancer.ingress).
+	lbIPs []string
 }
 
 func newServiceView(s *corev1.Service, owner cluster.Owner) *serviceView {
@@ -134,12 +136,20 @@ func newServiceView(s *corev1.Service, owner cluster.Owner) *serviceView {
 	for _, p := range s.Spec.Ports {
 		v.ports = append(v.ports, servicePort{port: p.Port, nodePort: p.NodePort, proto: p.Protocol})
 	}
+	if s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+		for _, in := range s.Status.LoadBalancer.Ingress {
+			if in.IP != "" {
+				v.lbIPs = append(v.lbIPs, in.IP)
+			}
+		}
+	}
 	return v
 }
 
 func (v *serviceView) DeepCopyObject() runtime.Object {
 	c := *v
 	c.ports = slices.Clone(v.ports)
+	c.lbIPs = slices.Clone(v.lbIPs)
 	return &c
 }
 

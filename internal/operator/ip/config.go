@@ -1,3 +1,7 @@
+// Package ip is the IP operator: it turns each ProviderLeasedIP (a port of a lease on
+// one of its tenant's leased IPs) into a LoadBalancer Service that MetalLB gives an
+// address, shares one address among a tenant's ports of one SDL IP endpoint, and
+// reports the address pools' usage.
 package ip
 
 import (

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/metallb"
 )
 
 // PoolUsage is one address pool's use.
@@ -60,7 +61,7 @@ func (c *Controller) Usage() Usage {
 	if !c.synced.Load() {
 		return u
 	}
-	var pools []Pool
+	var pools []metallb.Pool
 	for _, o := range c.pools.GetIndexer().List() {
 		obj, ok := o.(*unstructured.Unstructured)
 		if !ok {
@@ -118,13 +119,13 @@ func (c *Controller) Usage() Usage {
 
 // poolUsage reads an IPAddressPool: its size from its addresses, and MetalLB's counts
 // from its status (v0.15 and later) when there.
-func poolUsage(obj *unstructured.Unstructured) (PoolUsage, Pool) {
+func poolUsage(obj *unstructured.Unstructured) (PoolUsage, metallb.Pool) {
 	pu := PoolUsage{Name: obj.GetName()}
 	addrs, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "addresses")
 	avoid, _, _ := unstructured.NestedBool(obj.Object, "spec", "avoidBuggyIPs")
 	auto, found, _ := unstructured.NestedBool(obj.Object, "spec", "autoAssign")
 	pu.Addresses = addrs
-	p, err := ParsePool(pu.Name, addrs, avoid, auto || !found)
+	p, err := metallb.ParsePool(pu.Name, addrs, avoid, auto || !found)
 	if err != nil {
 		pu.Error = err.Error()
 		return pu, p

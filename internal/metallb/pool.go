@@ -1,8 +1,7 @@
-// Package ip is the IP operator: it turns each ProviderLeasedIP (a port of a lease on
-// one of its tenant's leased IPs) into a LoadBalancer Service that MetalLB gives an
-// address, shares one address among a tenant's ports of one SDL IP endpoint, and
-// counts the address pools' usage.
-package ip
+// Package metallb reads MetalLB's address pools: their ranges, their size, and
+// whether an address is in them (for the IP operator's usage and the provider's
+// leased-IP capacity).
+package metallb
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package ip
+package metallb
 
 import (
 	"net/netip"

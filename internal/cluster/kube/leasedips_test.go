@@ -1,0 +1,92 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestInventoryLeasedIPPool: with a MetalLB pool, the leased-IP pool is the pool's
+// size less the addresses others' LoadBalancer Services hold (MetalLB assigns them,
+// the real controller); an address freed is offered again; the pool growing grows it.
+func TestInventoryLeasedIPPool(t *testing.T) {
+	kube := testenv.Cluster(t)
+	cs := kube.Clientset(t)
+	dc, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := kube.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: "berth.dev/test-inventory"})
+	testenv.IPAddressPool(t, lb, localenv.IPAddressPool{Name: "inventory", Addresses: []string{"192.0.2.120/31"}})
+	capacity := cluster.NewCapacity()
+	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.WithMetalLBPool(dc, MetalLBPool{Namespace: lb.Namespace, Name: "inventory"})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := inv.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	if err := inv.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	free := func() (int64, error) {
+		for _, p := range capacity.Snapshot().Pools {
+			if p.Name == cluster.PoolLeasedIPs {
+				return p.Capacity - p.Used, nil
+			}
+		}
+		return 0, fmt.Errorf("no %s pool", cluster.PoolLeasedIPs)
+	}
+	waitFree := func(want int64) {
+		t.Helper()
+		testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("%d leased IPs free", want), func() error {
+			n, err := free()
+			if err == nil && n != want {
+				err = fmt.Errorf("%d free", n)
+			}
+			return err
+		})
+	}
+	waitFree(2)
+
+	// Someone else's LoadBalancer Service takes an address.
+	ns := kube.Namespace(t)
+	class := lb.LoadBalancerClass
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "theirs", Namespace: ns}, Spec: corev1.ServiceSpec{
+		Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: &class, Ports: []corev1.ServicePort{{Port: 80}},
+	}}
+	if _, err := cs.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFree(1)
+	if err := capacity.Check(); err != nil {
+		t.Fatal(err)
+	}
+	// It goes: the address is offered again.
+	if err := cs.CoreV1().Services(ns).Delete(t.Context(), "theirs", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFree(2)
+	// The pool grows.
+	testenv.IPAddressPool(t, lb, localenv.IPAddressPool{Name: "inventory", Addresses: []string{"192.0.2.120/30"}})
+	waitFree(4)
+}
