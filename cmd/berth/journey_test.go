@@ -178,6 +178,40 @@ func TestTenantJourney(t *testing.T) {
 		}
 	}
 
+	// A leased IP: berth dev's MetalLB gives the endpoint an address from its TEST-NET-1
+	// pool, shown in the lease status as Akash shows it.
+	ipFile := filepath.Join(t.TempDir(), "leased-ip.yaml")
+	if err := os.WriteFile(ipFile, []byte(leasedIPSDL), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, progress, err = runSplit(t, "tenant", "deploy", ipFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy with a leased IP: %v\n%s%s", err, progress, out)
+	}
+	var ipRes deployResult
+	if err := json.Unmarshal([]byte(out), &ipRes); err != nil || len(ipRes.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	ipDSeq := strconv.FormatUint(ipRes.DSeq, 10)
+	testenv.EventuallyNoError(t, time.Minute, "the leased IP's address", func() error {
+		var st api.LeaseStatus
+		out, err := cli("tenant", "lease", "status", ipDSeq, "-o", "json")
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return err
+		}
+		ips := st.IPs["game"]
+		if len(ips) != 1 || !strings.HasPrefix(ips[0].IP, "192.0.2.") || ips[0].ExternalPort != 25565 || ips[0].Protocol != "TCP" {
+			return fmt.Errorf("ips %+v, leased_ips %+v", st.IPs, st.Berth.LeasedIPs)
+		}
+		return nil
+	})
+	if _, err := cli("tenant", "close", ipDSeq); err != nil {
+		t.Fatal(err)
+	}
+
 	// Logs: a line the (simulated) container writes reaches the tenant.
 	marker := fmt.Sprintf("journey-log-%d", time.Now().UnixNano())
 	logFile := filepath.Join(home, "cluster", "kwok", "containers.log")
@@ -422,7 +456,8 @@ func checkPaidToTheBlock(t *testing.T, must func(...string) string, id market.Le
 		if err != nil {
 			return err
 		}
-		if len(b.Earnings) != 1 || b.Earnings[0] != want {
+		// In the lease's denomination (the leased-IP deployment paid in another).
+		if !slices.Contains(b.Earnings, want) {
 			return fmt.Errorf("provider's earnings %v, the ledger paid %s", b.Earnings, want)
 		}
 		return nil
@@ -451,3 +486,36 @@ func providerBalance(must func(...string) string) (balanceStatus, error) {
 	}
 	return *st.Berth.Balance, nil
 }
+
+// leasedIPSDL is a game server on a leased IP, paid in IBC USDC (the journey checks
+// its uakt and uact earnings to the block).
+const leasedIPSDL = `version: "2.0"
+services:
+  game:
+    image: itzg/minecraft-server:latest
+    expose:
+      - port: 25565
+        as: 25565
+        to:
+          - global: true
+            ip: game-ip
+profiles:
+  compute:
+    game:
+      resources:
+        cpu: {units: 0.5}
+        memory: {size: 512Mi}
+        storage: {size: 1Gi}
+  placement:
+    dcloud:
+      pricing:
+        game: {denom: ibc/170C677610AC31DF0904FFE09CD3B5C657492170E7E52372E48756B71E56F2F1, amount: 1000}
+deployment:
+  game:
+    dcloud:
+      profile: game
+      count: 1
+endpoints:
+  game-ip:
+    kind: ip
+`

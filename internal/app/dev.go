@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"berth.dev/berth/internal/cluster"
@@ -153,6 +154,10 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err != nil {
 		return err
 	}
+	lbBin, err := devMetalLB(ctx, out)
+	if err != nil {
+		return err
+	}
 
 	// The ledger.
 	chainInfo, err := prepareDevChain(cfg, attrs, out)
@@ -204,6 +209,22 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	defer stopProvisioner()
+	// Leased IPs: MetalLB with a TEST-NET-1 pool, restarted should it exit.
+	lbDir := filepath.Join(cp.Dir, "metallb")
+	lb, err := startDevMetalLB(ctx, lbBin, kubeconfig, lbDir)
+	if err != nil {
+		return err
+	}
+	lbCtx, stopLB := context.WithCancel(context.WithoutCancel(ctx))
+	lbDone := make(chan struct{})
+	go func() {
+		defer close(lbDone)
+		superviseMetalLB(lbCtx, lb, lbBin, kubeconfig, lbDir, log)
+	}()
+	defer func() {
+		stopLB()
+		<-lbDone
+	}()
 
 	// The provider.
 	p, hostURI, err := startDevProvider(ctx, pc, rpc, kubeconfig, log)
@@ -244,19 +265,18 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		return err
 	}
 	// The operators, once the provider has installed the CRDs they watch.
-	hostOp, hostOpAddr, err := startDevHostnameOperator(ctx, devHostnameConfig(pc, p.bcast.Address(), n.ChainID(), kubeconfig), log)
+	ops, err := startDevOperators(ctx, pc, p.bcast.Address(), n.ChainID(), kubeconfig, log)
 	if err != nil {
 		return err
 	}
 	opCtx, stopOperators := context.WithCancel(ctx)
-	opsDone := make(chan struct{})
-	go func() {
-		defer close(opsDone)
-		superviseOperator(opCtx, "hostname", log, hostOp.Run)
-	}()
+	var opsDone sync.WaitGroup
+	for _, o := range ops {
+		opsDone.Go(func() { superviseOperator(opCtx, o.name, log, o.op.Run) })
+	}
 	defer func() {
 		stopOperators()
-		<-opsDone
+		opsDone.Wait()
 	}()
 	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
 	if err != nil {
@@ -266,7 +286,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
 		resumed: chainInfo.resumed, denoms: chainInfo.denoms, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
 		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
-		hostnameOperator: hostOpAddr,
+		hostnameOperator: ops[0].addr, ipOperator: ops[1].addr,
 	})
 
 	if err := watch(nil, ""); err != nil {

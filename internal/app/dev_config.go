@@ -60,6 +60,7 @@ func devProviderDefaults(cfg DevConfig) ProviderConfig {
 	for _, class := range localenv.DevStorageClasses {
 		pc.Inventory.Storage[class] = "1Ti"
 	}
+	pc.Inventory.LeasedIPPool = DevMetalLBNamespace + "/" + DevMetalLBPool
 	pc.Bidding.Pricing.Scale = DevScaleRates()
 	pc.Attributes = devLocationAttributes()
 	return pc

@@ -337,7 +337,7 @@ type devBanner struct {
 	tenant                       devTenant
 	leases                       []ledger.LeaseResponse
 	manifestTimeout, defaultHome string
-	hostnameOperator             string
+	hostnameOperator, ipOperator string
 }
 
 func printDevBanner(out io.Writer, d devBanner) {
@@ -372,6 +372,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
 	}
 	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
+	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", DevMetalLBAddresses, d.ipOperator)
 	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
 	coins := slices.Clone(d.tenant.balance)
 	rank := func(denom string) int {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
 	"berth.dev/berth/internal/operator/ip"
@@ -157,24 +160,112 @@ func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) 
 	return c
 }
 
-// startDevHostnameOperator builds the dev hostname operator, makes its Lease's
-// namespace, and returns it with the address its probes will listen on.
-func startDevHostnameOperator(ctx context.Context, cfg hostname.Config, log *slog.Logger) (*Operator, string, error) {
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
+// devOperator is an operator berth dev runs in-process.
+type devOperator struct {
+	name string
+	op   *Operator
+	addr string // its probes, metrics (and more)
+}
+
+// startDevOperators builds berth dev's operators for its provider, on ports chosen
+// free now, and makes their Leases' namespace.
+func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
+	ports, err := localenv.FreePorts(ctx, 2)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	cfg.Listen = ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return nil, "", err
-	}
-	op, err := NewHostnameOperator(cfg, log.With(slog.String("component", "hostname-operator")), nil)
+	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
+	hc := devHostnameConfig(pc, provider, chainID, kubeconfig)
+	hc.Listen = listen(0)
+	hostOp, err := NewHostnameOperator(hc, log.With(slog.String("component", "hostname-operator")), nil)
 	if err != nil {
-		return nil, "", err
+		return nil, err
+	}
+	ipOp, err := NewIPOperator(devIPConfig(provider, chainID, kubeconfig, listen(1)), log.With(slog.String("component", "ip-operator")), nil)
+	if err != nil {
+		return nil, err
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
-	if _, err := op.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, "", fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
+	if _, err := hostOp.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
 	}
-	return op, cfg.Listen, nil
+	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}}, nil
+}
+
+// Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for
+// show: documentation addresses, never reachable), and the IP operator.
+const (
+	DevMetalLBNamespace = "metallb-system"
+	DevMetalLBPool      = "berth-dev"
+	DevMetalLBAddresses = "192.0.2.0/24"
+)
+
+// devMetalLB finds MetalLB's controller, building it with hack/metallb.sh when missing
+// (unless $BERTH_METALLB names a directory).
+func devMetalLB(ctx context.Context, out io.Writer) (string, error) {
+	dir, err := localenv.FindMetalLB(ctx)
+	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(localenv.MetalLBDirEnv) != "" {
+		return dir, err
+	}
+	if _, werr := fmt.Fprintln(out, "berth dev: building MetalLB's controller from the Go module proxy (about 2 minutes, once)"); werr != nil {
+		return "", werr
+	}
+	return localenv.BuildMetalLB(ctx, out)
+}
+
+// startDevMetalLB starts MetalLB's controller on the dev cluster with its pool.
+func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*localenv.MetalLB, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("MetalLB: %w", err)
+	}
+	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: DevMetalLBNamespace, BinDir: binDir})
+	if err != nil {
+		return nil, fmt.Errorf("MetalLB: %w", err)
+	}
+	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: DevMetalLBPool, Addresses: []string{DevMetalLBAddresses}}); err != nil {
+		m.Stop()
+		return nil, fmt.Errorf("MetalLB pool: %w", err)
+	}
+	return m, nil
+}
+
+// superviseMetalLB restarts MetalLB's controller when it exits by itself (logged with
+// its last lines), after 1 s doubling to 30 s, until ctx ends; it stops it then.
+func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconfig, dir string, log *slog.Logger) {
+	backoff := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			m.Stop()
+			return
+		case <-m.Done():
+		}
+		log.ErrorContext(ctx, "MetalLB's controller exited; restarting it", slog.Any("error", m.Err()), slog.Duration("in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.ErrorContext(ctx, "restarting MetalLB's controller", slog.Any("error", err))
+			continue // m is still the exited one: its Done is closed, the loop waits again
+		}
+		m = next
+	}
+}
+
+// devIPConfig is the IP operator of berth dev's provider: the dev MetalLB pool.
+func devIPConfig(provider, chainID, kubeconfig, listen string) ip.Config {
+	c := ip.DefaultConfig()
+	c.Provider, c.ChainID, c.Kubeconfig, c.Listen = provider, chainID, kubeconfig, listen
+	c.Pool, c.MetalLBNamespace = DevMetalLBPool, DevMetalLBNamespace
+	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	return c
 }

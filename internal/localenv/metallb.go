@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -348,4 +349,23 @@ func applyNamespaced(ctx context.Context, dc dynamic.Interface, gvr schema.Group
 		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), ns, u.GetName(), err)
 	}
 	return nil
+}
+
+// Done is closed when the controller has exited (stopped, or by itself: Err says).
+func (m *MetalLB) Done() <-chan struct{} { return m.proc.done }
+
+// BuildMetalLB runs hack/metallb.sh, writing its progress to progress, and returns
+// the directory FindMetalLB then finds.
+func BuildMetalLB(ctx context.Context, progress io.Writer) (string, error) {
+	script, err := findHackScript("metallb.sh")
+	if err != nil {
+		return "", err
+	}
+	//nolint:gosec // G204: the script is berth's own hack/metallb.sh found in the source tree
+	cmd := exec.CommandContext(ctx, "bash", script)
+	cmd.Stderr = progress
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build MetalLB's controller (hack/metallb.sh): %w", err)
+	}
+	return FindMetalLB(ctx)
 }
