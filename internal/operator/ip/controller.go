@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -57,7 +58,21 @@ type Controller struct {
 	leased, services, events, pools cache.SharedIndexInformer
 	queue                           workqueue.TypedRateLimitingInterface[string]
 	synced                          atomic.Bool
+
+	// released are the addresses endpoints had when their last Service went, by
+	// sharing key, for releaseMemory: a port of the endpoint created soon after (a
+	// migration that deleted before it created) asks for the same address.
+	mu       sync.Mutex
+	released map[string]releasedIP
 }
+
+type releasedIP struct {
+	ip string
+	at time.Time
+}
+
+// releaseMemory is how long an endpoint's released address is asked for again.
+const releaseMemory = 10 * time.Minute
 
 // New checks cfg and builds the controller; Run starts it.
 func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
@@ -70,7 +85,7 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m}
+	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m, released: map[string]releasedIP{}}
 	m.usage = c.Usage
 	return c, nil
 }
@@ -164,6 +179,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		if _, err := h.inf.AddEventHandler(c.handler(h.key)); err != nil {
 			return err
 		}
+	}
+	if _, err := c.services.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.rememberReleased}); err != nil {
+		return err
 	}
 	for _, f := range []interface{ Start(<-chan struct{}) }{df, pf, sf, ef} {
 		f.Start(ctx.Done())
@@ -280,6 +298,10 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	default:
 		st.Phase = berthv1.LeasedIPPending
 		if e := c.lastFailure(svc); e != nil {
+			// A recalled address someone else took: ask for any address instead.
+			if pinned := svc.Annotations[AnnotationRequestIPs]; pinned != "" && c.forget(SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name), pinned) {
+				return fmt.Errorf("MetalLB refused the endpoint's former address %s: asking for another", pinned)
+			}
 			st.Message = "MetalLB cannot assign an address: " + e.Message
 			c.setCondition(&st, p, metav1.ConditionFalse, reasonAllocationFailed, st.Message)
 		} else {
@@ -321,6 +343,56 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// rememberReleased notes the address of a deleted Service when no other Service of
+// its sharing key holds it any more.
+func (c *Controller) rememberReleased(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*corev1.Service)
+	if !ok || assignedIP(s) == "" || s.Annotations[AnnotationSharedIP] == "" {
+		return
+	}
+	key := s.Annotations[AnnotationSharedIP]
+	siblings, _ := c.services.GetIndexer().ByIndex(indexSharingKey, key)
+	for _, o := range siblings {
+		if other, ok := o.(*corev1.Service); ok && other.UID != s.UID && assignedIP(other) == assignedIP(s) {
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for k, r := range c.released {
+		if now.Sub(r.at) > releaseMemory {
+			delete(c.released, k)
+		}
+	}
+	c.released[key] = releasedIP{ip: assignedIP(s), at: now}
+}
+
+// recalled is the address an endpoint released lately ("": none).
+func (c *Controller) recalled(key string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.released[key]; ok && time.Since(r.at) <= releaseMemory {
+		return r.ip
+	}
+	return ""
+}
+
+// forget drops an endpoint's released address that MetalLB will not give back (it
+// is someone else's now).
+func (c *Controller) forget(key, ip string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.released[key]; ok && r.ip == ip {
+		delete(c.released, key)
+		return true
+	}
+	return false
+}
+
 // applyService server-side applies p's Service. Its address is pinned once known: its
 // own, or, for a new Service, the one another Service of the same tenant and endpoint
 // holds (a migrated endpoint keeps its address).
@@ -340,6 +412,9 @@ func (c *Controller) applyService(ctx context.Context, p *berthv1.ProviderLeased
 				break
 			}
 		}
+	}
+	if request == "" {
+		request = c.recalled(key)
 	}
 	b, err := json.Marshal(c.cfg.buildService(p, c.owner, request))
 	if err != nil {

@@ -298,3 +298,69 @@ func TestLeasedIPRestart(t *testing.T) {
 		t.Errorf("addresses after the restart: %s and %s, want %s", p.Status.IP, after.Status.IP, before.Status.IP)
 	}
 }
+
+// TestEndpointMigration: a tenant moves its endpoint's port to another deployment
+// (POST /endpoint/migrate): the new lease's port is created while the old one's still
+// holds the address (a port clash: MetalLB refuses it, and the operator says so), then
+// the old one goes; the endpoint keeps its address.
+func TestEndpointMigration(t *testing.T) {
+	e := newEnv(t, localenv.IPAddressPool{Name: "migrate", Addresses: []string{"192.0.2.104/30"}})
+	e.start(t, e.cfg)
+	nsA, nsB := e.k.Namespace(t), e.k.Namespace(t)
+	a, b := lease(e.owner.Provider, 30), lease(e.owner.Provider, 31)
+	e.createLeasedIP(t, nsA, "web-tcp-80", a, "pub", "web", 80, "TCP")
+	before := e.waitAssigned(t, nsA, "web-tcp-80")
+	e.createLeasedIP(t, nsB, "web-tcp-80", b, "pub", "web", 80, "TCP")
+	testenv.EventuallyNoError(t, 30*time.Second, "the clash reported", func() error {
+		p, err := e.leased(t, nsB, "web-tcp-80")
+		if err != nil {
+			return err
+		}
+		if p.Status.Phase != berthv1.LeasedIPPending || !strings.Contains(p.Status.Message, "MetalLB cannot assign") {
+			return fmt.Errorf("%s: %s", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.waitAssigned(t, nsB, "web-tcp-80"); after.Status.IP != before.Status.IP {
+		t.Errorf("the endpoint moved from %s to %s", before.Status.IP, after.Status.IP)
+	}
+}
+
+// TestEndpointMigrationDeleteFirst: the old lease's port goes before the new one's
+// comes (the order of a migration is the manager's): the endpoint asks for its former
+// address and gets it back, though MetalLB would have handed out a lower one; and an
+// address someone else took meanwhile is not waited for.
+func TestEndpointMigrationDeleteFirst(t *testing.T) {
+	e := newEnv(t, localenv.IPAddressPool{Name: "migrate2", Addresses: []string{"192.0.2.108/30"}})
+	e.start(t, e.cfg)
+	ns := e.k.Namespace(t)
+	other := market.LeaseID{Owner: "akash1tenantb", DSeq: 40, GSeq: 1, OSeq: 1, Provider: e.owner.Provider}
+	a, b := lease(e.owner.Provider, 41), lease(e.owner.Provider, 42)
+	e.createLeasedIP(t, ns, "x-tcp-1", other, "x", "x", 1, "TCP")
+	first := e.waitAssigned(t, ns, "x-tcp-1")
+	e.createLeasedIP(t, ns, "web-tcp-80", a, "pub", "web", 80, "TCP")
+	held := e.waitAssigned(t, ns, "web-tcp-80")
+	del := func(name string) {
+		t.Helper()
+		if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		testenv.EventuallyNoError(t, 30*time.Second, name+"'s Service gone", func() error {
+			if _, err := e.cs.CoreV1().Services(ns).Get(t.Context(), name+"-ip", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%w)", err)
+			}
+			return nil
+		})
+	}
+	// The lower address is free again, then the endpoint's port goes and comes back in
+	// another lease.
+	del("x-tcp-1")
+	del("web-tcp-80")
+	e.createLeasedIP(t, ns, "api-tcp-80", b, "pub", "api", 80, "TCP")
+	if got := e.waitAssigned(t, ns, "api-tcp-80"); got.Status.IP != held.Status.IP {
+		t.Errorf("the endpoint's address %s, it had %s (the lower %s was free)", got.Status.IP, held.Status.IP, first.Status.IP)
+	}
+}
