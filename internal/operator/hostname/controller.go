@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/operator"
 )
 
 // Conditions of a ProviderHost's status.
@@ -87,9 +89,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.synced.Store(false)
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "hostname"})
+	c.queue = operator.NewQueue("hostname")
 	defer c.queue.ShutDown()
 
 	hostFactory := dynamicinformer.NewDynamicSharedInformerFactory(c.dc, c.cfg.Resync)
@@ -131,7 +131,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	defer hostFactory.Shutdown()
-	if _, err := c.hosts.AddEventHandler(c.handler(func(obj any) string {
+	if _, err := c.hosts.AddEventHandler(operator.Enqueue(c.queue, func(obj any) string {
 		if h, ok := obj.(*berthv1.ProviderHost); ok {
 			return h.Spec.Hostname
 		}
@@ -139,7 +139,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	})); err != nil {
 		return err
 	}
-	if _, err := c.routes.AddEventHandler(c.handler(func(obj any) string {
+	if _, err := c.routes.AddEventHandler(operator.Enqueue(c.queue, func(obj any) string {
 		if o, err := meta.Accessor(obj); err == nil {
 			return o.GetAnnotations()[AnnotationHostname]
 		}
@@ -157,30 +157,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.removeOtherKind(ctx)
 	c.log.InfoContext(ctx, "hostname operator synced", slog.String("mode", c.cfg.Mode), slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID))
 
-	done := make(chan struct{})
-	workers := c.cfg.Workers
+	var probing sync.WaitGroup
 	if c.cfg.Health.Mode == HealthProbe {
 		c.probe = newProber(c.cfg.Health, c.m, func(h string) { c.queue.Add(h) })
-		workers++
+		probing.Go(func() { c.probe.run(ctx, c.probeTargets) })
 	}
-	for range c.cfg.Workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for c.next(ctx) {
-			}
-		}()
-	}
-	if c.probe != nil {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			c.probe.run(ctx, c.probeTargets)
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	for range workers {
-		<-done
-	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.observeSync)
+	probing.Wait()
 	return nil
 }
 
@@ -236,25 +223,14 @@ func (c *Controller) removeOtherKind(ctx context.Context) {
 
 // checkResources fails clearly when a CRD the mode needs is missing.
 func (c *Controller) checkResources() error {
-	need := []struct {
-		gv, resource, hint string
-	}{{berthv1.GroupVersion.String(), "providerhosts", "install berth's CRDs (config/crd)"}}
+	need := []operator.Served{{GroupVersion: berthv1.GroupVersion.String(), Resource: "providerhosts", Hint: "install berth's CRDs (config/crd)"}}
 	if c.cfg.Mode == ModeGateway {
-		need = append(need, struct{ gv, resource, hint string }{"gateway.networking.k8s.io/v1", "httproutes", "install the Gateway API CRDs (standard channel)"})
+		need = append(need, operator.Served{GroupVersion: "gateway.networking.k8s.io/v1", Resource: "httproutes", Hint: "install the Gateway API CRDs (standard channel)"})
 	}
 	if c.cfg.Mode == ModeIngress && c.cfg.Ingress.Annotations == AnnotationsTraefik {
-		need = append(need, struct{ gv, resource, hint string }{"traefik.io/v1alpha1", "middlewares", "install Traefik's CRDs (ingress.annotations: traefik writes Middlewares)"})
+		need = append(need, operator.Served{GroupVersion: "traefik.io/v1alpha1", Resource: "middlewares", Hint: "install Traefik's CRDs (ingress.annotations: traefik writes Middlewares)"})
 	}
-	for _, n := range need {
-		list, err := c.cs.Discovery().ServerResourcesForGroupVersion(n.gv)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("discover %s: %w", n.gv, err)
-		}
-		if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == n.resource }) {
-			return fmt.Errorf("the cluster does not serve %s %s: %s", n.gv, n.resource, n.hint)
-		}
-	}
-	return nil
+	return operator.CheckServed(c.cs.Discovery(), need...)
 }
 
 // toProviderHost stores ProviderHosts typed.
@@ -272,44 +248,6 @@ func asProviderHost(u *unstructured.Unstructured) (*berthv1.ProviderHost, error)
 		return nil, fmt.Errorf("ProviderHost %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return h, nil
-}
-
-// handler enqueues the hostname key(obj) of every added, changed or deleted object.
-func (c *Controller) handler(key func(any) string) cache.ResourceEventHandler {
-	add := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if k := key(obj); k != "" {
-			c.queue.Add(k)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    add,
-		UpdateFunc: func(old, obj any) { add(old); add(obj) },
-		DeleteFunc: add,
-	}
-}
-
-// next reconciles one hostname from the queue; false once the queue shuts down.
-func (c *Controller) next(ctx context.Context) bool {
-	h, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(h)
-	start := time.Now()
-	err := c.sync(ctx, h)
-	c.m.observeSync(err, time.Since(start))
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.WarnContext(ctx, "hostname sync failed; retrying", slog.String("hostname", h), slog.Any("error", err))
-		}
-		c.queue.AddRateLimited(h)
-		return true
-	}
-	c.queue.Forget(h)
-	return true
 }
 
 // claimants are the ProviderHosts of hostname h on the whole cluster (every
@@ -548,16 +486,7 @@ func httpRouteAccepted(u *unstructured.Unstructured, g GatewayConfig) (bool, str
 
 // sameStatus compares statuses ignoring the conditions' transition times.
 func sameStatus(a, b berthv1.ProviderHostStatus) bool {
-	if a.Phase != b.Phase || a.Message != b.Message || a.Route != b.Route || len(a.Conditions) != len(b.Conditions) {
-		return false
-	}
-	for i := range a.Conditions {
-		x, y := a.Conditions[i], b.Conditions[i]
-		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
-			return false
-		}
-	}
-	return true
+	return a.Phase == b.Phase && a.Message == b.Message && a.Route == b.Route && operator.SameConditions(a.Conditions, b.Conditions)
 }
 
 // writeStatus applies st to p's status subresource when it changed.
@@ -565,24 +494,7 @@ func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderHost, s
 	if sameStatus(p.Status, st) {
 		return nil
 	}
-	body := map[string]any{
-		"apiVersion": berthv1.GroupVersion.String(), "kind": "ProviderHost",
-		"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace, "uid": string(p.UID)},
-		"status":   st,
-	}
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	_, err = c.dc.Resource(kube.ProviderHostResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}, "status")
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil // deleted, or another object of that name now: its own events follow
-	}
-	if err != nil {
-		return fmt.Errorf("status of ProviderHost %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	return nil
+	return operator.ApplyStatus(ctx, c.dc, kube.ProviderHostResource, "ProviderHost", p.Namespace, p.Name, p.UID, st, FieldManager)
 }
 
 // probeTargets are the hostnames of ours that are routed here (for the prober).

@@ -29,6 +29,7 @@ import (
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/operator"
 )
 
 // PoolResource is MetalLB's IPAddressPool.
@@ -105,9 +106,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		return err
 	}
 	c.synced.Store(false)
-	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "leased-ip"})
+	c.queue = operator.NewQueue("leased-ip")
 	defer c.queue.ShutDown()
 
 	owned := func(o *metav1.ListOptions) { o.LabelSelector = c.owner.Selector() }
@@ -176,7 +175,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}},
 	}
 	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(c.handler(h.key)); err != nil {
+		if _, err := h.inf.AddEventHandler(operator.Enqueue(c.queue, h.key)); err != nil {
 			return err
 		}
 	}
@@ -192,37 +191,19 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.synced.Store(true)
 	defer c.synced.Store(false)
 	c.log.InfoContext(ctx, "IP operator synced", slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID), slog.String("pool", c.cfg.Pool))
-	done := make(chan struct{})
-	for range c.cfg.Workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for c.next(ctx) {
-			}
-		}()
-	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	for range c.cfg.Workers {
-		<-done
-	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.observeSync)
 	return nil
 }
 
 // checkResources fails clearly when a CRD the operator needs is missing.
 func (c *Controller) checkResources() error {
-	for _, n := range []struct{ gv, resource, hint string }{
-		{berthv1.GroupVersion.String(), "providerleasedips", "install berth's CRDs (config/crd)"},
-		{PoolResource.GroupVersion().String(), PoolResource.Resource, "install MetalLB (its CRDs and controller)"},
-	} {
-		list, err := c.cs.Discovery().ServerResourcesForGroupVersion(n.gv)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("discover %s: %w", n.gv, err)
-		}
-		if list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == n.resource }) {
-			return fmt.Errorf("the cluster does not serve %s %s: %s", n.gv, n.resource, n.hint)
-		}
-	}
-	return nil
+	return operator.CheckServed(c.cs.Discovery(),
+		operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "providerleasedips", Hint: "install berth's CRDs (config/crd)"},
+		operator.Served{GroupVersion: PoolResource.GroupVersion().String(), Resource: PoolResource.Resource, Hint: "install MetalLB (its CRDs and controller)"})
 }
 
 // toLeasedIP stores ProviderLeasedIPs typed.
@@ -239,38 +220,6 @@ func asLeasedIP(u *unstructured.Unstructured) (*berthv1.ProviderLeasedIP, error)
 		return nil, fmt.Errorf("ProviderLeasedIP %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	return p, nil
-}
-
-func (c *Controller) handler(key func(any) string) cache.ResourceEventHandler {
-	add := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if k := key(obj); k != "" {
-			c.queue.Add(k)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, o any) { add(o) }, DeleteFunc: add}
-}
-
-func (c *Controller) next(ctx context.Context) bool {
-	k, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(k)
-	start := time.Now()
-	err := c.sync(ctx, k)
-	c.m.observeSync(err, time.Since(start))
-	if err != nil {
-		if ctx.Err() == nil {
-			c.log.WarnContext(ctx, "leased IP sync failed; retrying", slog.String("leased_ip", k), slog.Any("error", err))
-		}
-		c.queue.AddRateLimited(k)
-		return true
-	}
-	c.queue.Forget(k)
-	return true
 }
 
 // sync converges one ProviderLeasedIP (key ns/name): its Service exists as it should
@@ -446,16 +395,7 @@ func (c *Controller) deleteService(ctx context.Context, ns, name string) error {
 }
 
 func sameStatus(a, b berthv1.ProviderLeasedIPStatus) bool {
-	if a.IP != b.IP || a.Phase != b.Phase || a.Message != b.Message || a.ServiceName != b.ServiceName || len(a.Conditions) != len(b.Conditions) {
-		return false
-	}
-	for i := range a.Conditions {
-		x, y := a.Conditions[i], b.Conditions[i]
-		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
-			return false
-		}
-	}
-	return true
+	return a.IP == b.IP && a.Phase == b.Phase && a.Message == b.Message && a.ServiceName == b.ServiceName && operator.SameConditions(a.Conditions, b.Conditions)
 }
 
 // writeStatus applies st to p's status subresource when it changed.
@@ -463,21 +403,5 @@ func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderLeasedI
 	if sameStatus(p.Status, st) {
 		return nil
 	}
-	b, err := json.Marshal(map[string]any{
-		"apiVersion": berthv1.GroupVersion.String(), "kind": "ProviderLeasedIP",
-		"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace, "uid": string(p.UID)},
-		"status":   st,
-	})
-	if err != nil {
-		return err
-	}
-	_, err = c.dc.Resource(kube.ProviderLeasedIPResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b,
-		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}, "status")
-	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("status of ProviderLeasedIP %s/%s: %w", p.Namespace, p.Name, err)
-	}
-	return nil
+	return operator.ApplyStatus(ctx, c.dc, kube.ProviderLeasedIPResource, "ProviderLeasedIP", p.Namespace, p.Name, p.UID, st, FieldManager)
 }
