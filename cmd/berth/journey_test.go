@@ -193,23 +193,54 @@ func TestTenantJourney(t *testing.T) {
 		t.Fatalf("deploy output: %v\n%s", err, out)
 	}
 	ipDSeq := strconv.FormatUint(ipRes.DSeq, 10)
-	testenv.EventuallyNoError(t, time.Minute, "the leased IP's address", func() error {
-		var st api.LeaseStatus
-		out, err := cli("tenant", "lease", "status", ipDSeq, "-o", "json")
-		if err != nil {
-			return err
+	// gameIP waits until the lease of dseq shows the game port on an address (want: that
+	// one; "": any) and returns it.
+	gameIP := func(dseq, want string) string {
+		t.Helper()
+		var got string
+		testenv.EventuallyNoError(t, time.Minute, "the leased IP's address on "+dseq, func() error {
+			var st api.LeaseStatus
+			out, err := cli("tenant", "lease", "status", dseq, "-o", "json")
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				return err
+			}
+			ips := st.IPs["game"]
+			if len(ips) != 1 || !strings.HasPrefix(ips[0].IP, "192.0.2.") || ips[0].ExternalPort != 25565 || ips[0].Protocol != "TCP" ||
+				(want != "" && ips[0].IP != want) {
+				return fmt.Errorf("ips %+v, leased_ips %+v", st.IPs, st.Berth.LeasedIPs)
+			}
+			got = ips[0].IP
+			return nil
+		})
+		return got
+	}
+	addr := gameIP(ipDSeq, "")
+	// A second deployment of the tenant names the same endpoint: the first keeps it
+	// until the tenant moves it (POST /endpoint/migrate); then the second has it, at
+	// the same address.
+	out, progress, err = runSplit(t, "tenant", "deploy", ipFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("second deploy with the leased IP: %v\n%s%s", err, progress, out)
+	}
+	var ipRes2 deployResult
+	if err := json.Unmarshal([]byte(out), &ipRes2); err != nil || len(ipRes2.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	ipDSeq2 := strconv.FormatUint(ipRes2.DSeq, 10)
+	if ips := ipRes2.Leases[0].Status.IPs; len(ips) != 0 {
+		t.Fatalf("the second deployment has the first's endpoint before it moved: %+v", ips)
+	}
+	if out := must("tenant", "lease", "migrate-endpoints", ipDSeq2, "game-ip"); !strings.Contains(out, "game-ip") {
+		t.Fatalf("migrate-endpoints: %s", out)
+	}
+	gameIP(ipDSeq2, addr)
+	for _, d := range []string{ipDSeq, ipDSeq2} {
+		if _, err := cli("tenant", "close", d); err != nil {
+			t.Fatal(err)
 		}
-		if err := json.Unmarshal([]byte(out), &st); err != nil {
-			return err
-		}
-		ips := st.IPs["game"]
-		if len(ips) != 1 || !strings.HasPrefix(ips[0].IP, "192.0.2.") || ips[0].ExternalPort != 25565 || ips[0].Protocol != "TCP" {
-			return fmt.Errorf("ips %+v, leased_ips %+v", st.IPs, st.Berth.LeasedIPs)
-		}
-		return nil
-	})
-	if _, err := cli("tenant", "close", ipDSeq); err != nil {
-		t.Fatal(err)
 	}
 
 	// Logs: a line the (simulated) container writes reaches the tenant.

@@ -73,6 +73,16 @@ func exactArgs(n int) cobra.PositionalArgs {
 	}
 }
 
+// minArgs is cobra.MinimumNArgs as a usage error.
+func minArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageError("expected at least %d arguments, got %d", n, len(args))
+		}
+		return nil
+	}
+}
+
 func displayName(name string) string {
 	if name == "-" {
 		return "<stdin>"

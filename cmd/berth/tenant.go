@@ -149,7 +149,8 @@ func newTenantCommand() *cobra.Command {
 	dep.AddCommand(newDeploymentCreateCommand(&f), newDeploymentUpdateCommand(&f), newDeploymentDepositCommand(&f), newDeploymentCloseCommand(&f), newDeploymentListCommand(&f))
 	lease := &cobra.Command{Use: "lease", Short: "Accept a bid (create a lease), close a lease, or see it on its provider"}
 	lease.AddCommand(newLeaseCreateCommand(&f), newLeaseCloseCommand(&f))
-	lease.AddCommand(newLeaseStatusCommand(&f), newLeaseLogsCommand(&f), newLeaseEventsCommand(&f), newLeaseShellCommand(&f))
+	lease.AddCommand(newLeaseStatusCommand(&f), newLeaseLogsCommand(&f), newLeaseEventsCommand(&f), newLeaseShellCommand(&f),
+		newLeaseMigrateCommand(&f, "endpoints"), newLeaseMigrateCommand(&f, "hostnames"))
 	closeCmd := newDeploymentCloseCommand(&f)
 	closeCmd.Short = "Close a deployment (same as `deployment close`): its leases end, its escrow balance comes back"
 	cmd.AddCommand(dep, newBidsCommand(&f), lease, newLeasesCommand(&f), newCertCommand(&f), newSendManifestCommand(&f),

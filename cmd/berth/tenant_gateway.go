@@ -639,3 +639,50 @@ func newLeaseShellCommand(f *ledgerFlags) *cobra.Command {
 	cmd.Flags().BoolVarP(&stdin, "stdin", "i", false, "send this command's standard input")
 	return cmd
 }
+
+// newLeaseMigrateCommand moves hostnames or leased-IP endpoints to a lease of another
+// of the tenant's deployments on the same provider.
+func newLeaseMigrateCommand(f *ledgerFlags, what string) *cobra.Command {
+	var g gatewayFlags
+	var provider string
+	cmd := &cobra.Command{
+		Use:   "migrate-" + what + " DSEQ[/GSEQ/OSEQ] NAME...",
+		Short: fmt.Sprintf("Move %s to this lease from your other deployments on its provider", what),
+		Long: fmt.Sprintf("migrate-%s gives the named %s to the lease DSEQ[/GSEQ/OSEQ] (its manifest must\n", what, what) +
+			"use them), taking them from whichever of your deployments on the same provider has\n" +
+			"them, as Akash's provider-services migrate-" + what + " does. A leased-IP endpoint keeps its\n" +
+			"address; a hostname's route moves.",
+		Args: minArgs(2),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return f.with(cmd, true, func(ctx context.Context, s *session) error {
+				id, err := leaseRef(ctx, s, args[0], provider)
+				if err != nil {
+					return err
+				}
+				gc, err := g.gateway(ctx, f, s, id.Provider)
+				if err != nil {
+					return err
+				}
+				migrate := gc.MigrateEndpoints
+				if what == "hostnames" {
+					migrate = gc.MigrateHostnames
+				}
+				moved, err := migrate(ctx, args[1:], id.DSeq, id.GSeq)
+				if err != nil {
+					return err
+				}
+				if s.json {
+					b, err := json.Marshal(api.Transferred{Transferred: moved})
+					if err != nil {
+						return err
+					}
+					return writeString(s.out, string(b)+"\n")
+				}
+				return writeString(s.out, fmt.Sprintf("moved to lease %d/%d/%d: %s\n", id.DSeq, id.GSeq, id.OSeq, strings.Join(moved, ", ")))
+			})
+		}),
+	}
+	g.register(cmd.Flags())
+	cmd.Flags().StringVar(&provider, "provider", "", "the lease's provider (needed when the deployment has leases with several)")
+	return cmd
+}

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
@@ -379,4 +380,32 @@ func (c *Client) Decisions(ctx context.Context, order *market.OrderID, limit int
 		path += "?" + q.Encode()
 	}
 	return c.do(ctx, http.MethodGet, path, nil)
+}
+
+// MigrateHostnames moves the tenant's hostnames to its lease of deployment dseq,
+// group gseq (POST /hostname/migrate), and returns those moved.
+func (c *Client) MigrateHostnames(ctx context.Context, hostnames []string, dseq uint64, gseq uint32) ([]string, error) {
+	return c.migrate(ctx, "/hostname/migrate", api.HostnameMigration{Hostnames: hostnames, DestinationDSeq: dseq, DestinationGSeq: gseq})
+}
+
+// MigrateEndpoints moves the tenant's leased-IP endpoints (by SDL name) to its lease
+// of deployment dseq, group gseq (POST /endpoint/migrate), and returns those moved.
+func (c *Client) MigrateEndpoints(ctx context.Context, endpoints []string, dseq uint64, gseq uint32) ([]string, error) {
+	return c.migrate(ctx, "/endpoint/migrate", api.EndpointMigration{Endpoints: endpoints, DestinationDSeq: dseq, DestinationGSeq: gseq})
+}
+
+func (c *Client) migrate(ctx context.Context, path string, req any) ([]string, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := c.do(ctx, http.MethodPost, path, b)
+	if err != nil {
+		return nil, err
+	}
+	var tr api.Transferred
+	if err := json.Unmarshal(raw, &tr); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tr.Transferred, nil
 }
