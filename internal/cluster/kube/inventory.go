@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -128,6 +131,12 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		regs = append(regs, reg)
 	}
 	if inv.ips != nil {
+		// A cluster without MetalLB is a mistake of the configuration, said at once;
+		// an API server that does not answer yet is waited for, as for everything.
+		list, err := inv.client.Discovery().ServerResourcesForGroupVersion(MetalLBPoolResource.GroupVersion().String())
+		if (err == nil || apierrors.IsNotFound(err)) && (list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == MetalLBPoolResource.Resource })) {
+			return fmt.Errorf("inventory: leased IPs come from MetalLB pool %s, but the cluster does not serve %s (install MetalLB, or set inventory.leased_ips instead)", inv.ips.pool, MetalLBPoolResource.GroupResource())
+		}
 		reg, pf, err := inv.ips.informer(ctx, inv.dc)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -89,4 +91,35 @@ func TestInventoryLeasedIPPool(t *testing.T) {
 	// The pool grows.
 	testenv.IPAddressPool(t, lb, localenv.IPAddressPool{Name: "inventory", Addresses: []string{"192.0.2.120/30"}})
 	waitFree(4)
+}
+
+// TestInventoryLeasedIPPoolWithoutMetalLB: leased IPs from a MetalLB pool on a cluster
+// that does not serve MetalLB's pools stop the inventory with what to do, instead of
+// waiting for ever.
+func TestInventoryLeasedIPPoolWithoutMetalLB(t *testing.T) {
+	// A control plane of its own: the package's shared one may have MetalLB's CRDs.
+	bin, err := localenv.FindBinaries(t.Context())
+	testenv.Require(t, err)
+	cp, err := localenv.StartControlPlane(t.Context(), localenv.ControlPlaneOptions{BinDir: bin, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.WithMetalLBPool(dc, MetalLBPool{Namespace: "metallb-system", Name: "leased"})
+	err = inv.Run(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "install MetalLB, or set inventory.leased_ips") {
+		t.Fatalf("Run: %v", err)
+	}
 }
