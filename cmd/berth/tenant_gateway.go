@@ -655,11 +655,7 @@ func newLeaseMigrateCommand(f *ledgerFlags, what string) *cobra.Command {
 		Args: minArgs(2),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
-				id, err := leaseRef(ctx, s, args[0], provider)
-				if err != nil {
-					return err
-				}
-				gc, err := g.gateway(ctx, f, s, id.Provider)
+				id, gc, err := leaseGateway(ctx, f, &g, s, args[0], provider)
 				if err != nil {
 					return err
 				}

@@ -72,24 +72,45 @@ func operatorClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface
 	return cs, dc, reg, nil
 }
 
+// operatorSpec is what tells one operator from another when it is built.
+type operatorSpec struct {
+	name               string // "hostname": its metrics label and Lease name
+	kubeconfig, listen string
+	provider, chainID  string
+	leaderElection     operator.LeaderElection
+	log                *slog.Logger
+	started            func(addr string)
+	controller         func(kubernetes.Interface, dynamic.Interface, *prometheus.Registry) (operator.Controller, map[string]http.Handler, error)
+}
+
+// newOperator connects to the cluster and builds the operator's controller.
+func newOperator(spec operatorSpec) (*Operator, error) {
+	cs, dc, reg, err := operatorClients(spec.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	ctrl, handlers, err := spec.controller(cs, dc, reg)
+	if err != nil {
+		return nil, err
+	}
+	le := spec.leaderElection.WithDefaults("berth-" + spec.name + "-" + shortHash(spec.provider+"/"+spec.chainID))
+	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
+		Name: spec.name, Listen: spec.listen, LeaderElection: le, Registry: reg, Log: spec.log, Started: spec.started, Handlers: handlers,
+	}}, nil
+}
+
 // NewHostnameOperator checks cfg and connects to the cluster; Run runs it. started
 // (may be nil) gets the address of its probes and metrics.
 func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("hostname operator: %w", err)
 	}
-	cs, dc, reg, err := operatorClients(cfg.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	ctrl, err := hostname.New(cfg, cs, dc, hostname.NewMetrics(reg), log)
-	if err != nil {
-		return nil, err
-	}
-	le := cfg.LeaderElection.WithDefaults("berth-hostname-" + shortHash(cfg.Provider+"/"+cfg.ChainID))
-	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
-		Name: "hostname", Listen: cfg.Listen, LeaderElection: le, Registry: reg, Log: log, Started: started,
-	}}, nil
+	return newOperator(operatorSpec{name: "hostname", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
+		leaderElection: cfg.LeaderElection, log: log, started: started,
+		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := hostname.New(cfg, cs, dc, hostname.NewMetrics(reg), log)
+			return c, nil, err
+		}})
 }
 
 // NewIPOperator checks cfg and connects to the cluster; Run runs it. Besides the
@@ -98,19 +119,15 @@ func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("IP operator: %w", err)
 	}
-	cs, dc, reg, err := operatorClients(cfg.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	ctrl, err := ip.New(cfg, cs, dc, ip.NewMetrics(reg), log)
-	if err != nil {
-		return nil, err
-	}
-	le := cfg.LeaderElection.WithDefaults("berth-ip-" + shortHash(cfg.Provider+"/"+cfg.ChainID))
-	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
-		Name: "ip", Listen: cfg.Listen, LeaderElection: le, Registry: reg, Log: log, Started: started,
-		Handlers: map[string]http.Handler{"/usage": ctrl.UsageHandler()},
-	}}, nil
+	return newOperator(operatorSpec{name: "ip", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
+		leaderElection: cfg.LeaderElection, log: log, started: started,
+		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := ip.New(cfg, cs, dc, ip.NewMetrics(reg), log)
+			if err != nil {
+				return nil, nil, err
+			}
+			return c, map[string]http.Handler{"/usage": c.UsageHandler()}, nil
+		}})
 }
 
 // Run runs the operator until ctx ends or it fails (see operator.Run).

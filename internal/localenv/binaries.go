@@ -114,15 +114,23 @@ func findHackScript(name string) (string, error) {
 // to progress, and returns their directory as FindBinaries finds and checks it (so
 // $BERTH_TESTBIN must be unset). It takes about ten minutes the first time.
 func BuildBinaries(ctx context.Context, progress io.Writer) (string, error) {
-	script, err := findHackScript("testbin.sh")
-	if err != nil {
+	if err := runHackScript(ctx, "testbin.sh", "the Kubernetes binaries", progress); err != nil {
 		return "", err
 	}
-	//nolint:gosec // G204: the script is berth's own hack/testbin.sh found in the source tree
+	return FindBinaries(ctx)
+}
+
+// runHackScript runs berth's hack/name, which builds what (its progress to progress).
+func runHackScript(ctx context.Context, name, what string, progress io.Writer) error {
+	script, err := findHackScript(name)
+	if err != nil {
+		return err
+	}
+	//nolint:gosec // G204: the script is one of berth's own in hack/, found in the source tree
 	cmd := exec.CommandContext(ctx, "bash", script)
 	cmd.Stderr = progress
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build the Kubernetes binaries (hack/testbin.sh): %w", err)
+		return fmt.Errorf("build %s (hack/%s): %w", what, name, err)
 	}
-	return FindBinaries(ctx)
+	return nil
 }

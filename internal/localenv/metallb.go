@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -357,15 +356,8 @@ func (m *MetalLB) Done() <-chan struct{} { return m.proc.done }
 // BuildMetalLB runs hack/metallb.sh, writing its progress to progress, and returns
 // the directory FindMetalLB then finds.
 func BuildMetalLB(ctx context.Context, progress io.Writer) (string, error) {
-	script, err := findHackScript("metallb.sh")
-	if err != nil {
+	if err := runHackScript(ctx, "metallb.sh", "MetalLB's controller", progress); err != nil {
 		return "", err
-	}
-	//nolint:gosec // G204: the script is berth's own hack/metallb.sh found in the source tree
-	cmd := exec.CommandContext(ctx, "bash", script)
-	cmd.Stderr = progress
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build MetalLB's controller (hack/metallb.sh): %w", err)
 	}
 	return FindMetalLB(ctx)
 }

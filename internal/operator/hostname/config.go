@@ -143,16 +143,8 @@ func (c *Config) Owner() cluster.Owner {
 
 // Validate checks every setting and says which is wrong.
 func (c *Config) Validate() error {
-	if err := c.Owner().Validate(); err != nil {
-		return fmt.Errorf("provider/chain_id: %w", err)
-	}
-	if err := c.LeaderElection.WithDefaults("x").Validate(); err != nil {
+	if err := operator.CheckCommon(c.Owner(), c.LeaderElection, c.Listen, c.Workers, c.Resync); err != nil {
 		return err
-	}
-	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			return fmt.Errorf("listen %q: %w", c.Listen, err)
-		}
 	}
 	switch c.Mode {
 	case ModeIngress:
@@ -206,12 +198,6 @@ func (c *Config) Validate() error {
 	}
 	if d := c.IngressDomain; d != "" && !market.ValidHostname(d) {
 		return fmt.Errorf("ingress_domain %q is not a valid DNS name", d)
-	}
-	if c.Workers < 1 || c.Workers > 64 {
-		return fmt.Errorf("workers %d: want 1 to 64", c.Workers)
-	}
-	if c.Resync < time.Minute {
-		return fmt.Errorf("resync %s: want at least 1m", c.Resync)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ type Controller struct {
 	cs    kubernetes.Interface
 	dc    dynamic.Interface
 	log   *slog.Logger
-	m     *metrics
+	m     *Metrics
 
 	// Set by Run.
 	hosts  cache.SharedIndexInformer
@@ -70,7 +70,7 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: &metrics{Metrics: m}}
+	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m}
 	return c, nil
 }
 
@@ -166,7 +166,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.observeSync)
+	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.ObserveSync)
 	probing.Wait()
 	return nil
 }
@@ -384,7 +384,7 @@ func (c *Controller) applyRoute(ctx context.Context, p *berthv1.ProviderHost) (k
 			return "HTTPRoute", nil, err
 		}
 		out, err := c.dc.Resource(HTTPRouteResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
-		c.m.observeWrite("apply", err)
+		c.m.ObserveWrite("apply", err)
 		return "HTTPRoute", out, err
 	}
 	if c.cfg.Ingress.Annotations == AnnotationsTraefik {
@@ -397,7 +397,7 @@ func (c *Controller) applyRoute(ctx context.Context, p *berthv1.ProviderHost) (k
 		return "Ingress", nil, err
 	}
 	out, err := c.cs.NetworkingV1().Ingresses(p.Namespace).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
-	c.m.observeWrite("apply", err)
+	c.m.ObserveWrite("apply", err)
 	return "Ingress", out, err
 }
 
@@ -417,7 +417,7 @@ func (c *Controller) applyMiddlewares(ctx context.Context, p *berthv1.ProviderHo
 			return err
 		}
 		_, err = mws.Patch(ctx, name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
-		c.m.observeWrite("apply", err)
+		c.m.ObserveWrite("apply", err)
 		if err != nil {
 			return fmt.Errorf("apply Middleware %s: %w", name, err)
 		}
@@ -437,7 +437,7 @@ func (c *Controller) deleteRoute(ctx context.Context, ns, name string, uid types
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		err = nil // gone, or replaced by another object of that name (its own sync)
 	}
-	c.m.observeWrite("delete", err)
+	c.m.ObserveWrite("delete", err)
 	if err != nil {
 		return fmt.Errorf("delete route %s/%s: %w", ns, name, err)
 	}

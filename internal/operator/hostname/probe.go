@@ -23,7 +23,7 @@ type probeResult struct {
 // hostname.
 type prober struct {
 	cfg     HealthConfig
-	m       *metrics
+	m       *Metrics
 	changed func(hostname string)
 	client  *http.Client
 
@@ -32,7 +32,7 @@ type prober struct {
 	kick    chan struct{}
 }
 
-func newProber(cfg HealthConfig, m *metrics, changed func(string)) *prober {
+func newProber(cfg HealthConfig, m *Metrics, changed func(string)) *prober {
 	return &prober{
 		cfg: cfg, m: m, changed: changed, results: map[string]probeResult{}, kick: make(chan struct{}, 1),
 		client: &http.Client{

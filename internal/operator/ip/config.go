@@ -6,7 +6,6 @@ package ip
 
 import (
 	"fmt"
-	"net"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -61,16 +60,8 @@ func (c *Config) Owner() cluster.Owner {
 
 // Validate checks every setting and names the one that is wrong.
 func (c *Config) Validate() error {
-	if err := c.Owner().Validate(); err != nil {
-		return fmt.Errorf("provider/chain_id: %w", err)
-	}
-	if err := c.LeaderElection.WithDefaults("x").Validate(); err != nil {
+	if err := operator.CheckCommon(c.Owner(), c.LeaderElection, c.Listen, c.Workers, c.Resync); err != nil {
 		return err
-	}
-	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-			return fmt.Errorf("listen %q: %w", c.Listen, err)
-		}
 	}
 	if c.Pool != "" && len(validation.IsDNS1123Subdomain(c.Pool)) > 0 {
 		return fmt.Errorf("pool %q is not a valid IPAddressPool name", c.Pool)
@@ -80,12 +71,6 @@ func (c *Config) Validate() error {
 	}
 	if l := c.LoadBalancerClass; l != "" && len(validation.IsQualifiedName(l)) > 0 {
 		return fmt.Errorf("load_balancer_class %q is not a valid class name", l)
-	}
-	if c.Workers < 1 || c.Workers > 64 {
-		return fmt.Errorf("workers %d: want 1 to 64", c.Workers)
-	}
-	if c.Resync < time.Minute {
-		return fmt.Errorf("resync %s: want at least 1m", c.Resync)
 	}
 	return nil
 }

@@ -195,7 +195,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.observeSync)
+	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.ObserveSync)
 	return nil
 }
 
@@ -371,7 +371,7 @@ func (c *Controller) applyService(ctx context.Context, p *berthv1.ProviderLeased
 	}
 	out, err := c.cs.CoreV1().Services(p.Namespace).Patch(ctx, serviceName(p.Name), types.ApplyPatchType, b,
 		metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)})
-	c.m.observeWrite("apply", err)
+	c.m.ObserveWrite("apply", err)
 	return out, err
 }
 
@@ -387,7 +387,7 @@ func (c *Controller) deleteService(ctx context.Context, ns, name string) error {
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		err = nil
 	}
-	c.m.observeWrite("delete", err)
+	c.m.ObserveWrite("delete", err)
 	if err != nil {
 		return fmt.Errorf("delete Service %s/%s: %w", ns, name, err)
 	}

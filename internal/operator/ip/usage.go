@@ -14,6 +14,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/metallb"
+	"berth.dev/berth/internal/operator"
 )
 
 // PoolUsage is one address pool's use.
@@ -145,46 +146,19 @@ func poolUsage(obj *unstructured.Unstructured) (PoolUsage, metallb.Pool) {
 
 // Metrics are the IP operator's Prometheus metrics.
 type Metrics struct {
-	syncs    *prometheus.CounterVec
-	duration prometheus.Histogram
-	writes   *prometheus.CounterVec
-	usage    func() Usage
+	*operator.ReconcileMetrics
+	usage func() Usage
 }
 
 // NewMetrics registers the metrics with reg (nil: not registered), the pool gauges
 // read from the controller at each scrape.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_ip_syncs_total", Help: "Leased IP reconciles by result (ok, error).",
-		}, []string{"result"}),
-		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "berth_ip_sync_duration_seconds", Help: "How long one leased IP's reconcile took.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
-		}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_ip_service_writes_total", Help: "LoadBalancer Service writes by operation (apply, delete) and result (ok, error).",
-		}, []string{"op", "result"}),
-	}
+	m := &Metrics{ReconcileMetrics: operator.NewReconcileMetrics("ip", "Leased IP", "service", "LoadBalancer Service")}
 	if reg != nil {
-		reg.MustRegister(m.syncs, m.duration, m.writes, usageCollector{m})
+		reg.MustRegister(append(m.Collectors(), usageCollector{m})...)
 	}
 	return m
 }
-
-func result(err error) string {
-	if err != nil {
-		return "error"
-	}
-	return "ok"
-}
-
-func (m *Metrics) observeSync(err error, d time.Duration) {
-	m.syncs.WithLabelValues(result(err)).Inc()
-	m.duration.Observe(d.Seconds())
-}
-
-func (m *Metrics) observeWrite(op string, err error) { m.writes.WithLabelValues(op, result(err)).Inc() }
 
 var (
 	poolDesc = prometheus.NewDesc("berth_ip_pool_addresses", "Addresses of a MetalLB pool by state (size, assigned, available).",

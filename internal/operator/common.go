@@ -1,0 +1,86 @@
+package operator
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/cluster"
+)
+
+// CheckCommon checks the settings every operator's file has: whose resources it
+// serves, its leader election, its listen address, its workers and its resync period;
+// the error names the key.
+func CheckCommon(owner cluster.Owner, le LeaderElection, listen string, workers int, resync time.Duration) error {
+	if err := owner.Validate(); err != nil {
+		return fmt.Errorf("provider/chain_id: %w", err)
+	}
+	if err := le.WithDefaults("x").Validate(); err != nil {
+		return err
+	}
+	if listen != "" {
+		if _, _, err := net.SplitHostPort(listen); err != nil {
+			return fmt.Errorf("listen %q: %w", listen, err)
+		}
+	}
+	if workers < 1 || workers > 64 {
+		return fmt.Errorf("workers %d: want 1 to 64", workers)
+	}
+	if resync < time.Minute {
+		return fmt.Errorf("resync %s: want at least 1m", resync)
+	}
+	return nil
+}
+
+// ReconcileMetrics are what every operator counts: its reconciles, their duration, and
+// its writes of the objects it owns.
+type ReconcileMetrics struct {
+	syncs    *prometheus.CounterVec
+	duration prometheus.Histogram
+	writes   *prometheus.CounterVec
+}
+
+// NewReconcileMetrics names the metrics berth_<prefix>_syncs_total,
+// berth_<prefix>_sync_duration_seconds and berth_<prefix>_<written>_writes_total; item
+// is what one reconcile is of, objects what is written (for the help texts).
+func NewReconcileMetrics(prefix, item, written, objects string) *ReconcileMetrics {
+	return &ReconcileMetrics{
+		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_" + prefix + "_syncs_total", Help: item + " reconciles by result (ok, error).",
+		}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "berth_" + prefix + "_sync_duration_seconds", Help: "How long one " + strings.ToLower(item[:1]) + item[1:] + "'s reconcile took.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+		}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "berth_" + prefix + "_" + written + "_writes_total", Help: objects + " writes by operation (apply, delete) and result (ok, error).",
+		}, []string{"op", "result"}),
+	}
+}
+
+// Collectors are the metrics to register.
+func (m *ReconcileMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.syncs, m.duration, m.writes}
+}
+
+// Result is a metric label of an outcome: ok or error.
+func Result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+// ObserveSync counts one reconcile.
+func (m *ReconcileMetrics) ObserveSync(err error, d time.Duration) {
+	m.syncs.WithLabelValues(Result(err)).Inc()
+	m.duration.Observe(d.Seconds())
+}
+
+// ObserveWrite counts one write (apply, delete).
+func (m *ReconcileMetrics) ObserveWrite(op string, err error) {
+	m.writes.WithLabelValues(op, Result(err)).Inc()
+}
