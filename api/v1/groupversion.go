@@ -1,6 +1,7 @@
 // Package v1 holds berth's custom resources (group berth.dev, version v1): Manifest,
 // the durable record of what a lease runs; ProviderHost, a hostname a lease serves;
-// ProviderLeasedIP, a port on a leased IP address. The CRD YAML under config/crd and
+// ProviderLeasedIP, a port on a leased IP address; Inventory, the cluster's nodes, GPUs
+// and storage as the inventory operator reports them. The CRD YAML under config/crd and
 // zz_generated.deepcopy.go are generated from these types by `make generate`.
 //
 // +kubebuilder:object:generate=true
@@ -28,6 +29,7 @@ func addKnownTypes(s *runtime.Scheme) error {
 		&Manifest{}, &ManifestList{},
 		&ProviderHost{}, &ProviderHostList{},
 		&ProviderLeasedIP{}, &ProviderLeasedIPList{},
+		&Inventory{}, &InventoryList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil

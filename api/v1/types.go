@@ -1,6 +1,8 @@
 package v1
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -255,4 +257,147 @@ type ProviderLeasedIPList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []ProviderLeasedIP `json:"items"`
+}
+
+// InventorySpec is empty: an Inventory is written by the inventory operator only.
+type InventorySpec struct{}
+
+// InventoryStatus is the inventory operator's report of the cluster: its nodes, what
+// runs on them (in total and per provider, so that each provider can tell its own
+// leases' pods from everyone else's), their GPUs, and the storage classes offered.
+type InventoryStatus struct {
+	// UpdatedAt is when the operator last wrote this report. It writes at least every
+	// heartbeat, so a report older than a few heartbeats means the operator is gone.
+	UpdatedAt metav1.Time `json:"updatedAt,omitempty"`
+	// Operator names the operator's replica that wrote the report (its leader identity).
+	Operator string `json:"operator,omitempty"`
+	// Nodes are every node of the cluster, sorted by name, the ones that take no
+	// workloads too (with why).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Nodes []InventoryNode `json:"nodes,omitempty"`
+	// Storage are the storage classes the operator is configured to offer, sorted.
+	// +optional
+	// +listType=map
+	// +listMapKey=class
+	Storage []InventoryStorage `json:"storage,omitempty"`
+	// Problems are what the operator could not make sense of (an unknown GPU, a class
+	// without capacity), one sentence each, so they show next to the numbers.
+	// +optional
+	Problems []string `json:"problems,omitempty"`
+}
+
+// InventoryNode is one node.
+type InventoryNode struct {
+	Name string `json:"name"`
+	// Schedulable is true when the node is Ready, not cordoned and has no NoSchedule
+	// or NoExecute taint; NotSchedulable says which of those it is not.
+	Schedulable    bool   `json:"schedulable"`
+	NotSchedulable string `json:"notSchedulable,omitempty"`
+	// Allocatable is the node's allocatable resources, with nvidia.com/gpu counting
+	// only the GPUs offered (see GPU).
+	// +optional
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// Used is the requests of every pod scheduled on the node that has not finished.
+	// +optional
+	Used corev1.ResourceList `json:"used,omitempty"`
+	// Leases is the part of Used that the leases of each provider hold.
+	// +optional
+	Leases []InventoryOwnerUsage `json:"leases,omitempty"`
+	// GPU is the node's GPUs, when it has any.
+	// +optional
+	GPU *InventoryGPU `json:"gpu,omitempty"`
+	// StorageClasses are the offered storage classes whose volumes the node can use.
+	// +optional
+	StorageClasses []string `json:"storageClasses,omitempty"`
+}
+
+// InventoryOwnerUsage is what one provider's leases use.
+type InventoryOwnerUsage struct {
+	Provider string              `json:"provider"`
+	ChainID  string              `json:"chainID"`
+	Used     corev1.ResourceList `json:"used"`
+}
+
+// InventoryGPU describes a node's GPUs the way SDLs ask for them.
+type InventoryGPU struct {
+	// Vendor, Model, RAM and Interface are the SDL's names ("nvidia", "a100", "80Gi",
+	// "sxm"); Model is empty for a card the operator could not name.
+	Vendor    string `json:"vendor,omitempty"`
+	Model     string `json:"model,omitempty"`
+	RAM       string `json:"ram,omitempty"`
+	Interface string `json:"interface,omitempty"`
+	// Product is the product name the node's labels give (GPU feature discovery's
+	// nvidia.com/gpu.product); PCIDevice the PCI vendor:device id (node feature
+	// discovery's pci-10de labels), when known.
+	Product   string `json:"product,omitempty"`
+	PCIDevice string `json:"pciDevice,omitempty"`
+	// Devices is how many GPUs the device plugin advertises (allocatable nvidia.com/gpu);
+	// Offered how many of them leases may have (0 when the card is unknown, shared or
+	// partitioned, with the reason in Message).
+	Devices int64 `json:"devices"`
+	Offered int64 `json:"offered"`
+	// Sharing is "time-slicing" or "mps" when each device is shared by Replicas
+	// workloads, "mig" when the GPUs are partitioned into MIG devices.
+	// +optional
+	Sharing string `json:"sharing,omitempty"`
+	// +optional
+	Replicas int64 `json:"replicas,omitempty"`
+	// MIG are the MIG devices by profile ("1g.10gb": 7), when the node has them.
+	// +optional
+	MIG map[string]int64 `json:"mig,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// InventoryStorage is one storage class offered.
+type InventoryStorage struct {
+	// Class is the cluster's StorageClass.
+	Class string `json:"class"`
+	// Source is where the capacity comes from: csi (the driver's CSIStorageCapacity
+	// objects: free space plus what bound claims hold), local (a configured size per
+	// node or in all, against the bound claims), ceph (a configured pool size, or the
+	// Rook CephCluster's reported capacity).
+	Source string `json:"source"`
+	// Capacity is the class's size; Used what bound claims of the class hold; Leases
+	// the part of Used each provider's leases hold.
+	Capacity resource.Quantity `json:"capacity"`
+	Used     resource.Quantity `json:"used"`
+	// +optional
+	Leases []InventoryOwnerStorage `json:"leases,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// InventoryOwnerStorage is what one provider's leases' claims of a class hold.
+type InventoryOwnerStorage struct {
+	Provider string            `json:"provider"`
+	ChainID  string            `json:"chainID"`
+	Used     resource.Quantity `json:"used"`
+}
+
+// Inventory is the cluster's inventory as the inventory operator sees it; providers
+// bid on it. Cluster-scoped; one per inventory operator.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=inv
+// +kubebuilder:printcolumn:name="Updated",type=date,JSONPath=`.status.updatedAt`
+// +kubebuilder:printcolumn:name="Operator",type=string,JSONPath=`.status.operator`
+type Inventory struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   InventorySpec   `json:"spec,omitempty"`
+	Status InventoryStatus `json:"status,omitempty"`
+}
+
+// InventoryList is a list of Inventories.
+//
+// +kubebuilder:object:root=true
+type InventoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Inventory `json:"items"`
 }

@@ -48,7 +48,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of simulated CPU nodes")
 	f.IntVar(&cfg.GPUNodes, "gpu-nodes", cfg.GPUNodes, "number of simulated GPU nodes")
 	f.IntVar(&cfg.GPUsPerNode, "gpus-per-node", cfg.GPUsPerNode, "GPUs on each GPU node")
-	f.StringVar(&cfg.GPUModel, "gpu-model", cfg.GPUModel, "GPU product label of the GPU nodes")
+	f.StringSliceVar(&cfg.GPUModels, "gpu-model", cfg.GPUModels, "GPU products of the GPU nodes, as GPU feature discovery labels them (comma-separated: the nodes take them in turn)")
 	f.IntVar(&cfg.GPUMemoryMiB, "gpu-memory-mib", cfg.GPUMemoryMiB, "memory of each GPU in MiB")
 	f.StringVar(&cfg.NodeCPU, "node-cpu", cfg.NodeCPU, "CPU capacity of every node")
 	f.StringVar(&cfg.NodeMemory, "node-memory", cfg.NodeMemory, "memory capacity of every node")

@@ -9,20 +9,21 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/operator/hostname"
+	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
 )
 
 func newOperatorCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "operator",
-		Short: "Run one of the provider's Kubernetes operators (hostname, ip)",
+		Short: "Run one of the provider's Kubernetes operators (hostname, ip, inventory)",
 		Long: "The operators turn the resources the provider writes for its leases into the cluster's\n" +
-			"routing. Each runs as its own process (one Deployment per provider, replicas elect a\n" +
+			"routing, and describe the cluster for bidding. Each runs as its own process (one Deployment per provider, replicas elect a\n" +
 			"leader) and serves /healthz, /readyz and /metrics. berth dev runs them in-process.\n" +
 			"See docs/operators.md.",
 		GroupID: groupRun,
 	}
-	cmd.AddCommand(newHostnameOperatorCommand(), newIPOperatorCommand())
+	cmd.AddCommand(newHostnameOperatorCommand(), newIPOperatorCommand(), newInventoryOperatorCommand())
 	return cmd
 }
 
@@ -132,5 +133,38 @@ func newIPOperatorCommand() *cobra.Command {
 		}),
 	}
 	f.register(cmd, "ip-operator.yaml", "127.0.0.1:8086")
+	return cmd
+}
+
+func newInventoryOperatorCommand() *cobra.Command {
+	var f operatorFlags
+	cmd := &cobra.Command{
+		Use:   "inventory --config inventory-operator.yaml",
+		Short: "Describe the cluster for bidding: nodes, GPUs, storage → Inventory resource and node labels",
+		Long: "inventory watches the cluster's nodes, pods, claims and storage capacity and publishes an\n" +
+			"Inventory resource (cluster-scoped) that providers bid on (their inventory.operator): per\n" +
+			"node, what is allocatable and used (per provider), its GPUs named from GPU feature\n" +
+			"discovery and node feature discovery labels (no hand-kept list; gpu.models for odd\n" +
+			"names), and the offered storage classes' capacity (CSIStorageCapacity, a configured\n" +
+			"size, or Rook Ceph). It keeps berth.dev/capabilities.* labels on the nodes, which GPU\n" +
+			"pods' affinity selects on. GET /inventory shows the last report. Flags override the file.",
+		Args: exactArgs(0),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			cfg := inventoryop.DefaultConfig()
+			log, err := f.load(cmd, "inventory", func(b []byte) (err error) { cfg, err = inventoryop.DecodeConfig(b); return err }, &cfg.Kubeconfig, &cfg.Listen)
+			if err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError("%w", err)
+			}
+			op, _, err := app.NewInventoryOperator(cfg, log, started(cmd, ",inventory"))
+			if err != nil {
+				return err
+			}
+			return op.Run(cmd.Context())
+		}),
+	}
+	f.register(cmd, "inventory-operator.yaml", "127.0.0.1:8087")
 	return cmd
 }

@@ -56,6 +56,13 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
+	if cfg.Inventory.Operator != "" {
+		maxAge, err := cfg.inventoryMaxAge()
+		if err != nil {
+			return nil, err
+		}
+		s.inv.FromOperator(s.dc, cfg.Inventory.Operator, maxAge)
+	}
 	if pool, ok, err := cfg.leasedIPPool(); err != nil {
 		return nil, err
 	} else if ok {
@@ -118,5 +125,27 @@ func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.L
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// awaitInventory waits until the inventory can be bid on (with the inventory operator:
+// its first report has arrived), or says why not after timeout.
+func (s *clusterService) awaitInventory(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := s.capacity.Unavailable()
+		if why == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("the provider cannot bid after %s: %s", timeout, why)
+		case <-tick.C:
+		}
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
@@ -26,9 +26,12 @@ type DevConfig struct {
 	// Reset removes the home first, for a new chain.
 	Reset bool
 	// Nodes is the number of simulated CPU nodes; GPUNodes the number of simulated GPU
-	// nodes, each with GPUsPerNode devices of GPUModel with GPUMemoryMiB each.
+	// nodes, each with GPUsPerNode devices of one of GPUModels (GPU feature discovery's
+	// product names, the nodes taking them in turn) with GPUMemoryMiB each. The nodes
+	// carry only the labels GPU feature discovery and node feature discovery publish:
+	// the inventory operator names the models from them.
 	Nodes, GPUNodes, GPUsPerNode int
-	GPUModel                     string
+	GPUModels                    []string
 	GPUMemoryMiB                 int
 	// NodeCPU and NodeMemory size every node (Kubernetes quantities).
 	NodeCPU, NodeMemory string
@@ -61,15 +64,15 @@ func DefaultHome() string {
 	return ".berth"
 }
 
-// DefaultDevConfig returns the embedded defaults: three CPU nodes and one node with
-// eight 80 GiB A100 GPUs, in the default home.
+// DefaultDevConfig returns the embedded defaults: three CPU nodes, one node with eight
+// 80 GiB A100 SXM GPUs and one with eight 80 GiB H100s, in the default home.
 func DefaultDevConfig() DevConfig {
 	return DevConfig{
 		Home:         DefaultHome(),
 		Nodes:        3,
-		GPUNodes:     1,
+		GPUNodes:     2,
 		GPUsPerNode:  8,
-		GPUModel:     "NVIDIA-A100-SXM4-80GB",
+		GPUModels:    []string{"NVIDIA-A100-SXM4-80GB", "NVIDIA-H100-80GB-HBM3"},
 		GPUMemoryMiB: 81920,
 		NodeCPU:      "16",
 		NodeMemory:   "64Gi",
@@ -92,8 +95,8 @@ func (c DevConfig) Validate() error {
 		return errors.New("--nodes, --gpu-nodes: the cluster needs at least one node")
 	case c.GPUNodes > 0 && (c.GPUsPerNode < 1 || c.GPUsPerNode > 64):
 		return fmt.Errorf("--gpus-per-node: %d is outside 1–64", c.GPUsPerNode)
-	case c.GPUNodes > 0 && strings.TrimSpace(c.GPUModel) == "":
-		return errors.New("--gpu-model: empty")
+	case c.GPUNodes > 0 && (len(c.GPUModels) == 0 || slices.ContainsFunc(c.GPUModels, func(m string) bool { return strings.TrimSpace(m) == "" })):
+		return errors.New("--gpu-model: empty (GPU feature discovery's product names, such as NVIDIA-A100-SXM4-80GB)")
 	case c.WithdrawPeriod < 0 || c.WithdrawPeriod > 0 && c.WithdrawPeriod < time.Second:
 		return fmt.Errorf("--withdraw-period: %s is neither 0 nor at least 1s", c.WithdrawPeriod)
 	}
@@ -106,16 +109,13 @@ func (c DevConfig) nodes() []localenv.NodeSpec {
 		specs = append(specs, localenv.NodeSpec{Name: fmt.Sprintf("dev-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory})
 	}
 	for i := range c.GPUNodes {
-		spec := localenv.NodeSpec{
+		// GPU feature discovery's labels (product, memory, count) and node feature
+		// discovery's PCI label of an NVIDIA 3D controller: nothing berth-specific.
+		specs = append(specs, localenv.NodeSpec{
 			Name: fmt.Sprintf("dev-gpu-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory,
-			GPUs: c.GPUsPerNode, GPUProduct: c.GPUModel, GPUMemoryMiB: c.GPUMemoryMiB,
-		}
-		// GPU pods' node affinity selects on berth's model label, which an operator sets
-		// on a real cluster; here the model comes from the product name.
-		if model := cluster.ParseGPUProduct(c.GPUModel).Model; model != "" {
-			spec.Labels = map[string]string{cluster.LabelGPUModel: model}
-		}
-		specs = append(specs, spec)
+			GPUs: c.GPUsPerNode, GPUProduct: strings.TrimSpace(c.GPUModels[i%len(c.GPUModels)]), GPUMemoryMiB: c.GPUMemoryMiB,
+			Labels: map[string]string{"feature.node.kubernetes.io/pci-0302_10de.present": "true"},
+		})
 	}
 	return specs
 }
@@ -278,6 +278,13 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		stopOperators()
 		opsDone.Wait()
 	}()
+	// Bids wait for the inventory operator's first report: the banner comes after it.
+	if err := p.awaitInventory(ctx, time.Minute); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
 	if err != nil {
 		return err
@@ -286,7 +293,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
 		resumed: chainInfo.resumed, denoms: chainInfo.denoms, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
 		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
-		hostnameOperator: ops[0].addr, ipOperator: ops[1].addr,
+		hostnameOperator: ops[0].addr, ipOperator: ops[1].addr, inventoryOperator: ops[2].addr,
 	})
 
 	if err := watch(nil, ""); err != nil {

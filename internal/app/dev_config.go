@@ -26,6 +26,8 @@ var devOwnedKeys = []struct{ key, why string }{
 	{"gateway.listen", "berth dev's gateway listens on 127.0.0.1, on a port chosen at each start"},
 	{"gateway.grpc_listen", "berth dev's gRPC gateway listens on 127.0.0.1, on a port chosen at each start"},
 	{"cluster.install_crds", "the dev cluster is new at each start: berth dev's provider always installs berth's CRDs"},
+	{"inventory.operator", "berth dev's provider bids on the report of the inventory operator berth dev runs (Inventory " + DevInventoryName + ")"},
+	{"inventory.storage", "berth dev's inventory operator sizes the dev storage classes (beta1–beta3, 1Ti each)"},
 }
 
 // capabilitiesPrefix starts the attributes that declare what a cluster can do;
@@ -56,10 +58,7 @@ func devProviderDefaults(cfg DevConfig) ProviderConfig {
 		check = min(check, cfg.WithdrawPeriod)
 	}
 	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod.String(), check.String()
-	pc.Inventory.Storage = map[string]string{}
-	for _, class := range localenv.DevStorageClasses {
-		pc.Inventory.Storage[class] = "1Ti"
-	}
+	pc.Inventory.Operator = DevInventoryName
 	pc.Inventory.LeasedIPPool = DevMetalLBNamespace + "/" + DevMetalLBPool
 	pc.Bidding.Pricing.Scale = DevScaleRates()
 	pc.Attributes = devLocationAttributes()

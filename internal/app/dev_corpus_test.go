@@ -54,6 +54,7 @@ func screenCorpus(t *testing.T, banner string) {
 		t.Fatalf("no corpus under ../sdl/testdata/corpus (%v)", err)
 	}
 	reasons := map[string]int{}
+	gpuBids := map[string]int{} // groups bid on that ask for the dev cluster's GPU models
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -77,6 +78,11 @@ func screenCorpus(t *testing.T, banner string) {
 			}
 			if r.GetBid() {
 				reasons[bidengine.ReasonPriced]++
+				for _, m := range []string{"a100", "h100"} {
+					if strings.Contains(string(spec), "/model/"+m) {
+						gpuBids[m]++
+					}
+				}
 				if r.GetPrice().GetDenom() != g.Resources[0].Price.Denom {
 					t.Errorf("%s group %q: bid in %s on an order priced in %s", filepath.Base(filepath.Dir(f)), g.Name, r.GetPrice().GetDenom(), g.Resources[0].Price.Denom)
 				}
@@ -91,7 +97,12 @@ func screenCorpus(t *testing.T, banner string) {
 	if reasons[bidengine.ReasonPriced] == 0 {
 		t.Error("berth dev bid on no corpus group")
 	}
-	t.Logf("berth dev on the corpus's groups: %v", reasons)
+	// The dev GPU nodes, described only by GPU feature discovery's labels, are an A100
+	// and an H100 node: SDLs asking for either get bids.
+	if strings.Contains(banner, "H100") && (gpuBids["a100"] == 0 || gpuBids["h100"] == 0) {
+		t.Errorf("no bid on the corpus's A100 or H100 groups: %v", gpuBids)
+	}
+	t.Logf("berth dev on the corpus's groups: %v; bids on GPU models %v", reasons, gpuBids)
 }
 
 // TestDevBannerOlderChain: a resumed chain made before uact says what it lacks and

@@ -323,21 +323,21 @@ func startDevProvisioner(ctx context.Context, kubeconfig, dir string, log *slog.
 }
 
 type devBanner struct {
-	cfg                          DevConfig
-	cp                           *localenv.ControlPlane
-	kubeconfig                   string
-	specs                        []localenv.NodeSpec
-	took                         time.Duration
-	chainID, rpc                 string
-	resumed                      bool
-	denoms                       []string
-	provider                     string
-	providerAddr                 string
-	grpc, metrics                string
-	tenant                       devTenant
-	leases                       []ledger.LeaseResponse
-	manifestTimeout, defaultHome string
-	hostnameOperator, ipOperator string
+	cfg                                             DevConfig
+	cp                                              *localenv.ControlPlane
+	kubeconfig                                      string
+	specs                                           []localenv.NodeSpec
+	took                                            time.Duration
+	chainID, rpc                                    string
+	resumed                                         bool
+	denoms                                          []string
+	provider                                        string
+	providerAddr                                    string
+	grpc, metrics                                   string
+	tenant                                          devTenant
+	leases                                          []ledger.LeaseResponse
+	manifestTimeout, defaultHome                    string
+	hostnameOperator, ipOperator, inventoryOperator string
 }
 
 func printDevBanner(out io.Writer, d devBanner) {
@@ -373,6 +373,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 	}
 	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
 	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", DevMetalLBAddresses, d.ipOperator)
+	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", DevInventoryName, d.inventoryOperator)
 	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
 	coins := slices.Clone(d.tenant.balance)
 	rank := func(denom string) int {

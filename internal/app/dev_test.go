@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
@@ -42,7 +43,8 @@ func TestDevConfigValidate(t *testing.T) {
 		{"no nodes", func(c *DevConfig) { c.Nodes, c.GPUNodes = 0, 0 }, "at least one node"},
 		{"zero gpus per node", func(c *DevConfig) { c.GPUsPerNode = 0 }, "--gpus-per-node: 0"},
 		{"gpus per node irrelevant without gpu nodes", func(c *DevConfig) { c.GPUNodes, c.GPUsPerNode = 0, 0 }, ""},
-		{"blank gpu model", func(c *DevConfig) { c.GPUModel = " " }, "--gpu-model"},
+		{"blank gpu model", func(c *DevConfig) { c.GPUModels = []string{"NVIDIA-A100-SXM4-80GB", " "} }, "--gpu-model"},
+		{"no gpu model", func(c *DevConfig) { c.GPUModels = nil }, "--gpu-model"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +69,7 @@ func TestRunDev(t *testing.T) {
 	}
 	cfg := DefaultDevConfig()
 	cfg.Home = filepath.Join(t.TempDir(), "dev")
-	cfg.Nodes, cfg.GPUNodes, cfg.GPUsPerNode = 2, 1, 4
+	cfg.Nodes, cfg.GPUNodes, cfg.GPUsPerNode = 2, 2, 4
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -84,7 +86,7 @@ func TestRunDev(t *testing.T) {
 	}
 	banner := out.String()
 	kubeconfig := filepath.Join(cfg.Home, "cluster", "berth.kubeconfig")
-	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB)", "not a sandbox",
+	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB), dev-gpu-node-2 (4× NVIDIA-H100-80GB-HBM3)", "not a sandbox",
 		"chain berth-dev (new)", `tenant key    "tenant" akash1`, "balance 1000000000000uakt, 1000000000000uact, 1000000000000" + ledger.DenomUSDC, "export BERTH_HOME=" + cfg.Home,
 		"berth tenant deploy examples/web.yaml"} {
 		if !strings.Contains(banner, want) {
@@ -103,8 +105,25 @@ func TestRunDev(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(nodes.Items) != 3 {
-		t.Errorf("cluster has %d nodes, want 3", len(nodes.Items))
+	if len(nodes.Items) != 4 {
+		t.Errorf("cluster has %d nodes, want 4", len(nodes.Items))
+	}
+	// The inventory operator reported before the banner, and labelled each GPU node
+	// with the model it derived from GPU feature discovery's labels.
+	for _, n := range nodes.Items {
+		want := map[string]string{}
+		switch n.Name {
+		case "dev-gpu-node-1":
+			want[inventory.GPULabel("nvidia", "a100", "", "sxm")] = "true"
+		case "dev-gpu-node-2":
+			want[inventory.GPULabel("nvidia", "h100", "80Gi", "")] = "true"
+		}
+		want[inventory.StorageLabel("beta3")] = "true"
+		for k, v := range want {
+			if n.Labels[k] != v {
+				t.Errorf("node %s: label %s = %q, want %q (labels %v)", n.Name, k, n.Labels[k], v, inventory.CapabilityLabelsOf(n.Labels))
+			}
+		}
 	}
 	gpu, err := cs.CoreV1().Nodes().Get(ctx, "dev-gpu-node-1", metav1.GetOptions{})
 	if err != nil {

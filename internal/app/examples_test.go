@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/manifest"
@@ -83,13 +85,11 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pools, err := pc.inventoryPools()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The storage classes' sizes, as berth dev's inventory operator reports them.
 	capacity := cluster.NewCapacity()
-	for class, n := range pools {
-		capacity.SetPoolCapacity(cluster.StoragePool(class), n)
+	for _, sc := range devInventoryConfig("", "").Storage {
+		report, _ := inventory.Storage(sc, inventory.StorageInput{})
+		capacity.SetPoolCapacity(cluster.StoragePool(sc.Class), report.Capacity.Value())
 	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, pc.Inventory.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, pc.Inventory.NodePorts)
@@ -100,6 +100,9 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 			t.Fatal(err)
 		}
 		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+		// The capability labels berth dev's inventory operator puts on it.
+		labels, _ := inventory.Capabilities(inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{}), localenv.DevStorageClasses)
+		maps.Copy(n.Labels, labels)
 		capacity.SetNode(kube.NodeOf(n))
 		p.nodes = append(p.nodes, n)
 	}
@@ -287,14 +290,24 @@ func describePod(pod *corev1.PodSpec) string {
 	return strings.Join(parts, ", ")
 }
 
-// podFits: n satisfies the pod's required node affinity (In expressions; anything else
-// counts as unsatisfied) and has the allocatable resources its containers request.
+// podFits: n satisfies the pod's required node affinity (In and Exists expressions;
+// anything else counts as unsatisfied) and has the allocatable resources its containers request.
 func podFits(n *corev1.Node, pod *corev1.PodSpec) bool {
 	if a := pod.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
 		terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 		if !slices.ContainsFunc(terms, func(term corev1.NodeSelectorTerm) bool {
 			for _, e := range term.MatchExpressions {
-				if e.Operator != corev1.NodeSelectorOpIn || !slices.Contains(e.Values, n.Labels[e.Key]) {
+				_, has := n.Labels[e.Key]
+				switch e.Operator {
+				case corev1.NodeSelectorOpIn:
+					if !slices.Contains(e.Values, n.Labels[e.Key]) {
+						return false
+					}
+				case corev1.NodeSelectorOpExists:
+					if !has {
+						return false
+					}
+				default:
 					return false
 				}
 			}
@@ -341,8 +354,8 @@ func TestExamplesOversizedDeclined(t *testing.T) {
 			[]string{"class: beta3", "class: default"}, bidengine.ReasonStorageCapability},
 		{"9 GPUs, nodes have 8", "gpu.yaml",
 			[]string{"gpu:\n          units: 1", "gpu:\n          units: 9"}, bidengine.ReasonCapacityGPU},
-		{"h100, berth dev has a100", "gpu.yaml",
-			[]string{"model: a100", "model: h100"}, bidengine.ReasonGPUCapability},
+		{"rtx4090, berth dev has a100 and h100", "gpu.yaml",
+			[]string{"model: a100", "model: rtx4090"}, bidengine.ReasonGPUCapability},
 		{"68Gi with shm, the GPU node has 64Gi", "gpu.yaml",
 			[]string{"size: 32Gi", "size: 60Gi"}, bidengine.ReasonCapacityGPU},
 		{"a leased IP, berth dev has none", "web.yaml",
@@ -390,6 +403,8 @@ func TestDevCapabilities(t *testing.T) {
 		{Key: "capabilities/gpu/vendor/nvidia/model/a100/ram/80Gi", Value: "true"},
 		{Key: "capabilities/gpu/vendor/nvidia/model/a100/interface/sxm", Value: "true"},
 		{Key: "capabilities/gpu/vendor/nvidia/model/a100/ram/80Gi/interface/sxm", Value: "true"},
+		{Key: "capabilities/gpu/vendor/nvidia/model/h100", Value: "true"},
+		{Key: "capabilities/gpu/vendor/nvidia/model/h100/ram/80Gi", Value: "true"},
 	}
 	if !slices.Equal(attrs, want) {
 		t.Fatalf("capabilities:\n got %v\nwant %v", attrs, want)
@@ -416,26 +431,40 @@ func TestDevCapabilities(t *testing.T) {
 	if attrs, err := cfg.capabilities(nil); err != nil || len(attrs) != 0 {
 		t.Fatalf("no GPU nodes, no storage classes: %v, %v", attrs, err)
 	}
-	cfg.GPUNodes = 3
+	cfg.GPUNodes, cfg.GPUModels = 3, []string{"NVIDIA-A100-SXM4-80GB"}
 	if attrs, err := cfg.capabilities(nil); err != nil || len(attrs) != 4 {
 		t.Fatalf("three GPU nodes of one model: %v, %v", attrs, err)
 	}
 }
 
-// TestDevNodesLabelGPUModel: berth dev's GPU nodes carry the label GPU pods' node
-// affinity selects on, with the model the inventory reads.
-func TestDevNodesLabelGPUModel(t *testing.T) {
+// TestDevNodesCarryOnlyDiscoveryLabels: berth dev's GPU nodes are described only as
+// GPU feature discovery and node feature discovery describe them (no berth label: the
+// inventory operator names the models), with two models, A100 and H100.
+func TestDevNodesCarryOnlyDiscoveryLabels(t *testing.T) {
+	var models []string
 	for _, spec := range DefaultDevConfig().nodes() {
 		n, err := spec.Object()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, want := n.Labels[cluster.LabelGPUModel], ""
+		for k := range n.Labels {
+			if strings.HasPrefix(k, "berth.dev/") {
+				t.Errorf("node %s: label %s", n.Name, k)
+			}
+		}
 		if spec.GPUs > 0 {
-			want = "a100"
+			if n.Labels[inventory.LabelGFDProduct] == "" || n.Labels[inventory.LabelGFDMemory] == "" || n.Labels[inventory.LabelGFDCount] == "" {
+				t.Errorf("node %s: GPU feature discovery's labels missing: %v", n.Name, n.Labels)
+			}
+			g := inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{})
+			if g == nil || g.Offered != int64(spec.GPUs) || g.Message != "" {
+				t.Errorf("node %s: %+v", n.Name, g)
+				continue
+			}
+			models = append(models, g.Model)
 		}
-		if got != want {
-			t.Errorf("node %s: label %s = %q, want %q", spec.Name, cluster.LabelGPUModel, got, want)
-		}
+	}
+	if !slices.Equal(models, []string{"a100", "h100"}) {
+		t.Errorf("GPU models %q, want a100 and h100", models)
 	}
 }

@@ -276,6 +276,7 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	}
 	snap := p.capacity.Snapshot()
 	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
+	s.Berth.NotBidding = p.capacity.Unavailable()
 	s.Cluster.Inventory = inventoryOf(snap)
 	return s
 }

@@ -22,9 +22,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
+	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
 )
 
@@ -130,6 +132,26 @@ func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (
 		}})
 }
 
+// NewInventoryOperator checks cfg and connects to the cluster; Run runs it. Besides
+// the probes and metrics it serves GET /inventory (its last report).
+func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func(addr string)) (*Operator, *inventoryop.Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("inventory operator: %w", err)
+	}
+	var ctrl *inventoryop.Controller
+	op, err := newOperator(operatorSpec{name: "inventory", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Name,
+		leaderElection: cfg.LeaderElection, log: log, started: started,
+		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := inventoryop.New(cfg, cs, dc, inventoryop.NewMetrics(reg), log)
+			if err != nil {
+				return nil, nil, err
+			}
+			ctrl = c
+			return c, map[string]http.Handler{"/inventory": c.ReportHandler()}, nil
+		}})
+	return op, ctrl, err
+}
+
 // Run runs the operator until ctx ends or it fails (see operator.Run).
 func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.cs, o.opts, o.ctrl) }
 
@@ -184,10 +206,26 @@ type devOperator struct {
 	addr string // its probes, metrics (and more)
 }
 
+// DevInventoryName is the Inventory berth dev's inventory operator writes.
+const DevInventoryName = "berth-dev"
+
+// devInventoryConfig is berth dev's inventory operator: the dev storage classes,
+// node-local (simulated volumes), 1Ti each, and GPUs named from the nodes' GPU
+// feature discovery labels.
+func devInventoryConfig(kubeconfig, listen string) inventoryop.Config {
+	c := inventoryop.DefaultConfig()
+	c.Name, c.Kubeconfig, c.Listen = DevInventoryName, kubeconfig, listen
+	for _, class := range localenv.DevStorageClasses {
+		c.Storage = append(c.Storage, inventory.StorageClass{Class: class, Source: inventory.SourceLocal, Size: "1Ti"})
+	}
+	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
+	return c
+}
+
 // startDevOperators builds berth dev's operators for its provider, on ports chosen
 // free now, and makes their Leases' namespace.
 func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
-	ports, err := localenv.FreePorts(ctx, 2)
+	ports, err := localenv.FreePorts(ctx, 3)
 	if err != nil {
 		return nil, err
 	}
@@ -202,11 +240,15 @@ func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID
 	if err != nil {
 		return nil, err
 	}
+	invOp, _, err := NewInventoryOperator(devInventoryConfig(kubeconfig, listen(2)), log.With(slog.String("component", "inventory-operator")), nil)
+	if err != nil {
+		return nil, err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
 	if _, err := hostOp.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
 	}
-	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}}, nil
+	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}, {"inventory", invOp, listen(2)}}, nil
 }
 
 // Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for

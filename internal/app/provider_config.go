@@ -255,6 +255,14 @@ type InventoryConfig struct {
 	LeasedIPPool string `yaml:"leased_ip_pool"`
 	// NodePorts is how many node ports leases may use.
 	NodePorts int64 `yaml:"node_ports"`
+	// Operator names the Inventory resource of the inventory operator (berth operator
+	// inventory; its name setting): the provider then takes the nodes, their GPUs and
+	// the storage classes' sizes from it, and storage is not set here. Empty: the
+	// provider watches the cluster's nodes, pods and claims itself.
+	Operator string `yaml:"operator"`
+	// MaxAge is how old the operator's last report may be before the provider stops
+	// bidding (with reason inventory_stale) until it reports again (default 2m).
+	MaxAge string `yaml:"max_age"`
 }
 
 // DefaultProviderConfig returns the defaults every key falls back to.
@@ -280,6 +288,7 @@ func DefaultProviderConfig() ProviderConfig {
 		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
+	c.Inventory.MaxAge = "2m"
 	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
 	c.Balance = BalanceConfig{WithdrawPeriod: "1h", CheckInterval: "1m", LowFundsBlocks: balance.DefaultLowFundsBlocks}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
@@ -379,6 +388,9 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.inventoryPools(); err != nil {
 		return err
 	}
+	if _, err := c.inventoryMaxAge(); err != nil {
+		return err
+	}
 	if _, err := c.orphanInterval(); err != nil {
 		return err
 	}
@@ -445,6 +457,24 @@ func (c *ProviderConfig) manifestTimeout() (time.Duration, error) {
 	}
 	if d == 0 {
 		return -1, nil // manifest.Config: negative disables the watchdog
+	}
+	return d, nil
+}
+
+// inventoryMaxAge checks inventory.operator with what goes with it, and returns
+// inventory.max_age.
+func (c *ProviderConfig) inventoryMaxAge() (time.Duration, error) {
+	d, err := time.ParseDuration(c.Inventory.MaxAge)
+	if err != nil || d < time.Second || d > time.Hour {
+		return 0, fmt.Errorf("inventory.max_age %q: want a duration from 1s to 1h (e.g. 2m)", c.Inventory.MaxAge)
+	}
+	if name := c.Inventory.Operator; name != "" {
+		if len(validation.IsDNS1123Subdomain(name)) > 0 {
+			return 0, fmt.Errorf("inventory.operator %q: not a resource name (the inventory operator's name setting)", name)
+		}
+		if len(c.Inventory.Storage) > 0 {
+			return 0, errors.New("inventory: storage and operator both set: with the inventory operator, storage classes and their sizes are its storage setting; remove inventory.storage")
+		}
 	}
 	return d, nil
 }

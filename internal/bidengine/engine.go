@@ -31,6 +31,9 @@ const (
 	ReasonCapacityStorage   = "capacity_storage"
 	ReasonCapacityLeasedIPs = "capacity_leased_ips"
 	ReasonCapacityNodePorts = "capacity_node_ports"
+	// ReasonInventoryStale: the provider's view of the cluster is too old to bid on
+	// (the inventory operator has not reported within inventory.max_age).
+	ReasonInventoryStale = "inventory_stale"
 )
 
 // EngineConfig configures the decision core.
@@ -279,6 +282,8 @@ func capacityReason(resource string) string {
 		return ReasonCapacityLeasedIPs
 	case "node_ports":
 		return ReasonCapacityNodePorts
+	case "inventory":
+		return ReasonInventoryStale
 	}
 	return ReasonCapacityNodes
 }

@@ -48,8 +48,9 @@ func StoragePool(class string) string { return "storage/" + class }
 
 // Insufficient is why a demand cannot be placed: which resource ran out, and a sentence.
 type Insufficient struct {
-	// Resource is one of "nodes", "gpu", "storage", "leased_ips", "node_ports" (a fixed
-	// set, usable as a metric label).
+	// Resource is one of "nodes", "gpu", "storage", "leased_ips", "node_ports", or
+	// "inventory" when the inventory itself cannot be trusted (a fixed set, usable as
+	// a metric label).
 	Resource string
 	Detail   string
 }
@@ -115,6 +116,25 @@ type Capacity struct {
 	pools     map[string]*pool
 	res       map[market.OrderID]*reservation
 	unplaced  int // replicas of all reservations that have no node
+	// unavailable, when not empty, is why nothing can be reserved (SetUnavailable).
+	unavailable string
+}
+
+// SetUnavailable refuses every Reserve and Fit with an *Insufficient of resource
+// "inventory" and the reason why, until called with ""; the inventory is kept (Adopt
+// still records running leases). The provider sets it when what it knows of the
+// cluster is too old to bid on.
+func (c *Capacity) SetUnavailable(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unavailable = why
+}
+
+// Unavailable is the reason SetUnavailable gave ("" when reservations are taken).
+func (c *Capacity) Unavailable() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unavailable
 }
 
 // refreshLocked recomputes the free amounts of the named node, if it exists.

@@ -548,3 +548,34 @@ func TestFitReservesNothing(t *testing.T) {
 	}
 	mustCheck(t, c)
 }
+
+// TestUnavailable: while the inventory is unavailable, Reserve and Fit refuse with
+// resource "inventory" and the reason, Adopt still records a running lease, and the
+// reservations made before are kept; once available again, reservations are taken.
+func TestUnavailable(t *testing.T) {
+	c := NewCapacity()
+	c.SetNode(cpuNode("n1", 8000, 32*gi))
+	d := Demand{Units: []Unit{unit(1, 1, 1000, gi)}}
+	if _, err := c.Reserve(order(1), d); err != nil {
+		t.Fatal(err)
+	}
+	c.SetUnavailable("the report is 3m old")
+	var ins *Insufficient
+	if _, err := c.Reserve(order(2), d); !errors.As(err, &ins) || ins.Resource != "inventory" || ins.Detail != "the report is 3m old" {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if _, err := c.Fit(d); !errors.As(err, &ins) || ins.Resource != "inventory" {
+		t.Fatalf("Fit: %v", err)
+	}
+	if _, err := c.Adopt(order(3), d); err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	if !c.Reserved(order(1)) || !c.Reserved(order(3)) || c.Reserved(order(2)) || c.Unavailable() != "the report is 3m old" {
+		t.Fatal("reservations changed")
+	}
+	c.SetUnavailable("")
+	if _, err := c.Reserve(order(2), d); err != nil {
+		t.Fatalf("Reserve once available: %v", err)
+	}
+	mustCheck(t, c)
+}

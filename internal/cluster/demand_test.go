@@ -28,20 +28,6 @@ func TestParseGPUProduct(t *testing.T) {
 	}
 }
 
-func TestGPUFromLabels(t *testing.T) {
-	g, ok := GPUFromLabels(map[string]string{LabelNvidiaProduct: "NVIDIA-L4", LabelNvidiaMemory: "23034"})
-	if !ok || g != (GPUModel{"nvidia", "l4", "22Gi", ""}) {
-		t.Fatalf("%+v %v", g, ok)
-	}
-	g, ok = GPUFromLabels(map[string]string{LabelNvidiaProduct: "Custom-Thing", LabelGPUModel: "A100", LabelGPURAM: "80Gi", LabelGPUInterface: "SXM"})
-	if !ok || g != (GPUModel{"nvidia", "a100", "80gi", "sxm"}) {
-		t.Fatalf("%+v %v", g, ok)
-	}
-	if _, ok := GPUFromLabels(map[string]string{"kubernetes.io/hostname": "n"}); ok {
-		t.Fatal("a node without GPU labels has a GPU")
-	}
-}
-
 func TestParseGPUAttributes(t *testing.T) {
 	got, err := ParseGPUAttributes(market.Attributes{
 		{Key: "vendor/nvidia/model/a100/ram/80Gi/interface/sxm", Value: "true"},

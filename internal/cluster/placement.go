@@ -39,6 +39,9 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 	if c.res[order] != nil {
 		return nil, fmt.Errorf("order %s is already reserved", order)
 	}
+	if c.unavailable != "" && !adopt {
+		return nil, &Insufficient{Resource: "inventory", Detail: c.unavailable}
+	}
 	if !adopt {
 		if err := c.checkPoolsLocked(d); err != nil {
 			return nil, err
@@ -88,6 +91,9 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 func (c *Capacity) Fit(d Demand) ([]Placement, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.unavailable != "" {
+		return nil, &Insufficient{Resource: "inventory", Detail: c.unavailable}
+	}
 	if err := c.checkPoolsLocked(d); err != nil {
 		return nil, err
 	}

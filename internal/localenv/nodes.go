@@ -38,6 +38,9 @@ type NodeSpec struct {
 	GPUProduct   string
 	GPUMemoryMiB int
 	Labels       map[string]string
+	// Resources are more allocatable resources, quantities by name (extended resources
+	// such as MIG devices: "nvidia.com/mig-1g.10gb": "7"); they override the above.
+	Resources map[corev1.ResourceName]string
 }
 
 // Object is the Node object AddNodes creates for s (without the status conditions kwok
@@ -104,6 +107,13 @@ func (s NodeSpec) Object() (*corev1.Node, error) {
 	}
 	for k, v := range s.Labels {
 		labels[k] = v
+	}
+	for name, v := range s.Resources {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Sign() < 0 {
+			return nil, fmt.Errorf("node %s: resource %s %q: want a quantity, 0 or more", s.Name, name, v)
+		}
+		res[name] = q
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

@@ -18,6 +18,12 @@ func CheckCommon(owner cluster.Owner, le LeaderElection, listen string, workers 
 	if err := owner.Validate(); err != nil {
 		return fmt.Errorf("provider/chain_id: %w", err)
 	}
+	return CheckRuntime(le, listen, workers, resync)
+}
+
+// CheckRuntime checks the settings of how an operator runs: its leader election, its
+// listen address, its workers and its resync period; the error names the key.
+func CheckRuntime(le LeaderElection, listen string, workers int, resync time.Duration) error {
 	if err := le.WithDefaults("x").Validate(); err != nil {
 		return err
 	}

@@ -21,10 +21,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
 )
 
 // ResourceGPU is the extended resource NVIDIA's device plugin advertises.
-const ResourceGPU corev1.ResourceName = "nvidia.com/gpu"
+const ResourceGPU = inventory.ResourceGPU
 
 // InventoryConfig sizes what nodes do not tell: the pools.
 type InventoryConfig struct {
@@ -55,6 +56,8 @@ type Inventory struct {
 	// dc and ips, when set, size the leased-IP pool from a MetalLB IPAddressPool.
 	dc  dynamic.Interface
 	ips *leasedIPPool
+	// op, when set, is the inventory operator's report the nodes and storage come from.
+	op *fromOperator
 }
 
 // WithMetalLBPool has the leased-IP pool follow a MetalLB IPAddressPool instead of
@@ -108,17 +111,36 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 // Run watches the cluster until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
-	handlers := []struct {
+	type handler struct {
 		informer cache.SharedIndexInformer
 		set      func(any)
 		del      func(any)
-	}{
-		{f.Core().V1().Nodes().Informer(), inv.setNode, inv.deleteNode},
-		{f.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
-		{f.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC},
-		{f.Core().V1().Services().Informer(), inv.setService, inv.deleteService},
 	}
-	regs := make([]cache.ResourceEventHandlerRegistration, 0, len(handlers))
+	handlers := []handler{{f.Core().V1().Services().Informer(), inv.setService, inv.deleteService}}
+	var regs []cache.ResourceEventHandlerRegistration
+	if inv.op == nil {
+		handlers = append(handlers,
+			handler{f.Core().V1().Nodes().Informer(), inv.setNode, inv.deleteNode},
+			handler{f.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
+			handler{f.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC})
+	} else {
+		// The report has the nodes and everyone else's usage; our own leases' pods
+		// and claims are watched here, so that they count the moment they exist.
+		own := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = inv.owner.Selector() }))
+		handlers = append(handlers,
+			handler{own.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
+			handler{own.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC})
+		reg, rf, err := inv.watchReport(ctx)
+		if err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+		regs = append(regs, reg)
+		own.Start(ctx.Done())
+		defer own.Shutdown()
+		rf.Start(ctx.Done())
+		defer rf.Shutdown()
+	}
 	for _, h := range handlers {
 		reg, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { h.set(o) },
@@ -203,24 +225,6 @@ func (inv *Inventory) deleteNode(o any) {
 	}
 }
 
-// schedulable: Ready, not cordoned, and no NoSchedule/NoExecute taint.
-func schedulable(n *corev1.Node) bool {
-	if n.Spec.Unschedulable {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
-			return false
-		}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func amounts(l corev1.ResourceList) cluster.Amounts {
 	q := func(name corev1.ResourceName) int64 {
 		v, ok := l[name]
@@ -257,27 +261,14 @@ func (inv *Inventory) deletePod(o any) {
 	}
 }
 
-// podRequests is what the scheduler accounts a pod for: the sum of its containers'
-// requests or the largest init container's, whichever is more, plus its overhead.
+// podRequests is what the scheduler accounts a pod for (inventory.PodRequests), as
+// one pod.
 func podRequests(p *corev1.Pod) cluster.Amounts {
-	var sum cluster.Amounts
-	for i := range p.Spec.Containers {
-		sum = sum.Add(amounts(p.Spec.Containers[i].Resources.Requests))
-	}
-	for i := range p.Spec.InitContainers {
-		r := amounts(p.Spec.InitContainers[i].Resources.Requests)
-		sum = cluster.Amounts{
-			CPU: max(sum.CPU, r.CPU), Memory: max(sum.Memory, r.Memory),
-			EphemeralStorage: max(sum.EphemeralStorage, r.EphemeralStorage), GPUs: max(sum.GPUs, r.GPUs),
-		}
-	}
-	sum = sum.Add(amounts(p.Spec.Overhead))
+	sum := amounts(inventory.PodRequests(p))
 	sum.Pods = 1
 	return sum
 }
 
-// pool is the storage pool a claim of the cluster's class counts against: that of the
-// SDL class mapped to it, else the class of the same name.
 // pool is the pool a claim of cluster storage class class counts against: its SDL
 // class's. A cluster class named like an SDL class that is mapped to another cluster
 // class fills no pool ("": its claims are not on the storage that pool offers).

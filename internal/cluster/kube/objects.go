@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -19,6 +20,7 @@ import (
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
 
@@ -38,9 +40,6 @@ type Settings struct {
 	StorageClasses map[string]string
 	// GPURuntimeClass, when set, is the runtimeClassName of pods with GPUs.
 	GPURuntimeClass string
-	// GPUModelLabel is the node label carrying the GPU model (default
-	// cluster.LabelGPUModel); GPU pods get node affinity on the models they accept.
-	GPUModelLabel string
 	// IngressNamespace is where the ingress controller runs (default ingress-nginx).
 	IngressNamespace string
 	// EgressDeny lists the CIDRs tenants may not reach (default: private, shared,
@@ -54,9 +53,6 @@ type Settings struct {
 var DefaultEgressDeny = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16", "127.0.0.0/8"}
 
 func (s Settings) withDefaults() Settings {
-	if s.GPUModelLabel == "" {
-		s.GPUModelLabel = cluster.LabelGPUModel
-	}
 	if s.IngressNamespace == "" {
 		s.IngressNamespace = "ingress-nginx"
 	}
@@ -302,21 +298,7 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		if err != nil {
 			return corev1.PodSpec{}, nil, err
 		}
-		var models []string
-		for _, a := range alts {
-			if a.Model == "*" {
-				models = nil
-				break
-			}
-			if m := strings.ToLower(a.Model); !slices.Contains(models, m) {
-				models = append(models, m)
-			}
-		}
-		if len(models) > 0 {
-			affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: s.GPUModelLabel, Operator: corev1.NodeSelectorOpIn, Values: models}}}},
-			}}}
-		}
+		affinity = gpuAffinity(alts)
 		runtimeClass = s.GPURuntimeClass
 	}
 	env, err := envVars(svc.Env)
@@ -470,4 +452,29 @@ func networkPolicies(meta metaFunc, group market.ManifestGroup, s Settings) []*n
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: global}}}))
 	}
 	return out
+}
+
+// gpuAffinity is the node affinity of a pod whose GPU may be any of alts: nodes with
+// the capability labels the inventory operator keeps (inventory.GPUAffinity) of one of
+// them — the model, and the memory and interface when the alternative names them. An
+// alternative of any model ("*") leaves the choice to the nvidia.com/gpu request.
+func gpuAffinity(alts []cluster.GPUModel) *corev1.Affinity {
+	var terms []corev1.NodeSelectorTerm
+	for _, a := range alts {
+		keys := inventory.GPUAffinity(a)
+		if keys == nil {
+			return nil
+		}
+		term := corev1.NodeSelectorTerm{}
+		for _, k := range keys {
+			term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpExists})
+		}
+		if !slices.ContainsFunc(terms, func(t corev1.NodeSelectorTerm) bool { return reflect.DeepEqual(t, term) }) {
+			terms = append(terms, term)
+		}
+	}
+	if len(terms) == 0 {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: terms}}}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -195,8 +196,9 @@ func TestBuildLease(t *testing.T) {
 	if q := lp.Containers[0].Resources.Limits[ResourceGPU]; q.Value() != 1 || *lp.RuntimeClassName != "nvidia" {
 		t.Errorf("llm %+v", lp)
 	}
-	if req := lp.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]; req.Key != cluster.LabelGPUModel || !slices.Equal(req.Values, []string{"a100"}) {
-		t.Errorf("llm affinity %+v", req)
+	if terms := lp.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) != 1 || len(terms[0].MatchExpressions) != 1 ||
+		terms[0].MatchExpressions[0].Key != inventory.GPULabel("nvidia", "a100", "", "") || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
+		t.Errorf("llm affinity %+v", terms)
 	}
 	// Services: web has ClusterIP (80, udp 5000) and NodePort (udp 5000 only); llm is
 	// internal only; worker exposes nothing.
@@ -228,7 +230,9 @@ func TestApplyLease(t *testing.T) {
 	ctx := t.Context()
 	addNodes(t, kube,
 		localenv.NodeSpec{Name: "apply-cpu", CPU: "16", Memory: "64Gi"},
-		localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{cluster.LabelGPUModel: "a100"}},
+		localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB",
+			// What the inventory operator labels it with.
+			Labels: map[string]string{inventory.GPULabel("nvidia", "a100", "", ""): "true"}},
 	)
 	nvidiaRuntimeClass(t, cs)
 	dc, err := dynamic.NewForConfig(kube.RESTConfig())

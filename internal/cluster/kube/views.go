@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
 
@@ -81,12 +82,17 @@ func newNodeView(n *corev1.Node) *nodeView {
 }
 
 // NodeOf is a node as the inventory counts it: its allocatable resources, the model
-// of its GPUs (from its labels, when it has GPUs), and whether it takes pods (Ready,
-// not cordoned, no NoSchedule or NoExecute taint).
+// of its GPUs (inventory.DescribeGPU: from GPU and node feature discovery's labels,
+// with only the GPUs it offers counted), and whether it takes pods (Ready, not
+// cordoned, no NoSchedule or NoExecute taint).
 func NodeOf(n *corev1.Node) cluster.Node {
-	node := cluster.Node{Name: n.Name, Schedulable: schedulable(n), Allocatable: amounts(n.Status.Allocatable)}
-	if node.Allocatable.GPUs > 0 {
-		node.GPU, _ = cluster.GPUFromLabels(n.Labels)
+	ok, _ := inventory.Schedulable(n)
+	node := cluster.Node{Name: n.Name, Schedulable: ok, Allocatable: amounts(n.Status.Allocatable)}
+	if g := inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{}); g != nil {
+		node.Allocatable.GPUs = g.Offered
+		if g.Offered > 0 {
+			node.GPU = inventory.Model(g)
+		}
 	}
 	return node
 }

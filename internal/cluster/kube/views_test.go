@@ -108,8 +108,8 @@ func TestViews(t *testing.T) {
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: gpu, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	nv := mustView[*nodeView](t, node)
-	wantGPU, _ := cluster.GPUFromLabels(node.Labels)
-	if nv.node.Name != "n1" || nv.node.Schedulable || nv.node.Allocatable != amounts(gpu) || nv.node.GPU != wantGPU || wantGPU.Model == "" {
+	wantGPU := cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
+	if nv.node.Name != "n1" || nv.node.Schedulable || nv.node.Allocatable != amounts(gpu) || nv.node.GPU != wantGPU {
 		t.Fatalf("node view %+v", nv.node)
 	}
 	node.Spec.Taints = nil

@@ -119,6 +119,9 @@ type Berth struct {
 	Balance *Balance `json:"balance,omitempty"`
 	// Ledger is the provider's connection to its ledger node.
 	Ledger *Ledger `json:"ledger,omitempty"`
+	// NotBidding, when set, says why the bid engine places no order whatever it asks
+	// for (the inventory operator's report is missing or older than inventory.max_age).
+	NotBidding string `json:"not_bidding,omitempty"`
 	// Starting, when set, says what the provider waits for before it serves (the
 	// gateway then answers 503).
 	Starting string `json:"starting,omitempty"`

@@ -1,0 +1,97 @@
+package inventory_test
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
+)
+
+// TestReviewFindings: each case is an input the review found mishandled.
+func TestReviewFindings(t *testing.T) {
+	t.Run("NFD-only card without the device plugin says so", func(t *testing.T) {
+		g := inventory.DescribeGPU(map[string]string{nfdUnknownCard: "true"}, nil,
+			inventory.GPUOptions{Models: map[string]inventory.GPUModelOverride{"10de:2330": {Model: "h20"}}})
+		if g == nil || g.Offered != 0 || !strings.Contains(g.Message, "device plugin") {
+			t.Fatalf("%+v", g)
+		}
+	})
+	t.Run("an absurd memory label is ignored, not overflowed", func(t *testing.T) {
+		g := inventory.DescribeGPU(gfd("Tesla-T4", "9223372036854775807", "1"), gpus(1), inventory.GPUOptions{})
+		if g.Model != "t4" || g.RAM != "" || g.Offered != 1 {
+			t.Fatalf("%+v", g)
+		}
+	})
+	t.Run("a per-node model label still gets GFD's memory", func(t *testing.T) {
+		l := gfd("NVIDIA-Graphics-Device", "97871", "8")
+		l[cluster.LabelGPUModel] = "h20"
+		g := inventory.DescribeGPU(l, gpus(8), inventory.GPUOptions{})
+		if g.Model != "h20" || g.RAM != "96Gi" || g.Offered != 8 {
+			t.Fatalf("%+v", g)
+		}
+	})
+	t.Run("affinity asks for the memory as nodes are labelled", func(t *testing.T) {
+		keys := inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80gi"})
+		if len(keys) != 2 || keys[1] != inventory.GPULabel("nvidia", "a100", "80Gi", "") || !strings.HasSuffix(keys[1], ".ram.80Gi") {
+			t.Fatalf("%q", keys)
+		}
+	})
+	t.Run("a card named too long for a label is not offered", func(t *testing.T) {
+		g := inventory.DescribeGPU(gfd("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "97887", "2"), gpus(2), inventory.GPUOptions{})
+		if g.Offered != 0 || !strings.Contains(g.Message, "gpu.models") {
+			t.Fatalf("%+v", g)
+		}
+		ada := inventory.DescribeGPU(gfd("NVIDIA-RTX-6000-Ada-Generation", "49140", "2"), gpus(2), inventory.GPUOptions{})
+		if ada.Model != "rtx6000ada" || ada.RAM != "48Gi" || ada.Offered != 2 {
+			t.Fatalf("%+v", ada)
+		}
+	})
+	t.Run("a class named too long for a label is refused", func(t *testing.T) {
+		err := inventory.StorageClass{Class: strings.Repeat("c", 40), Source: inventory.SourceLocal, Size: "1Ti"}.Validate("storage[0]")
+		if err == nil || !strings.Contains(err.Error(), "storage[0].class") {
+			t.Fatal(err)
+		}
+	})
+	t.Run("sizes past 1Ei are refused; per-node sizes saturate", func(t *testing.T) {
+		for _, size := range []string{"9227000000000000000", "1e19", "99999999999999999999", "2Ei"} {
+			if err := (inventory.StorageClass{Class: "c", Source: inventory.SourceLocal, Size: size}).Validate("s"); err == nil {
+				t.Errorf("size %s accepted", size)
+			}
+		}
+		sc := inventory.StorageClass{Class: "c", Source: inventory.SourceLocal, SizePerNode: "1Ei"}
+		if err := sc.Validate("s"); err != nil {
+			t.Fatal(err)
+		}
+		nodes := make([]string, 64)
+		out, _ := inventory.Storage(sc, inventory.StorageInput{Schedulable: nodes})
+		if out.Capacity.Value() != math.MaxInt64 {
+			t.Fatalf("capacity %s", out.Capacity.String())
+		}
+	})
+	t.Run("sidecars count with the containers", func(t *testing.T) {
+		always := corev1.ContainerRestartPolicyAlways
+		cpu := func(s string) corev1.ResourceList {
+			return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(s)}
+		}
+		p := &corev1.Pod{Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{
+				{Name: "proxy", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: cpu("1")}},
+				{Name: "migrate", Resources: corev1.ResourceRequirements{Requests: cpu("4")}},
+			},
+			Containers: []corev1.Container{{Name: "app", Resources: corev1.ResourceRequirements{Requests: cpu("2")}}},
+		}}
+		// max(app 2 + sidecar 1, init 4 + sidecar 1) = 5.
+		if q := inventory.PodRequests(p)[corev1.ResourceCPU]; q.MilliValue() != 5000 {
+			t.Fatalf("cpu %s, want 5", q.String())
+		}
+		p.Spec.InitContainers[1].Resources.Requests = cpu("1")
+		if q := inventory.PodRequests(p)[corev1.ResourceCPU]; q.MilliValue() != 3000 {
+			t.Fatalf("cpu %s, want 3", q.String())
+		}
+	})
+}

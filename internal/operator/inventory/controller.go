@@ -1,0 +1,610 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/operator"
+)
+
+// FieldManager is the inventory operator's server-side apply field manager.
+const FieldManager = "berth-inventory-operator"
+
+// Resources the operator reads besides the core ones.
+var (
+	InventoryResource   = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "inventories"}
+	CephClusterResource = schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
+)
+
+// maxReportBytes bounds the report: etcd takes objects up to 1.5 MiB.
+const maxReportBytes = 1400 << 10
+
+// Controller keeps the Inventory resource, the nodes' capability labels and the bus
+// topics in step with the cluster. One goroutine writes; informers only mark it dirty.
+type Controller struct {
+	cfg      Config
+	cs       kubernetes.Interface
+	dc       dynamic.Interface
+	log      *slog.Logger
+	m        *Metrics
+	identity string
+
+	nodes, pods, claims, csi, ceph, own cache.SharedIndexInformer
+	dirty                               chan struct{}
+	synced                              atomic.Bool
+
+	mu       sync.Mutex
+	last     *berthv1.InventoryStatus // last written
+	lastRV   string                   // resource version of the last write
+	problems []string                 // of the run, not of one report (missing CRDs)
+
+	cluster *bus.Bus[inventory.ClusterEvent]
+	nodeBus *bus.Bus[inventory.NodeEvent]
+	storage *bus.Bus[inventory.StorageEvent]
+}
+
+// New checks cfg and builds the controller; Run starts it. Its bus topics are
+// registered with reg (nil: not registered).
+func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	host, _ := os.Hostname()
+	c := &Controller{cfg: cfg, cs: cs, dc: dc, log: log, m: m, identity: host + "_" + strconv.Itoa(os.Getpid())}
+	var err error
+	if c.cluster, err = bus.New[inventory.ClusterEvent](inventory.TopicCluster, m.reg); err != nil {
+		return nil, err
+	}
+	if c.nodeBus, err = bus.New[inventory.NodeEvent](inventory.TopicNodes, m.reg); err != nil {
+		return nil, err
+	}
+	if c.storage, err = bus.New[inventory.StorageEvent](inventory.TopicStorage, m.reg); err != nil {
+		return nil, err
+	}
+	m.report = c.Report
+	return c, nil
+}
+
+// ClusterEvents is the inventory.cluster topic.
+func (c *Controller) ClusterEvents() *bus.Bus[inventory.ClusterEvent] { return c.cluster }
+
+// NodeEvents is the inventory.nodes topic.
+func (c *Controller) NodeEvents() *bus.Bus[inventory.NodeEvent] { return c.nodeBus }
+
+// StorageEvents is the inventory.storage topic.
+func (c *Controller) StorageEvents() *bus.Bus[inventory.StorageEvent] { return c.storage }
+
+// Ready reports whether the caches are synced.
+func (c *Controller) Ready() error {
+	if !c.synced.Load() {
+		return errors.New("the caches of nodes, pods, claims and storage capacity are not synced yet")
+	}
+	return nil
+}
+
+// Report is the last report written (nil before the first).
+func (c *Controller) Report() *berthv1.InventoryStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		return nil
+	}
+	return c.last.DeepCopy()
+}
+
+// ReportHandler serves GET /inventory: the last report, as JSON.
+func (c *Controller) ReportHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		r := c.Report()
+		if r == nil {
+			http.Error(w, "no report written yet", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(r)
+	})
+}
+
+// pod is what the operator keeps of a pod.
+type pod struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	node     string
+	requests corev1.ResourceList
+	owner    *cluster.Owner
+	finished bool
+}
+
+func (p *pod) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+// claim is what the operator keeps of a persistent volume claim.
+type claim struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	class string
+	size  int64
+	bound bool
+	owner *cluster.Owner
+}
+
+func (p *claim) DeepCopyObject() runtime.Object { c := *p; return &c }
+
+// ownerOf is the provider whose lease an object is, if it is one.
+func ownerOf(l map[string]string) *cluster.Owner {
+	if id, ok := cluster.LeaseFromLabels(l); ok && l[cluster.LabelChainID] != "" {
+		return &cluster.Owner{Provider: id.Provider, ChainID: l[cluster.LabelChainID]}
+	}
+	return nil
+}
+
+func slim(o any) (any, error) {
+	switch v := o.(type) {
+	case *corev1.Pod:
+		return &pod{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, ResourceVersion: v.ResourceVersion},
+			node: v.Spec.NodeName, requests: inventory.PodRequests(v), owner: ownerOf(v.Labels), finished: inventory.Finished(v)}, nil
+	case *corev1.PersistentVolumeClaim:
+		c := &claim{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, ResourceVersion: v.ResourceVersion},
+			bound: v.Status.Phase == corev1.ClaimBound, owner: ownerOf(v.Labels)}
+		if v.Spec.StorageClassName != nil {
+			c.class = *v.Spec.StorageClassName
+		}
+		if q, ok := v.Status.Capacity[corev1.ResourceStorage]; ok {
+			c.size = q.Value()
+		} else if q, ok := v.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			c.size = q.Value()
+		}
+		return c, nil
+	case *corev1.Node:
+		v.ManagedFields = nil
+		return v, nil
+	}
+	return o, nil
+}
+
+func (c *Controller) markDirty() {
+	select {
+	case c.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Run publishes until ctx ends; it fails at once without berth's Inventory CRD.
+func (c *Controller) Run(ctx context.Context) error {
+	if err := operator.CheckServed(c.cs.Discovery(), operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "inventories", Hint: "install berth's CRDs (config/crd)"}); err != nil {
+		return err
+	}
+	c.synced.Store(false)
+	c.dirty = make(chan struct{}, 1)
+	c.mu.Lock()
+	c.problems = nil
+	c.mu.Unlock()
+
+	f := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTransform(slim))
+	c.nodes = f.Core().V1().Nodes().Informer()
+	c.pods = f.Core().V1().Pods().Informer()
+	c.claims = f.Core().V1().PersistentVolumeClaims().Informer()
+	waitFor := []cache.InformerSynced{c.nodes.HasSynced, c.pods.HasSynced, c.claims.HasSynced}
+	c.csi = nil
+	if slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return s.Source == inventory.SourceCSI }) {
+		c.csi = f.Storage().V1().CSIStorageCapacities().Informer()
+		waitFor = append(waitFor, c.csi.HasSynced)
+	}
+	own := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, func(o *metav1.ListOptions) {
+		o.FieldSelector = "metadata.name=" + c.cfg.Name
+	})
+	c.own = own.ForResource(InventoryResource).Informer()
+	waitFor = append(waitFor, c.own.HasSynced)
+	ceph := dynamicinformer.NewDynamicSharedInformerFactory(c.dc, c.cfg.Resync)
+	c.ceph = nil
+	if slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return s.CephCluster != "" }) {
+		if err := operator.CheckServed(c.cs.Discovery(), operator.Served{GroupVersion: CephClusterResource.GroupVersion().String(), Resource: CephClusterResource.Resource, Hint: "is Rook installed?"}); err != nil {
+			// Reported with the classes it sizes, not fatal: the rest is still worth publishing.
+			c.addProblem(fmt.Sprintf("Ceph classes cannot be sized: %v", err))
+		} else {
+			c.ceph = ceph.ForResource(CephClusterResource).Informer()
+			waitFor = append(waitFor, c.ceph.HasSynced)
+		}
+	}
+	defer f.Shutdown()
+	defer own.Shutdown()
+	defer ceph.Shutdown()
+	dirty := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { c.markDirty() },
+		UpdateFunc: func(any, any) { c.markDirty() },
+		DeleteFunc: func(any) { c.markDirty() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{c.nodes, c.pods, c.claims, c.csi, c.ceph} {
+		if inf == nil {
+			continue
+		}
+		if _, err := inf.AddEventHandler(dirty); err != nil {
+			return err
+		}
+	}
+	// The report itself: edited or deleted by anyone else, it is written again.
+	if _, err := c.own.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { c.ownChanged(o) },
+		UpdateFunc: func(_, o any) { c.ownChanged(o) },
+		DeleteFunc: func(any) { c.forget(); c.markDirty() },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	own.Start(ctx.Done())
+	ceph.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), waitFor...) {
+		return nil // ctx ended
+	}
+	c.synced.Store(true)
+	defer c.synced.Store(false)
+	c.log.InfoContext(ctx, "inventory operator synced", slog.String("inventory", c.cfg.Name), slog.Int("nodes", len(c.nodes.GetStore().List())))
+	c.markDirty()
+	return c.loop(ctx)
+}
+
+func (c *Controller) addProblem(p string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.problems = append(c.problems, p)
+}
+
+// forget drops what was last written, so that the next report is written whatever it
+// holds.
+func (c *Controller) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lastRV = ""
+}
+
+func (c *Controller) ownChanged(o any) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	mine := u.GetResourceVersion() == c.lastRV
+	c.mu.Unlock()
+	if !mine {
+		c.forget()
+		c.markDirty()
+	}
+}
+
+// loop writes a report when something changed (at most every MinInterval) and at
+// least every Heartbeat; a failed write is retried with backoff.
+func (c *Controller) loop(ctx context.Context) error {
+	heartbeat := time.NewTimer(c.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	var lastWrite time.Time
+	backoff := 100 * time.Millisecond
+	for {
+		force := false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.dirty:
+		case <-heartbeat.C:
+			force = true
+		}
+		if wait := c.cfg.MinInterval - time.Since(lastWrite); wait > 0 && !force {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+		start := time.Now()
+		wrote, err := c.publish(ctx, force)
+		c.m.ObserveSync(err, time.Since(start))
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			c.log.ErrorContext(ctx, "writing the inventory", slog.Any("error", err), slog.Duration("retry_in", backoff))
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			c.markDirty()
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if wrote {
+			lastWrite = time.Now()
+			if !heartbeat.Stop() {
+				select {
+				case <-heartbeat.C:
+				default:
+				}
+			}
+			heartbeat.Reset(c.cfg.Heartbeat)
+		} else if force {
+			heartbeat.Reset(c.cfg.Heartbeat)
+		}
+	}
+}
+
+// build computes the report from the caches (UpdatedAt unset).
+func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]string) {
+	var st berthv1.InventoryStatus
+	nodes := make([]*corev1.Node, 0)
+	for _, o := range c.nodes.GetStore().List() {
+		if n, ok := o.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.SortFunc(nodes, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	var schedulable []string
+	for _, n := range nodes {
+		if ok, _ := inventory.Schedulable(n); ok {
+			schedulable = append(schedulable, n.Name)
+		}
+	}
+	in := inventory.StorageInput{Schedulable: schedulable, Ceph: map[string]inventory.CephCapacity{}}
+	for _, o := range c.claims.GetStore().List() {
+		if p, ok := o.(*claim); ok && p.bound && p.class != "" {
+			in.Claims = append(in.Claims, inventory.Claim{Class: p.class, Size: p.size, Owner: p.owner})
+		}
+	}
+	if c.csi != nil {
+		for _, o := range c.csi.GetStore().List() {
+			if sc, ok := o.(*storagev1.CSIStorageCapacity); ok {
+				in.CSI = append(in.CSI, inventory.CSICapacity{Class: sc.StorageClassName, Capacity: quantityValue(sc.Capacity), Nodes: topologyNodes(sc.NodeTopology, nodes)})
+			}
+		}
+	}
+	if c.ceph != nil {
+		for _, o := range c.ceph.GetStore().List() {
+			if u, ok := o.(*unstructured.Unstructured); ok {
+				avail, found, err := unstructured.NestedInt64(u.Object, "status", "ceph", "capacity", "bytesAvailable")
+				in.Ceph[u.GetNamespace()+"/"+u.GetName()] = inventory.CephCapacity{Available: avail, Reported: found && err == nil}
+			}
+		}
+	}
+	classesOf := map[string][]string{}
+	for _, sc := range c.cfg.Storage {
+		s, usable := inventory.Storage(sc, in)
+		st.Storage = append(st.Storage, s)
+		if s.Message != "" {
+			st.Problems = append(st.Problems, "storage class "+s.Class+": "+s.Message)
+		}
+		for _, n := range usable {
+			classesOf[n] = append(classesOf[n], sc.Class)
+		}
+	}
+	slices.SortFunc(st.Storage, func(a, b berthv1.InventoryStorage) int { return strings.Compare(a.Class, b.Class) })
+	podsOn := map[string][]inventory.PodUse{}
+	for _, o := range c.pods.GetStore().List() {
+		if p, ok := o.(*pod); ok && p.node != "" && !p.finished {
+			podsOn[p.node] = append(podsOn[p.node], inventory.PodUse{Node: p.node, Requests: p.requests, Owner: p.owner})
+		}
+	}
+	opts := c.cfg.GPUOptions()
+	wantLabels := map[string]map[string]string{}
+	for _, n := range nodes {
+		classes := classesOf[n.Name]
+		slices.Sort(classes)
+		r := inventory.NodeReport(n, podsOn[n.Name], opts, classes)
+		if r.GPU != nil && r.GPU.Message != "" {
+			st.Problems = append(st.Problems, "node "+n.Name+": "+r.GPU.Message)
+		}
+		want, invalid := inventory.Capabilities(r.GPU, classes)
+		for _, k := range invalid {
+			st.Problems = append(st.Problems, fmt.Sprintf("node %s: %q cannot be a label key: not labelled", n.Name, k))
+		}
+		wantLabels[n.Name] = want
+		st.Nodes = append(st.Nodes, r)
+	}
+	c.mu.Lock()
+	st.Problems = append(slices.Clone(c.problems), st.Problems...)
+	c.mu.Unlock()
+	return st, wantLabels
+}
+
+// publish computes the report and, when it differs from the last one written or force
+// is set, writes it, labels the nodes and publishes the changes on the bus.
+func (c *Controller) publish(ctx context.Context, force bool) (bool, error) {
+	st, wantLabels := c.build()
+	st.Operator = c.identity
+	if c.cfg.LabelNodes {
+		if err := c.labelNodes(ctx, wantLabels); err != nil {
+			return false, err
+		}
+	}
+	c.mu.Lock()
+	prev, rv := c.last, c.lastRV
+	c.mu.Unlock()
+	if !force && prev != nil && rv != "" && sameReport(prev, &st) {
+		return false, nil
+	}
+	st.UpdatedAt = metav1.Now()
+	newRV, err := c.write(ctx, &st)
+	if err != nil {
+		return false, err
+	}
+	c.mu.Lock()
+	c.last, c.lastRV = st.DeepCopy(), newRV
+	c.mu.Unlock()
+	c.m.published(&st)
+	c.events(prev, &st)
+	return true, nil
+}
+
+func sameReport(a, b *berthv1.InventoryStatus) bool {
+	x, y := *a, *b
+	x.UpdatedAt, y.UpdatedAt = metav1.Time{}, metav1.Time{}
+	return reflect.DeepEqual(x, y)
+}
+
+// write server-side applies the report to the Inventory's status, creating the
+// Inventory when it is missing; it returns the resource version written.
+func (c *Controller) write(ctx context.Context, st *berthv1.InventoryStatus) (string, error) {
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": berthv1.GroupVersion.String(), "kind": "Inventory",
+		"metadata": map[string]any{"name": c.cfg.Name},
+		"status":   st,
+	})
+	if err != nil {
+		return "", err
+	}
+	if len(body) > maxReportBytes {
+		return "", fmt.Errorf("the report is %d KiB, more than the %d KiB an object may hold: the cluster has too many nodes (%d) for one Inventory", len(body)>>10, maxReportBytes>>10, len(st.Nodes))
+	}
+	res := c.dc.Resource(InventoryResource)
+	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}
+	u, err := res.Patch(ctx, c.cfg.Name, types.ApplyPatchType, body, opts, "status")
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": berthv1.GroupVersion.String(), "kind": "Inventory",
+			"metadata": map[string]any{"name": c.cfg.Name, "labels": map[string]any{"app.kubernetes.io/managed-by": FieldManager}},
+			"spec":     map[string]any{},
+		}}
+		if _, err = res.Create(ctx, obj, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("create Inventory %s: %w", c.cfg.Name, err)
+		}
+		u, err = res.Patch(ctx, c.cfg.Name, types.ApplyPatchType, body, opts, "status")
+	}
+	c.m.ObserveWrite("report", err)
+	if err != nil {
+		return "", fmt.Errorf("status of Inventory %s: %w", c.cfg.Name, err)
+	}
+	return u.GetResourceVersion(), nil
+}
+
+// labelNodes brings every node's capability labels to want.
+func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]string) error {
+	var errs []error
+	for _, o := range c.nodes.GetStore().List() {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			continue
+		}
+		patch := inventory.LabelChanges(n.Labels, want[n.Name])
+		if len(patch) == 0 {
+			continue
+		}
+		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
+		if err != nil {
+			return err
+		}
+		_, err = c.cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
+		c.m.ObserveWrite("label", err)
+		switch {
+		case apierrors.IsNotFound(err):
+			// Gone since the cache saw it: its event follows.
+		case err != nil:
+			errs = append(errs, fmt.Errorf("label node %s: %w", n.Name, err))
+		default:
+			c.log.InfoContext(ctx, "node capability labels updated", slog.String("node", n.Name), slog.Int("changes", len(patch)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// events publishes what changed from prev to st on the bus topics.
+func (c *Controller) events(prev, st *berthv1.InventoryStatus) {
+	at := st.UpdatedAt.Time
+	c.cluster.Publish(inventory.Summary(c.cfg.Name, st))
+	var before berthv1.InventoryStatus
+	if prev != nil {
+		before = *prev
+	}
+	old := map[string]*berthv1.InventoryNode{}
+	for i := range before.Nodes {
+		old[before.Nodes[i].Name] = &before.Nodes[i]
+	}
+	for i := range st.Nodes {
+		n := &st.Nodes[i]
+		if o, ok := old[n.Name]; !ok || !reflect.DeepEqual(o, n) {
+			c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: *n.DeepCopy()})
+		}
+		delete(old, n.Name)
+	}
+	for name := range old {
+		c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: berthv1.InventoryNode{Name: name}, Deleted: true})
+	}
+	oldS := map[string]*berthv1.InventoryStorage{}
+	for i := range before.Storage {
+		oldS[before.Storage[i].Class] = &before.Storage[i]
+	}
+	for i := range st.Storage {
+		s := &st.Storage[i]
+		if o, ok := oldS[s.Class]; !ok || !reflect.DeepEqual(o, s) {
+			c.storage.Publish(inventory.StorageEvent{At: at, Storage: *s.DeepCopy()})
+		}
+		delete(oldS, s.Class)
+	}
+	for class := range oldS {
+		c.storage.Publish(inventory.StorageEvent{At: at, Storage: berthv1.InventoryStorage{Class: class}, Removed: true})
+	}
+}
+
+// topologyNodes are the nodes a CSIStorageCapacity's topology selects (all of them
+// when it has none).
+func topologyNodes(sel *metav1.LabelSelector, nodes []*corev1.Node) []string {
+	var out []string
+	s := labels.Everything()
+	if sel != nil {
+		var err error
+		if s, err = metav1.LabelSelectorAsSelector(sel); err != nil {
+			return nil
+		}
+	}
+	for _, n := range nodes {
+		if s.Matches(labels.Set(n.Labels)) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
+}
+
+func quantityValue(q *resource.Quantity) int64 {
+	if q == nil {
+		return 0
+	}
+	return q.Value()
+}
