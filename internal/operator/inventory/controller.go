@@ -61,9 +61,9 @@ type Controller struct {
 	m        *Metrics
 	identity string
 
-	nodes, pods, claims, csi, ceph, own cache.SharedIndexInformer
-	dirty                               chan struct{}
-	synced                              atomic.Bool
+	nodes, pods, claims, namespaces, csi, ceph, own cache.SharedIndexInformer
+	dirty                                           chan struct{}
+	synced                                          atomic.Bool
 
 	mu       sync.Mutex
 	last     *berthv1.InventoryStatus // last written
@@ -167,6 +167,15 @@ type claim struct {
 
 func (p *claim) DeepCopyObject() runtime.Object { c := *p; return &c }
 
+// namespace is what the operator keeps of a namespace: whose lease's it is.
+type namespace struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	owner *cluster.Owner
+}
+
+func (n *namespace) DeepCopyObject() runtime.Object { c := *n; return &c }
+
 // ownerOf is the provider whose lease an object is, if it is one.
 func ownerOf(l map[string]string) *cluster.Owner {
 	if id, ok := cluster.LeaseFromLabels(l); ok && l[cluster.LabelChainID] != "" {
@@ -195,6 +204,8 @@ func slim(o any) (any, error) {
 	case *corev1.Node:
 		v.ManagedFields = nil
 		return v, nil
+	case *corev1.Namespace:
+		return &namespace{ObjectMeta: metav1.ObjectMeta{Name: v.Name, ResourceVersion: v.ResourceVersion}, owner: ownerOf(v.Labels)}, nil
 	}
 	return o, nil
 }
@@ -221,7 +232,8 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.nodes = f.Core().V1().Nodes().Informer()
 	c.pods = f.Core().V1().Pods().Informer()
 	c.claims = f.Core().V1().PersistentVolumeClaims().Informer()
-	waitFor := []cache.InformerSynced{c.nodes.HasSynced, c.pods.HasSynced, c.claims.HasSynced}
+	c.namespaces = f.Core().V1().Namespaces().Informer()
+	waitFor := []cache.InformerSynced{c.nodes.HasSynced, c.pods.HasSynced, c.claims.HasSynced, c.namespaces.HasSynced}
 	c.csi = nil
 	if slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return s.Source == inventory.SourceCSI }) {
 		c.csi = f.Storage().V1().CSIStorageCapacities().Informer()
@@ -251,7 +263,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		UpdateFunc: func(any, any) { c.markDirty() },
 		DeleteFunc: func(any) { c.markDirty() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{c.nodes, c.pods, c.claims, c.csi, c.ceph} {
+	for _, inf := range []cache.SharedIndexInformer{c.nodes, c.pods, c.claims, c.namespaces, c.csi, c.ceph} {
 		if inf == nil {
 			continue
 		}
@@ -384,10 +396,25 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 			schedulable = append(schedulable, n.Name)
 		}
 	}
+	// Whose an object is: its own lease labels, else its namespace's (a lease's claims
+	// made before berth labelled claim templates carry none, and must not count as
+	// anyone else's).
+	nsOwner := map[string]*cluster.Owner{}
+	for _, o := range c.namespaces.GetStore().List() {
+		if n, ok := o.(*namespace); ok && n.owner != nil {
+			nsOwner[n.Name] = n.owner
+		}
+	}
+	owner := func(own *cluster.Owner, ns string) *cluster.Owner {
+		if own != nil {
+			return own
+		}
+		return nsOwner[ns]
+	}
 	in := inventory.StorageInput{Schedulable: schedulable, Ceph: map[string]inventory.CephCapacity{}}
 	for _, o := range c.claims.GetStore().List() {
 		if p, ok := o.(*claim); ok && p.bound && p.class != "" {
-			in.Claims = append(in.Claims, inventory.Claim{Class: p.class, Size: p.size, Owner: p.owner})
+			in.Claims = append(in.Claims, inventory.Claim{Class: p.class, Size: p.size, Owner: owner(p.owner, p.Namespace)})
 		}
 	}
 	if c.csi != nil {
@@ -420,7 +447,7 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 	podsOn := map[string][]inventory.PodUse{}
 	for _, o := range c.pods.GetStore().List() {
 		if p, ok := o.(*pod); ok && p.node != "" && !p.finished {
-			podsOn[p.node] = append(podsOn[p.node], inventory.PodUse{Node: p.node, Requests: p.requests, Owner: p.owner})
+			podsOn[p.node] = append(podsOn[p.node], inventory.PodUse{Node: p.node, Requests: p.requests, Owner: owner(p.owner, p.Namespace)})
 		}
 	}
 	opts := c.cfg.GPUOptions()
@@ -553,33 +580,41 @@ func (c *Controller) events(prev, st *berthv1.InventoryStatus) {
 	if prev != nil {
 		before = *prev
 	}
-	old := map[string]*berthv1.InventoryNode{}
-	for i := range before.Nodes {
-		old[before.Nodes[i].Name] = &before.Nodes[i]
-	}
-	for i := range st.Nodes {
-		n := &st.Nodes[i]
-		if o, ok := old[n.Name]; !ok || !reflect.DeepEqual(o, n) {
-			c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: *n.DeepCopy()})
-		}
-		delete(old, n.Name)
-	}
-	for name := range old {
-		c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: berthv1.InventoryNode{Name: name}, Deleted: true})
-	}
-	oldS := map[string]*berthv1.InventoryStorage{}
-	for i := range before.Storage {
-		oldS[before.Storage[i].Class] = &before.Storage[i]
-	}
-	for i := range st.Storage {
-		s := &st.Storage[i]
-		if o, ok := oldS[s.Class]; !ok || !reflect.DeepEqual(o, s) {
+	diff(before.Nodes, st.Nodes, func(n *berthv1.InventoryNode) string { return n.Name },
+		func(n *berthv1.InventoryNode) { c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: *n.DeepCopy()}) },
+		func(name string) {
+			c.nodeBus.Publish(inventory.NodeEvent{At: at, Node: berthv1.InventoryNode{Name: name}, Deleted: true})
+		})
+	diff(before.Storage, st.Storage, func(s *berthv1.InventoryStorage) string { return s.Class },
+		func(s *berthv1.InventoryStorage) {
 			c.storage.Publish(inventory.StorageEvent{At: at, Storage: *s.DeepCopy()})
-		}
-		delete(oldS, s.Class)
+		},
+		func(class string) {
+			c.storage.Publish(inventory.StorageEvent{At: at, Storage: berthv1.InventoryStorage{Class: class}, Removed: true})
+		})
+}
+
+// diff calls changed with each entry of after that is new or differs from before's
+// entry of the same key, in after's order, then gone with the keys only before has.
+func diff[T any](before, after []T, key func(*T) string, changed func(*T), gone func(string)) {
+	old := make(map[string]*T, len(before))
+	for i := range before {
+		old[key(&before[i])] = &before[i]
 	}
-	for class := range oldS {
-		c.storage.Publish(inventory.StorageEvent{At: at, Storage: berthv1.InventoryStorage{Class: class}, Removed: true})
+	for i := range after {
+		k := key(&after[i])
+		if o, ok := old[k]; !ok || !reflect.DeepEqual(o, &after[i]) {
+			changed(&after[i])
+		}
+		delete(old, k)
+	}
+	keys := make([]string, 0, len(old))
+	for k := range old {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		gone(k)
 	}
 }
 

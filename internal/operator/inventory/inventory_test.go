@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -236,6 +238,17 @@ func TestDiscovery(t *testing.T) {
 	owner := cluster.Owner{Provider: "akash1" + e.prefix + "x", ChainID: "berth-test-1"}
 	e.boundClaim(t, ns, "lease-claim", csiClass, "10Gi", cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID))
 	e.boundClaim(t, ns, "other-claim", csiClass, "5Gi", nil)
+	// A 20Gi claim without labels in a namespace of x's lease (a StatefulSet's claim
+	// made before berth labelled claim templates): x's, by its namespace.
+	leaseNS := e.k.Namespace(t)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 8, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cs.CoreV1().Namespaces().Patch(ctx, leaseNS, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.boundClaim(t, leaseNS, "unlabelled", csiClass, "20Gi", nil)
 	e.leasePod(t, ns, "lease-pod", e.prefix+"-a100", "2", &owner)
 	e.leasePod(t, ns, "other-pod", e.prefix+"-a100", "1", nil)
 
@@ -267,8 +280,8 @@ func TestDiscovery(t *testing.T) {
 			return fmt.Errorf("a100 node: x's leases use %s CPUs, want 2", l.String())
 		}
 		csi := storageOf(st, csiClass)
-		if csi == nil || csi.Used.Value() != 15<<30 || csi.Capacity.Value() != 115<<30 || len(csi.Leases) != 1 || csi.Leases[0].Used.Value() != 10<<30 {
-			return fmt.Errorf("csi class: %+v; want capacity 115Gi (100Gi free + 15Gi bound), used 15Gi, x's 10Gi", csi)
+		if csi == nil || csi.Used.Value() != 35<<30 || csi.Capacity.Value() != 135<<30 || len(csi.Leases) != 1 || csi.Leases[0].Used.Value() != 30<<30 {
+			return fmt.Errorf("csi class: %+v; want capacity 135Gi (100Gi free + 35Gi bound), used 35Gi, x's 30Gi", csi)
 		}
 		schedulable := 0
 		for _, n := range st.Nodes {
