@@ -7,11 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/http"
 	"os"
-	"path"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +26,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
-	"k8s.io/streaming/pkg/httpstream"
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
@@ -124,7 +120,8 @@ func parseGroup(t *testing.T, text string) market.ManifestGroup {
 // TestRBAC proves config/rbac exactly what the provider needs. It applies config/rbac
 // as `kubectl apply -k` would, then runs the provider's cluster service as the service
 // account (impersonated): it installs the CRDs (removed first, so they are created),
-// syncs the inventory and the status monitor, deploys two leases, reads status, rebuilds
+// syncs the inventory (also fed by the inventory operator's report, with
+// inventory.operator) and the status monitor, deploys two leases, reads status, rebuilds
 // a lease from its Manifest and pull Secret, streams logs and events (listed and
 // followed) and runs a command in a pod through the gateway's stream adapter, updates a
 // lease so that every kind of object is pruned, removes an orphan, and tears a lease
@@ -165,8 +162,7 @@ func TestRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls := &apiCalls{used: map[string]bool{}}
-	calls.record(rc)
+	calls := testenv.RecordAPICalls(rc)
 	// The authorizer sees new bindings a moment after they are written. (Two rules are
 	// asked about, so that a role lacking one still gets this far and fails on what
 	// berth does.)
@@ -275,6 +271,57 @@ func TestRBAC(t *testing.T) {
 	testenv.Eventually(t, time.Minute, "the inventory seeing the new node (watch nodes)", func() bool {
 		return slices.ContainsFunc(svc.capacity.Snapshot().Nodes, func(n cluster.NodeSnapshot) bool { return n.Name == node })
 	})
+	// With the inventory operator (inventory.operator): the inventory watches the
+	// operator's Inventory by name instead of the nodes. The report is written here as
+	// the admin, after the watch started (the operator's own role is
+	// config/operators/inventory's, checked in internal/operator/inventory).
+	opCfg := DefaultProviderConfig()
+	opCfg.Inventory.Operator = fmt.Sprintf("rbac-%d", time.Now().UnixNano())
+	if err := opCfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	opSvc, err := newClusterService(rc, opCfg, me, active, nil, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Go(func() error { return opSvc.inv.Run(gctx) })
+	testenv.EventuallyNoError(t, time.Minute, "the inventory with the operator synced (services, the leases' pods and claims, the Inventory)", func() error {
+		select {
+		case <-opSvc.inv.Synced():
+			return nil
+		default:
+			return fmt.Errorf("not synced (requests refused: %q)", calls.Refused())
+		}
+	})
+	report, err := adminDyn.Resource(kube.InventoryResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "berth.dev/v1", "kind": "Inventory", "metadata": map[string]any{"name": opCfg.Inventory.Operator}, "spec": map[string]any{},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := adminDyn.Resource(kube.InventoryResource).Delete(dctx, opCfg.Inventory.Operator, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+	report.Object["status"] = map[string]any{"updatedAt": time.Now().UTC().Format(time.RFC3339), "nodes": []any{map[string]any{
+		"name": node, "schedulable": true, "allocatable": map[string]any{"cpu": "8", "memory": "32Gi", "pods": "110"},
+	}}}
+	if _, err := adminDyn.Resource(kube.InventoryResource).UpdateStatus(ctx, report, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, time.Minute, "the inventory fed by the operator's report (list, watch inventories)", func() error {
+		if why := opSvc.capacity.Unavailable(); why != "" {
+			return fmt.Errorf("%s (requests refused: %q)", why, calls.Refused())
+		}
+		if !slices.ContainsFunc(opSvc.capacity.Snapshot().Nodes, func(n cluster.NodeSnapshot) bool { return n.Name == node }) {
+			return fmt.Errorf("node %s not placed from the report", node)
+		}
+		return nil
+	})
+
 	poolUsed := func(name string) int64 {
 		for _, p := range svc.capacity.Snapshot().Pools {
 			if p.Name == name {
@@ -298,7 +345,7 @@ func TestRBAC(t *testing.T) {
 		return func() error {
 			st, ok := svc.manager.State(id)
 			if !ok || st.Phase != cluster.PhaseDeployed || !bytes.Equal(st.Version, version) {
-				return fmt.Errorf("lease %s: %s %d attempts, %s (requests refused: %q)", id, st.Phase, st.Attempts, st.Error, calls.refusedSoFar())
+				return fmt.Errorf("lease %s: %s %d attempts, %s (requests refused: %q)", id, st.Phase, st.Attempts, st.Error, calls.Refused())
 			}
 			return nil
 		}
@@ -538,127 +585,11 @@ func TestRBAC(t *testing.T) {
 	granted := map[string]bool{}
 	for _, o := range objs {
 		if r, ok := o.obj.(*rbacv1.ClusterRole); ok {
-			for _, rule := range r.Rules {
-				for _, verb := range rule.Verbs {
-					for _, url := range rule.NonResourceURLs {
-						granted[verb+" "+url] = true
-					}
-					for _, g := range rule.APIGroups {
-						for _, res := range rule.Resources {
-							granted[verb+" "+path.Join(g, res)] = true
-						}
-					}
-				}
-			}
+			maps.Copy(granted, testenv.Granted(r.Rules...))
 		}
 	}
-	if r := calls.refusedSoFar(); len(r) > 0 {
+	if r := calls.Refused(); len(r) > 0 {
 		t.Errorf("requests refused to %s: %q", sa.Name, r)
 	}
-	calls.mu.Lock()
-	defer calls.mu.Unlock()
-	for _, p := range slices.Sorted(maps.Keys(granted)) {
-		if !calls.used[p] {
-			t.Errorf("config/rbac grants %q, which berth did not use", p)
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(calls.used)) {
-		if !granted[p] {
-			t.Errorf("berth used %q, which config/rbac does not grant (Kubernetes' default roles did)", p)
-		}
-	}
-}
-
-// apiCalls records the requests made with a client configuration, as the API server
-// authorizes them: "verb group/resource[/subresource]" or "verb /path".
-type apiCalls struct {
-	mu      sync.Mutex
-	used    map[string]bool // authorized (whatever the answer then was)
-	refused []string        // forbidden
-}
-
-// refusedSoFar lists the distinct requests refused until now.
-func (c *apiCalls) refusedSoFar() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Compact(slices.Sorted(slices.Values(c.refused)))
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// record makes rc's clients (and exec's websocket and SPDY connections) report to c.
-func (c *apiCalls) record(rc *restclient.Config) {
-	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			resp, err := rt.RoundTrip(req)
-			verb, what := authorized(req)
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			switch {
-			case resp != nil && resp.StatusCode == http.StatusForbidden, err != nil && httpstream.IsUpgradeFailure(err):
-				c.refused = append(c.refused, verb+" "+what)
-			case resp != nil:
-				c.used[verb+" "+what] = true
-				// An apply that created the object was authorized as create too; so is
-				// a websocket upgrade to exec (Kubernetes 1.35+).
-				if resp.StatusCode == http.StatusCreated || (what == "pods/exec" && resp.StatusCode == http.StatusSwitchingProtocols) {
-					c.used["create "+what] = true
-				}
-				// An informer starts with a streaming list (a watch that sends the
-				// current objects first) where the API server offers one, as this one
-				// does, and with a LIST where it does not.
-				if verb == "watch" && req.URL.Query().Get("sendInitialEvents") == "true" {
-					c.used["list "+what] = true
-				}
-			}
-			return resp, err
-		})
-	})
-}
-
-// authorized is the verb and the resource (or non-resource path) the API server
-// authorizes a request as.
-func authorized(req *http.Request) (verb, what string) {
-	seg := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	var group string
-	switch {
-	case len(seg) >= 3 && seg[0] == "api":
-		seg = seg[2:]
-	case len(seg) >= 4 && seg[0] == "apis":
-		group, seg = seg[1], seg[3:]
-	default:
-		return strings.ToLower(req.Method), req.URL.Path
-	}
-	if len(seg) >= 3 && seg[0] == "namespaces" {
-		seg = seg[2:] // a namespaced resource
-	}
-	what, named := path.Join(group, seg[0]), len(seg) > 1
-	if len(seg) > 2 {
-		what += "/" + seg[2]
-	}
-	switch req.Method {
-	case http.MethodGet:
-		switch {
-		case named:
-			verb = "get"
-		case req.URL.Query().Get("watch") == "true" || req.URL.Query().Get("watch") == "1":
-			verb = "watch"
-		default:
-			verb = "list"
-		}
-	case http.MethodPost:
-		verb = "create"
-	case http.MethodPut:
-		verb = "update"
-	case http.MethodPatch:
-		verb = "patch"
-	case http.MethodDelete:
-		verb = "delete"
-		if !named {
-			verb = "deletecollection"
-		}
-	}
-	return verb, what
+	calls.CheckGrants(t, granted, "config/rbac", false)
 }

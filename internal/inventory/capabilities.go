@@ -85,9 +85,10 @@ func Capabilities(gpu *berthv1.InventoryGPU, storageClasses []string) (labels ma
 }
 
 // LabelChanges is the patch that brings a node's capability labels from have (all its
-// labels) to want: set what differs, nil (delete) what has the prefix and is not
-// wanted. Empty when nothing changes.
-func LabelChanges(have, want map[string]string) map[string]*string {
+// labels) to want: set what differs, nil (delete) what has the prefix, is not wanted
+// and is the caller's to manage (owns nil: every capability label). Empty when
+// nothing changes.
+func LabelChanges(have, want map[string]string, owns func(key string) bool) map[string]*string {
 	patch := map[string]*string{}
 	for k, v := range want {
 		if have[k] != v {
@@ -95,12 +96,15 @@ func LabelChanges(have, want map[string]string) map[string]*string {
 		}
 	}
 	for k := range have {
-		if _, ok := want[k]; !ok && strings.HasPrefix(k, CapabilityPrefix) {
+		if _, ok := want[k]; !ok && strings.HasPrefix(k, CapabilityPrefix) && (owns == nil || owns(k)) {
 			patch[k] = nil
 		}
 	}
 	return patch
 }
+
+// IsGPULabel reports whether key is a GPU capability label.
+func IsGPULabel(key string) bool { return strings.HasPrefix(key, CapabilityPrefix+"gpu.") }
 
 // CapabilityLabelsOf are the capability labels among a node's labels.
 func CapabilityLabelsOf(labels map[string]string) map[string]string {

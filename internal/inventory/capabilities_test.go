@@ -235,7 +235,7 @@ func TestLabelChanges(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			have := maps.Clone(tt.have)
-			patch := inventory.LabelChanges(tt.have, tt.want)
+			patch := inventory.LabelChanges(tt.have, tt.want, nil)
 			if patch == nil {
 				t.Fatal("nil patch")
 			}
@@ -281,7 +281,7 @@ func TestLabelChanges(t *testing.T) {
 					t.Errorf("after the patch %s=%q, was %q", k, applied[k], v)
 				}
 			}
-			if again := inventory.LabelChanges(applied, tt.want); len(again) != 0 {
+			if again := inventory.LabelChanges(applied, tt.want, nil); len(again) != 0 {
 				t.Errorf("a second patch: %v", render(again))
 			}
 		})

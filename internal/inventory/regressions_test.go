@@ -73,6 +73,17 @@ func TestReviewFindings(t *testing.T) {
 			t.Fatalf("capacity %s", out.Capacity.String())
 		}
 	})
+	t.Run("labels of what the caller does not own are left", func(t *testing.T) {
+		have := map[string]string{inventory.StorageLabel("mine"): "true", inventory.StorageLabel("theirs"): "true", inventory.GPULabel("nvidia", "a100", "", ""): "true"}
+		owns := func(k string) bool { return inventory.IsGPULabel(k) || k == inventory.StorageLabel("mine") }
+		patch := inventory.LabelChanges(have, map[string]string{}, owns)
+		if len(patch) != 2 || patch[inventory.StorageLabel("mine")] != nil || patch[inventory.GPULabel("nvidia", "a100", "", "")] != nil {
+			t.Fatalf("%v", patch)
+		}
+		if _, ok := patch[inventory.StorageLabel("theirs")]; ok {
+			t.Fatal("another's class's label removed")
+		}
+	})
 	t.Run("sidecars count with the containers", func(t *testing.T) {
 		always := corev1.ContainerRestartPolicyAlways
 		cpu := func(s string) corev1.ResourceList {

@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -71,7 +72,9 @@ func TestCephClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = e.dc.Resource(crds).Delete(t.Context(), "cephclusters.ceph.rook.io", metav1.DeleteOptions{})
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.dc.Resource(crds).Delete(dctx, "cephclusters.ceph.rook.io", metav1.DeleteOptions{})
 	})
 	ceph := schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
 	var cluster *unstructured.Unstructured

@@ -351,20 +351,6 @@ func (c *Controller) loop(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err != nil {
-			c.log.ErrorContext(ctx, "writing the inventory", slog.Any("error", err), slog.Duration("retry_in", backoff))
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
-			backoff = min(2*backoff, 30*time.Second)
-			c.markDirty()
-			continue
-		}
-		backoff = 100 * time.Millisecond
 		if wrote {
 			lastWrite = time.Now()
 			if !heartbeat.Stop() {
@@ -377,6 +363,20 @@ func (c *Controller) loop(ctx context.Context) error {
 		} else if force {
 			heartbeat.Reset(c.cfg.Heartbeat)
 		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		c.log.ErrorContext(ctx, "publishing the inventory", slog.Any("error", err), slog.Bool("report_written", wrote), slog.Duration("retry_in", backoff))
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		c.markDirty()
 	}
 }
 
@@ -419,7 +419,8 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 	}
 	if c.csi != nil {
 		for _, o := range c.csi.GetStore().List() {
-			if sc, ok := o.(*storagev1.CSIStorageCapacity); ok {
+			// No topology: reachable from no node (an empty one: from every node).
+			if sc, ok := o.(*storagev1.CSIStorageCapacity); ok && sc.NodeTopology != nil {
 				in.CSI = append(in.CSI, inventory.CSICapacity{Class: sc.StorageClassName, Capacity: quantityValue(sc.Capacity), Nodes: topologyNodes(sc.NodeTopology, nodes)})
 			}
 		}
@@ -473,32 +474,35 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 }
 
 // publish computes the report and, when it differs from the last one written or force
-// is set, writes it, labels the nodes and publishes the changes on the bus.
+// is set, writes it and publishes the changes on the bus; then it brings the nodes'
+// labels to it. A report is written even when labelling fails (the error is returned,
+// for a retry): providers bid on the report, not on the labels.
 func (c *Controller) publish(ctx context.Context, force bool) (bool, error) {
 	st, wantLabels := c.build()
 	st.Operator = c.identity
-	if c.cfg.LabelNodes {
-		if err := c.labelNodes(ctx, wantLabels); err != nil {
-			return false, err
-		}
-	}
 	c.mu.Lock()
 	prev, rv := c.last, c.lastRV
 	c.mu.Unlock()
-	if !force && prev != nil && rv != "" && sameReport(prev, &st) {
-		return false, nil
+	wrote := false
+	if force || prev == nil || rv == "" || !sameReport(prev, &st) {
+		st.UpdatedAt = metav1.Now()
+		newRV, err := c.write(ctx, &st)
+		if err != nil {
+			return false, err
+		}
+		c.mu.Lock()
+		c.last, c.lastRV = st.DeepCopy(), newRV
+		c.mu.Unlock()
+		c.m.published(&st)
+		c.events(prev, &st)
+		wrote = true
 	}
-	st.UpdatedAt = metav1.Now()
-	newRV, err := c.write(ctx, &st)
-	if err != nil {
-		return false, err
+	if c.cfg.LabelNodes {
+		if err := c.labelNodes(ctx, wantLabels); err != nil {
+			return wrote, err
+		}
 	}
-	c.mu.Lock()
-	c.last, c.lastRV = st.DeepCopy(), newRV
-	c.mu.Unlock()
-	c.m.published(&st)
-	c.events(prev, &st)
-	return true, nil
+	return wrote, nil
 }
 
 func sameReport(a, b *berthv1.InventoryStatus) bool {
@@ -542,6 +546,16 @@ func (c *Controller) write(ctx context.Context, st *berthv1.InventoryStatus) (st
 	return u.GetResourceVersion(), nil
 }
 
+// ownsLabel: the GPU capability labels are the operator's (the cluster's GPUs are one
+// fact, whoever describes them), and the storage labels of the classes it offers;
+// another operator's classes' labels are left alone.
+func (c *Controller) ownsLabel(key string) bool {
+	if inventory.IsGPULabel(key) {
+		return true
+	}
+	return slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return inventory.StorageLabel(s.Class) == key })
+}
+
 // labelNodes brings every node's capability labels to want.
 func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]string) error {
 	var errs []error
@@ -550,7 +564,7 @@ func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]
 		if !ok {
 			continue
 		}
-		patch := inventory.LabelChanges(n.Labels, want[n.Name])
+		patch := inventory.LabelChanges(n.Labels, want[n.Name], c.ownsLabel)
 		if len(patch) == 0 {
 			continue
 		}
@@ -618,16 +632,12 @@ func diff[T any](before, after []T, key func(*T) string, changed func(*T), gone 
 	}
 }
 
-// topologyNodes are the nodes a CSIStorageCapacity's topology selects (all of them
-// when it has none).
+// topologyNodes are the nodes a CSIStorageCapacity's topology selects.
 func topologyNodes(sel *metav1.LabelSelector, nodes []*corev1.Node) []string {
 	var out []string
-	s := labels.Everything()
-	if sel != nil {
-		var err error
-		if s, err = metav1.LabelSelectorAsSelector(sel); err != nil {
-			return nil
-		}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return nil
 	}
 	for _, n := range nodes {
 		if s.Matches(labels.Set(n.Labels)) {

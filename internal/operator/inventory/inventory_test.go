@@ -233,6 +233,15 @@ func TestDiscovery(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// One without a topology: reachable from no node, not counted.
+	if _, err := e.cs.StorageV1().CSIStorageCapacities(ns).Create(ctx, &storagev1.CSIStorageCapacity{
+		ObjectMeta: metav1.ObjectMeta{Name: "nowhere"}, StorageClassName: csiClass, Capacity: new(resource.MustParse("1Ti")),
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Another operator's class's label on a node is left alone.
+	otherClass := inventory.StorageLabel(e.prefix + "-elsewhere")
+	testenv.EditNode(ctx, t, e.cs, e.prefix+"-rtx", false, func(n *corev1.Node) { n.Labels[otherClass] = "true" })
 	// A 10Gi claim of a lease of provider x, bound by the PV controller to a volume of
 	// the class; a 5Gi one of no lease.
 	owner := cluster.Owner{Provider: "akash1" + e.prefix + "x", ChainID: "berth-test-1"}
@@ -309,7 +318,7 @@ func TestDiscovery(t *testing.T) {
 		want := map[string]map[string]string{
 			"a100": {inventory.GPULabel("nvidia", "a100", "", ""): "true", inventory.GPULabel("nvidia", "a100", "80Gi", ""): "true",
 				inventory.GPULabel("nvidia", "a100", "", "sxm"): "true", inventory.StorageLabel(csiClass): "true", inventory.StorageLabel(localClass): "true"},
-			"rtx": {inventory.GPULabel("nvidia", "rtx4090", "", ""): "true", inventory.GPULabel("nvidia", "rtx4090", "24Gi", ""): "true", inventory.StorageLabel(localClass): "true"},
+			"rtx": {inventory.GPULabel("nvidia", "rtx4090", "", ""): "true", inventory.GPULabel("nvidia", "rtx4090", "24Gi", ""): "true", inventory.StorageLabel(localClass): "true", otherClass: "true"},
 			"odd": {inventory.StorageLabel(localClass): "true"},
 		}
 		for node, w := range want {
