@@ -272,15 +272,15 @@ type InventoryStatus struct {
 	// Operator names the operator's replica that wrote the report (its leader identity).
 	Operator string `json:"operator,omitempty"`
 	// Nodes are every node of the cluster, sorted by name, the ones that take no
-	// workloads too (with why).
+	// workloads too (with why). Atomic: the operator writes the whole list each time,
+	// and server-side apply then keeps no per-node field records (which would double
+	// the object's size).
 	// +optional
-	// +listType=map
-	// +listMapKey=name
+	// +listType=atomic
 	Nodes []InventoryNode `json:"nodes,omitempty"`
 	// Storage are the storage classes the operator is configured to offer, sorted.
 	// +optional
-	// +listType=map
-	// +listMapKey=class
+	// +listType=atomic
 	Storage []InventoryStorage `json:"storage,omitempty"`
 	// Problems are what the operator could not make sense of (an unknown GPU, a class
 	// without capacity), one sentence each, so they show next to the numbers.
@@ -333,11 +333,17 @@ type InventoryGPU struct {
 	// discovery's pci-10de labels), when known.
 	Product   string `json:"product,omitempty"`
 	PCIDevice string `json:"pciDevice,omitempty"`
-	// Devices is how many GPUs the device plugin advertises (allocatable nvidia.com/gpu);
+	// Devices is how many GPUs the device plugin advertises (allocatable nvidia.com/gpu,
+	// or nvidia.com/gpu.shared when it renames shared ones);
 	// Offered how many of them leases may have (0 when the card is unknown, shared or
 	// partitioned, with the reason in Message).
 	Devices int64 `json:"devices"`
 	Offered int64 `json:"offered"`
+	// Labelled is true when the node carries the capability labels GPU pods' node
+	// affinity selects on (berth.dev/capabilities.gpu…): providers count its offered
+	// GPUs only then, since a lease's pods could not be placed there otherwise.
+	// +optional
+	Labelled bool `json:"labelled,omitempty"`
 	// Sharing is "time-slicing" or "mps" when each device is shared by Replicas
 	// workloads, "mig" when the GPUs are partitioned into MIG devices.
 	// +optional

@@ -70,6 +70,8 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	}
 	settings := cfg.Cluster.settings()
 	settings.Owner = owner
+	// The inventory operator labels the nodes of each storage class it offers.
+	settings.StorageAffinity = cfg.Inventory.Operator != ""
 	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {
 		return nil, err
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
 
@@ -30,8 +30,11 @@ func (c DevConfig) capabilities(storageClasses []string) (market.Attributes, err
 		if err != nil {
 			return nil, err
 		}
-		if g := kube.NodeOf(n).GPU; g.Model != "" && !slices.Contains(models, g) {
-			models = append(models, g)
+		// As the inventory operator will name them (and label the node for).
+		if d := inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{}); d != nil && d.Offered > 0 {
+			if g := inventory.Model(d); !slices.Contains(models, g) {
+				models = append(models, g)
+			}
 		}
 	}
 	for _, g := range models {

@@ -117,6 +117,7 @@ func TestRunDev(t *testing.T) {
 			want[inventory.GPULabel("nvidia", "a100", "", "sxm")] = "true"
 		case "dev-gpu-node-2":
 			want[inventory.GPULabel("nvidia", "h100", "80Gi", "")] = "true"
+			want[inventory.GPULabel("nvidia", "h100", "", "sxm")] = "true"
 		}
 		want[inventory.StorageLabel("beta3")] = "true"
 		for k, v := range want {

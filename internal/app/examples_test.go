@@ -94,6 +94,7 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, pc.Inventory.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, pc.Inventory.NodePorts)
 	p := &exampleProvider{settings: pc.Cluster.settings()}
+	p.settings.StorageAffinity = pc.Inventory.Operator != "" // as newClusterService sets it
 	for _, spec := range dev.nodes() {
 		n, err := spec.Object()
 		if err != nil {
@@ -405,6 +406,8 @@ func TestDevCapabilities(t *testing.T) {
 		{Key: "capabilities/gpu/vendor/nvidia/model/a100/ram/80Gi/interface/sxm", Value: "true"},
 		{Key: "capabilities/gpu/vendor/nvidia/model/h100", Value: "true"},
 		{Key: "capabilities/gpu/vendor/nvidia/model/h100/ram/80Gi", Value: "true"},
+		{Key: "capabilities/gpu/vendor/nvidia/model/h100/interface/sxm", Value: "true"},
+		{Key: "capabilities/gpu/vendor/nvidia/model/h100/ram/80Gi/interface/sxm", Value: "true"},
 	}
 	if !slices.Equal(attrs, want) {
 		t.Fatalf("capabilities:\n got %v\nwant %v", attrs, want)

@@ -15,6 +15,7 @@ import (
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -170,7 +171,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	if err := k.AddNodes(t.Context(),
 		localenv.NodeSpec{Name: "bid-cpu-1", CPU: "4", Memory: "16Gi"},
 		localenv.NodeSpec{Name: "bid-cpu-2", CPU: "4", Memory: "16Gi"},
-		localenv.NodeSpec{Name: "bid-gpu", CPU: "16", Memory: "64Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
+		invtest.Labelled(t, localenv.NodeSpec{Name: "bid-gpu", CPU: "16", Memory: "64Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920}),
 	); err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,42 @@ func TestParseGPUProduct(t *testing.T) {
 		product string
 		want    GPUModel
 	}{
-		{"NVIDIA-A100-SXM4-80GB", GPUModel{"nvidia", "a100", "80Gi", "sxm"}},
-		{"NVIDIA-A100-PCIE-40GB", GPUModel{"nvidia", "a100", "40Gi", "pcie"}},
-		{"NVIDIA-H100-80GB-HBM3", GPUModel{"nvidia", "h100", "80Gi", ""}},
-		{"NVIDIA-GeForce-RTX-4090", GPUModel{"nvidia", "rtx4090", "", ""}},
-		{"Tesla-T4", GPUModel{"nvidia", "t4", "", ""}},
-		{"NVIDIA-RTX-A6000", GPUModel{"nvidia", "rtxa6000", "", ""}},
-		{"NVIDIA H100 NVL", GPUModel{"nvidia", "h100", "", ""}},
+		// Akash's names: akash-network/provider-configs devices/pcie/gpus.json (10de:<device>;
+		// "PR #n" proposed there, not merged; "not listed": no entry).
+		{"NVIDIA-A100-SXM4-80GB", GPUModel{"nvidia", "a100", "80Gi", "sxm"}},                                     // 10de:20b2 SXM4
+		{"NVIDIA-A100-PCIE-40GB", GPUModel{"nvidia", "a100", "40Gi", "pcie"}},                                    // 10de:20b1 PCIe
+		{"NVIDIA-H100-80GB-HBM3", GPUModel{"nvidia", "h100", "80Gi", "sxm"}},                                     // 10de:2330 SXM5
+		{"NVIDIA-H100-PCIe", GPUModel{"nvidia", "h100", "", "pcie"}},                                             // 10de:2331 PCIe
+		{"NVIDIA-GeForce-RTX-4090", GPUModel{"nvidia", "rtx4090", "", "pcie"}},                                   // 10de:2684 PCIe
+		{"Tesla-T4", GPUModel{"nvidia", "t4", "", "pcie"}},                                                       // 10de:1eb8 PCIe
+		{"NVIDIA-RTX-A6000", GPUModel{"nvidia", "rtxa6000", "", "pcie"}},                                         // 10de:2230 rtxa6000
+		{"NVIDIA-RTX-A5000", GPUModel{"nvidia", "a5000", "", "pcie"}},                                            // 10de:2231 a5000
+		{"NVIDIA H100 NVL", GPUModel{"nvidia", "h100nvl", "", "pcie"}},                                           // PR #91: 10de:2321 h100nvl PCIe
+		{"NVIDIA-H200", GPUModel{"nvidia", "h200", "", "sxm"}},                                                   // 10de:2335 h200 SXM5
+		{"NVIDIA-H200-NVL", GPUModel{"nvidia", "h200nvl", "", "pcie"}},                                           // 10de:233b h200nvl PCIe
+		{"NVIDIA-B200", GPUModel{"nvidia", "b200", "", "sxm"}},                                                   // PR #92: 10de:2901 b200 SXM6
+		{"NVIDIA-B100", GPUModel{"nvidia", "b100", "", "sxm"}},                                                   // not listed; HGX only
+		{"NVIDIA-GH200-480GB", GPUModel{"nvidia", "gh200", "480Gi", ""}},                                         // not listed; a superchip
+		{"NVIDIA-L40S", GPUModel{"nvidia", "l40s", "", "pcie"}},                                                  // PR #92: 10de:26b9 l40s PCIe
+		{"NVIDIA-GeForce-RTX-4070-SUPER", GPUModel{"nvidia", "rtx4070s", "", "pcie"}},                            // 10de:2783 rtx4070s
+		{"NVIDIA-GeForce-RTX-2060-SUPER", GPUModel{"nvidia", "rtx2060s", "", "pcie"}},                            // 10de:1f06 rtx2060s
+		{"NVIDIA-GeForce-RTX-2070-SUPER", GPUModel{"nvidia", "rtx2070s", "", "pcie"}},                            // 10de:1e84 rtx2070s
+		{"NVIDIA-GeForce-RTX-2080-SUPER", GPUModel{"nvidia", "rtx2080s", "", "pcie"}},                            // 10de:1e81 rtx2080s
+		{"NVIDIA-GeForce-GTX-1650-SUPER", GPUModel{"nvidia", "gtx1650s", "", "pcie"}},                            // 10de:2187 gtx1650s
+		{"NVIDIA-GeForce-RTX-3060-Laptop-GPU", GPUModel{"nvidia", "rtx3060m", "", "pcie"}},                       // 10de:2520 rtx3060m
+		{"NVIDIA GeForce RTX 5090 Laptop GPU", GPUModel{"nvidia", "rtx5090m", "", "pcie"}},                       // 10de:2c58 rtx5090m
+		{"NVIDIA-RTX-4000-SFF-Ada-Generation", GPUModel{"nvidia", "rtx4000sada", "", "pcie"}},                    // 10de:27b0 rtx4000sada
+		{"NVIDIA-RTX-4000-Ada-Generation", GPUModel{"nvidia", "rtx4000ada", "", "pcie"}},                         // 10de:27b2 rtx4000ada
+		{"NVIDIA-RTX-6000-Ada-Generation", GPUModel{"nvidia", "rtx6000ada", "", "pcie"}},                         // not listed; as 27b2
+		{"Quadro-RTX-6000", GPUModel{"nvidia", "rtx6000", "", "pcie"}},                                           // 10de:1e30 rtx6000
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", GPUModel{"nvidia", "pro6000se", "", "pcie"}},            // 10de:2bb5
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", GPUModel{"nvidia", "pro6000we", "", "pcie"}},       // 10de:2bb1
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", GPUModel{"nvidia", "pro6000mq", "", "pcie"}}, // 10de:2bb4
+		{"Tesla-V100-SXM2-32GB", GPUModel{"nvidia", "v100", "32Gi", "sxm"}},                                      // 10de:1db5 SXM2
+		// Words that are no part of a model only once it has begun.
+		{"SUPER", GPUModel{"nvidia", "super", "", "pcie"}},
+		{"NVIDIA-80GB", GPUModel{"nvidia", "", "80Gi", ""}},
+		{"", GPUModel{"nvidia", "", "", ""}},
 	} {
 		if got := ParseGPUProduct(tc.product); got != tc.want {
 			t.Errorf("%s: got %+v, want %+v", tc.product, got, tc.want)
@@ -170,7 +199,7 @@ func FuzzParseGPUProduct(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		g := ParseGPUProduct(s)
-		if g.Vendor != "nvidia" || strings.ContainsAny(g.Model, "-_ ") {
+		if g.Vendor != "nvidia" || strings.ContainsAny(g.Model, "-_ ") || g.Interface != "" && g.Interface != "pcie" && g.Interface != "sxm" {
 			t.Fatalf("%q → %+v", s, g)
 		}
 	})

@@ -84,6 +84,21 @@ func Capabilities(gpu *berthv1.InventoryGPU, storageClasses []string) (labels ma
 	return labels, invalid
 }
 
+// GPULabelled reports whether labels carry every GPU capability label of g's offered
+// GPUs (those GPU pods' node affinity may select on); false when g offers none.
+func GPULabelled(labels map[string]string, g *berthv1.InventoryGPU) bool {
+	want, invalid := Capabilities(g, nil)
+	if len(want) == 0 || len(invalid) > 0 {
+		return false
+	}
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // LabelChanges is the patch that brings a node's capability labels from have (all its
 // labels) to want: set what differs, nil (delete) what has the prefix, is not wanted
 // and is the caller's to manage (owns nil: every capability label). Empty when

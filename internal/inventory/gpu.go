@@ -42,6 +42,9 @@ const (
 const (
 	ResourceGPU       corev1.ResourceName = "nvidia.com/gpu"
 	resourceMIGPrefix string              = "nvidia.com/mig-"
+	// ResourceGPUShared is what the device plugin advertises instead of nvidia.com/gpu
+	// when it shares GPUs (time-slicing or MPS) with renameByDefault set.
+	ResourceGPUShared corev1.ResourceName = "nvidia.com/gpu.shared"
 )
 
 // Sharing strategies, as GFD labels them.
@@ -110,23 +113,32 @@ var (
 )
 
 // DescribeGPU describes a node's GPUs from its labels and allocatable resources: nil
-// when the node has none (no GFD or NFD label of an NVIDIA card and no nvidia.com/gpu
-// or MIG resource). The model is derived from GFD's product name the way SDLs name
-// models ("NVIDIA-A100-SXM4-80GB" → a100, 80Gi, sxm), or taken from opts.Models for the
+// when the node has none (no GFD or NFD label of an NVIDIA card and no nvidia.com/gpu,
+// nvidia.com/gpu.shared or MIG resource). The model is derived from GFD's product name
+// the way Akash's SDLs name models ("NVIDIA-A100-SXM4-80GB" → a100, 80Gi, sxm;
+// "Tesla-T4" with 15360 MiB → t4, 16Gi, pcie), or taken from opts.Models for the
 // product or the PCI id, or from berth's per-node labels (berth.dev/gpu.model, …) that
 // an operator sets by hand. A card nothing names is reported with Model "" and not
-// offered; neither are shared GPUs (unless opts.OfferShared) nor MIG slices standing
-// for whole GPUs. It never fails: what it cannot use, it says in Message.
+// offered; neither are shared GPUs (unless opts.OfferShared; never those advertised as
+// nvidia.com/gpu.shared, which berth's pods do not request) nor MIG slices standing for
+// whole GPUs. It never fails: what it cannot use, it says in Message.
 func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts GPUOptions) *berthv1.InventoryGPU {
 	devices := quantity(allocatable, ResourceGPU)
+	sharedDevices := quantity(allocatable, ResourceGPUShared)
 	product := strings.TrimSpace(labels[LabelGFDProduct])
 	pci := nvidiaPCIDevice(labels)
 	mig := migDevices(allocatable)
 	count, _ := strconv.ParseInt(labels[LabelGFDCount], 10, 64)
-	if devices == 0 && product == "" && pci == "" && len(mig) == 0 && count == 0 {
+	if devices == 0 && sharedDevices == 0 && product == "" && pci == "" && len(mig) == 0 && count == 0 {
 		return nil
 	}
+	// renamed: the device plugin shares the GPUs with renameByDefault, advertising them
+	// as nvidia.com/gpu.shared only.
+	renamed := devices == 0 && sharedDevices > 0
 	g := &berthv1.InventoryGPU{Vendor: "nvidia", Product: product, PCIDevice: pci, Devices: devices, MIG: mig}
+	if renamed {
+		g.Devices = sharedDevices
+	}
 	var why []string
 
 	base, shared := strings.CutSuffix(product, "-SHARED")
@@ -137,17 +149,19 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 	switch sharing := labels[LabelGFDSharing]; {
 	case sharing == SharingTimeSlicing || sharing == SharingMPS:
 		g.Sharing = sharing
-	case shared:
+	case shared || renamed:
 		g.Sharing = SharingTimeSlicing
 	}
 	if g.Sharing != "" {
 		g.Replicas, _ = strconv.ParseInt(labels[LabelGFDReplicas], 10, 64)
 	}
-	if migSingle || len(mig) > 0 || labels[LabelGFDMIG] == "single" && strings.Contains(strings.ToUpper(product), "MIG") {
+	// With the single strategy, GFD's labels describe a MIG device, not the GPU.
+	sliced := migSingle || labels[LabelGFDMIG] == "single" && strings.Contains(strings.ToUpper(product), "MIG")
+	if sliced || len(mig) > 0 {
 		g.Sharing = SharingMIG
 	}
 
-	model, named := nameGPU(base, pci, labels, opts)
+	model, named := nameGPU(base, pci, labels, opts, sliced)
 	g.Vendor, g.Model, g.RAM, g.Interface = model.Vendor, model.Model, model.RAM, model.Interface
 	g.Offered = devices
 	bad := ""
@@ -179,6 +193,8 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 	case migSingle:
 		g.Offered = 0
 		why = append(why, "its GPUs are partitioned into MIG devices (single strategy): an SDL cannot ask for a slice of a GPU, so none is offered")
+	case renamed:
+		// Offered is 0 (no nvidia.com/gpu); why is said below.
 	case g.Sharing == SharingTimeSlicing || g.Sharing == SharingMPS:
 		if !opts.OfferShared {
 			g.Offered = 0
@@ -188,7 +204,17 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 	if len(mig) > 0 && !migSingle {
 		why = append(why, fmt.Sprintf("MIG devices (%s) are not offered: an SDL cannot ask for a slice of a GPU", migSummary(mig)))
 	}
-	if devices == 0 && len(mig) == 0 && (count > 0 || product != "" || pci != "") {
+	switch {
+	case renamed:
+		sharing := g.Sharing
+		if g.Replicas > 0 {
+			sharing += fmt.Sprintf(", %d replicas", g.Replicas)
+		}
+		why = append(why, fmt.Sprintf("its GPUs are shared (%s) and the device plugin advertises them as %s only (renameByDefault): berth's pods request %s, so none is offered, even with gpu.offer_shared; set renameByDefault to false in the device plugin's sharing config to offer them with gpu.offer_shared", sharing, ResourceGPUShared, ResourceGPU))
+	case sharedDevices > 0:
+		why = append(why, fmt.Sprintf("the %d %s the device plugin also advertises are not offered: berth's pods request %s", sharedDevices, ResourceGPUShared, ResourceGPU))
+	}
+	if devices == 0 && !renamed && len(mig) == 0 && (count > 0 || product != "" || pci != "") {
 		why = append(why, "the node's labels describe GPUs but it advertises no nvidia.com/gpu: is NVIDIA's device plugin running there?")
 	} else if count > 0 && devices > 0 && g.Sharing == "" && devices != count {
 		why = append(why, fmt.Sprintf("GPU feature discovery counts %d GPUs, the device plugin advertises %d", count, devices))
@@ -199,9 +225,14 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 
 // nameGPU finds the SDL's name of a card: the overrides first (by product, then PCI
 // id), then GFD's product name, then the memory label; berth's per-node labels win
-// over all of these. named is false when no model came out.
-func nameGPU(product, pci string, labels map[string]string, opts GPUOptions) (cluster.GPUModel, bool) {
+// over all of these. named is false when no model came out. sliced says GFD's labels
+// describe a MIG device (single strategy), so that its memory label is not the card's.
+func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sliced bool) (cluster.GPUModel, bool) {
 	g := cluster.GPUModel{Vendor: "nvidia"}
+	mib, err := strconv.Atoi(labels[LabelGFDMemory])
+	// GFD's memory label, up to 16 TiB a GPU, unless it is a MIG device's.
+	memoryLabel := err == nil && mib > 0 && mib <= 1<<24 && !sliced
+	derivedInterface := false
 	override := func(key string) bool {
 		for k, m := range opts.Models {
 			if key != "" && strings.EqualFold(k, key) {
@@ -218,18 +249,63 @@ func nameGPU(product, pci string, labels map[string]string, opts GPUOptions) (cl
 		if !modelName.MatchString(g.Model) {
 			g.Model = ""
 		}
+		derivedInterface = g.Interface != ""
+		// A product's size that the memory label contradicts is not the GPU's: the
+		// GH200's "480GB" is its CPU's and GPU's memory together.
+		if gi, err := strconv.Atoi(strings.TrimSuffix(g.RAM, "Gi")); err == nil && memoryLabel && (gi > 1<<14 || absDiff(gi*1024, mib)*5 > gi*1024) {
+			g.RAM = ""
+		}
 	}
 	for label, field := range map[string]*string{cluster.LabelGPUVendor: &g.Vendor, cluster.LabelGPUModel: &g.Model, cluster.LabelGPURAM: &g.RAM, cluster.LabelGPUInterface: &g.Interface} {
 		if v := strings.TrimSpace(labels[label]); v != "" {
 			*field = strings.ToLower(v)
+			derivedInterface = derivedInterface && label != cluster.LabelGPUInterface
 		}
 	}
-	// GFD's memory label, when nothing else said the memory (up to 16 TiB a GPU).
-	if mib, err := strconv.Atoi(labels[LabelGFDMemory]); err == nil && mib > 0 && mib <= 1<<24 && g.RAM == "" && g.Model != "" {
-		g.RAM = strconv.Itoa((mib+512)/1024) + "Gi"
+	// GFD's memory label, when nothing else said the memory.
+	if memoryLabel && g.RAM == "" && g.Model != "" {
+		g.RAM = marketedRAM(mib)
 	}
 	g.RAM = normalRAM(g.RAM)
+	// An interface the product name only implies (PCIe, for want of an SXM one) is not
+	// worth the card: a model too long to carry it in a label is offered without it.
+	if derivedInterface && labelProblem(g) != "" {
+		if bare := (cluster.GPUModel{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM}); labelProblem(bare) == "" {
+			g = bare
+		}
+	}
 	return g, g.Model != ""
+}
+
+// marketedGiB are the memory sizes, in GiB, NVIDIA's GPUs are sold with (and Akash's
+// provider-configs names them with): GFD's memory label is the usable memory, a little
+// less (a T4's 16 GiB is 15360 MiB, an L40S's 48 GiB 46068 MiB, a B200's 192 GiB
+// 183359 MiB). No NVIDIA GPU has 256 GiB: a B300's 288 GiB must not round to it.
+var marketedGiB = []int{1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 16, 20, 24, 32, 40, 48, 64, 80, 94, 96, 128, 141, 144, 192, 288}
+
+// marketedRAM is the size of a GPU whose memory label says mib: the nearest marketed
+// size within 8% of it, else mib rounded to GiB ("" under 512 MiB).
+func marketedRAM(mib int) string {
+	best, bestDiff := 0, 0
+	for _, gi := range marketedGiB {
+		if d := absDiff(gi*1024, mib); d*100 <= gi*1024*8 && (best == 0 || d < bestDiff) {
+			best, bestDiff = gi, d
+		}
+	}
+	if best == 0 {
+		best = (mib + 512) / 1024
+	}
+	if best == 0 {
+		return ""
+	}
+	return strconv.Itoa(best) + "Gi"
+}
+
+func absDiff(a, b int) int {
+	if a > b {
+		return a - b
+	}
+	return b - a
 }
 
 // nvidiaPCIDevice is "10de:<device>" (or "10de" alone when NFD is not configured to

@@ -137,22 +137,22 @@ func TestDescribeGPU(t *testing.T) {
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Interface: "pcie", Product: "NVIDIA-H100-PCIe", Devices: 2, Offered: 2},
 		},
 		{
-			name:        "H100 SXM (HBM3 is no part of the model)",
+			name:        "H100 SXM (HBM3 is no part of the model, but says SXM5)",
 			labels:      gfd("NVIDIA-H100-80GB-HBM3", "81559", "8"),
 			allocatable: gpus(8),
-			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Product: "NVIDIA-H100-80GB-HBM3", Devices: 8, Offered: 8},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Interface: "sxm", Product: "NVIDIA-H100-80GB-HBM3", Devices: 8, Offered: 8},
 		},
 		{
-			name:        "RTX 4090: the memory label gives the RAM",
+			name:        "RTX 4090: the memory label gives the RAM, a card not said SXM is PCIe",
 			labels:      gfd("NVIDIA-GeForce-RTX-4090", "24564", "1"),
 			allocatable: gpus(1),
-			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtx4090", RAM: "24Gi", Product: "NVIDIA-GeForce-RTX-4090", Devices: 1, Offered: 1},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtx4090", RAM: "24Gi", Interface: "pcie", Product: "NVIDIA-GeForce-RTX-4090", Devices: 1, Offered: 1},
 		},
 		{
-			name:        "Tesla T4: the family word is dropped, 15360 MiB rounds to 15Gi",
+			name:        "Tesla T4: the family word is dropped, 15360 MiB is the marketed 16Gi",
 			labels:      gfd("Tesla-T4", "15360", "4"),
 			allocatable: gpus(4),
-			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "t4", RAM: "15Gi", Product: "Tesla-T4", Devices: 4, Offered: 4},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "t4", RAM: "16Gi", Interface: "pcie", Product: "Tesla-T4", Devices: 4, Offered: 4},
 		},
 		{
 			name:        "unknown card: not offered, the message gives the PCI id to name it by",
@@ -290,7 +290,7 @@ func TestDescribeGPU(t *testing.T) {
 			name:        "the -SHARED suffix alone means time-slicing",
 			labels:      merge(gfd("NVIDIA-GeForce-RTX-4090-SHARED", "24564", "1"), map[string]string{inventory.LabelGFDReplicas: "2"}),
 			allocatable: gpus(2),
-			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtx4090", RAM: "24Gi", Product: "NVIDIA-GeForce-RTX-4090-SHARED", Devices: 2, Sharing: inventory.SharingTimeSlicing, Replicas: 2},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtx4090", RAM: "24Gi", Interface: "pcie", Product: "NVIDIA-GeForce-RTX-4090-SHARED", Devices: 2, Sharing: inventory.SharingTimeSlicing, Replicas: 2},
 			msg:         []string{"shared"},
 		},
 		{
@@ -299,8 +299,76 @@ func TestDescribeGPU(t *testing.T) {
 				inventory.LabelGFDSharing: inventory.SharingMPS, inventory.LabelGFDReplicas: "2",
 			}),
 			allocatable: gpus(16),
-			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Product: "NVIDIA-H100-80GB-HBM3-SHARED", Devices: 16, Sharing: inventory.SharingMPS, Replicas: 2},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", RAM: "80Gi", Interface: "sxm", Product: "NVIDIA-H100-80GB-HBM3-SHARED", Devices: 16, Sharing: inventory.SharingMPS, Replicas: 2},
 			msg:         []string{"mps", "2 replicas"},
+		},
+		{
+			name: "time-slicing with renameByDefault: nvidia.com/gpu.shared only, never offered",
+			labels: merge(gfd("NVIDIA-GeForce-RTX-4090", "24564", "2"), map[string]string{
+				inventory.LabelGFDSharing: inventory.SharingTimeSlicing, inventory.LabelGFDReplicas: "4",
+			}),
+			allocatable: res(inventory.ResourceGPUShared, 8),
+			opts:        inventory.GPUOptions{OfferShared: true},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtx4090", RAM: "24Gi", Interface: "pcie", Product: "NVIDIA-GeForce-RTX-4090", Devices: 8, Sharing: inventory.SharingTimeSlicing, Replicas: 4},
+			msg:         []string{"shared (time-slicing, 4 replicas)", "nvidia.com/gpu.shared", "renameByDefault", "request nvidia.com/gpu", "even with gpu.offer_shared"},
+		},
+		{
+			name:        "nvidia.com/gpu.shared without GFD's sharing labels: time-slicing, not offered",
+			labels:      gfd("NVIDIA-A100-SXM4-80GB", "81920", "8"),
+			allocatable: res(inventory.ResourceGPUShared, 16),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm", Product: "NVIDIA-A100-SXM4-80GB", Devices: 16, Sharing: inventory.SharingTimeSlicing},
+			msg:         []string{"shared (time-slicing)", "nvidia.com/gpu.shared"},
+		},
+		{
+			name:        "nvidia.com/gpu.shared alone describes GPUs",
+			allocatable: res(inventory.ResourceGPUShared, 4),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Devices: 4, Sharing: inventory.SharingTimeSlicing},
+			msg:         []string{"has no known model name", "nvidia.com/gpu.shared"},
+		},
+		{
+			name:        "nvidia.com/gpu.shared next to whole GPUs: those are offered, the shares not",
+			labels:      gfd("NVIDIA-A100-SXM4-80GB", "81920", "8"),
+			allocatable: mergeRes(gpus(6), res(inventory.ResourceGPUShared, 8)),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm", Product: "NVIDIA-A100-SXM4-80GB", Devices: 6, Offered: 6},
+			msg:         []string{"8 nvidia.com/gpu.shared", "counts 8 GPUs"},
+		},
+		{
+			name:        "GH200: the product's 480GB is CPU and GPU memory, the memory label the GPU's",
+			labels:      gfd("NVIDIA-GH200-480GB", "97871", "1"),
+			allocatable: gpus(1),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "gh200", RAM: "96Gi", Product: "NVIDIA-GH200-480GB", Devices: 1, Offered: 1},
+		},
+		{
+			name:        "GH200 without a memory label: the product's size is all there is",
+			labels:      gfd("NVIDIA-GH200-480GB", "", "1"),
+			allocatable: gpus(1),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "gh200", RAM: "480Gi", Product: "NVIDIA-GH200-480GB", Devices: 1, Offered: 1},
+		},
+		{
+			name:        "MIG single strategy: the memory label is a slice's, not the card's",
+			labels:      merge(gfd("NVIDIA-H100-PCIe-MIG-1g.10gb", "9984", "14"), map[string]string{inventory.LabelGFDMIG: "single"}),
+			allocatable: gpus(14),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h100", Interface: "pcie", Product: "NVIDIA-H100-PCIe-MIG-1g.10gb", Devices: 14, Sharing: inventory.SharingMIG},
+			msg:         []string{"MIG", "single"},
+		},
+		{
+			name:        "a model too long to carry the interface it only implies is offered without it",
+			labels:      gfd("NVIDIA-Jetson-AGX-Orin", "65536", "1"),
+			allocatable: gpus(1),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "jetsonagxorin", RAM: "64Gi", Product: "NVIDIA-Jetson-AGX-Orin", Devices: 1, Offered: 1},
+		},
+		{
+			name:        "the built-in Akash name gives way to the operator's override",
+			labels:      gfd("NVIDIA-RTX-A5000", "24564", "2"),
+			allocatable: gpus(2),
+			opts:        inventory.GPUOptions{Models: map[string]inventory.GPUModelOverride{"NVIDIA-RTX-A5000": {Model: "rtxa5000", RAM: "24Gi"}}},
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "rtxa5000", RAM: "24Gi", Product: "NVIDIA-RTX-A5000", Devices: 2, Offered: 2},
+		},
+		{
+			name:        "a per-node interface label wins over the one implied",
+			labels:      merge(gfd("NVIDIA-L40S", "46068", "2"), map[string]string{cluster.LabelGPUInterface: "sxm"}),
+			allocatable: gpus(2),
+			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "l40s", RAM: "48Gi", Interface: "sxm", Product: "NVIDIA-L40S", Devices: 2, Offered: 2},
 		},
 		{
 			name: "time-sliced unknown card named by its base product",
@@ -474,6 +542,97 @@ func TestDescribeGPUCapabilitiesOfRealCards(t *testing.T) {
 	}
 }
 
+// Cards as GFD names them (nvidia.com/gpu.product, and nvidia.com/gpu.memory as the
+// driver reports the usable memory) get the names Akash's providers advertise and
+// tenants' SDLs ask for: akash-network/provider-configs devices/pcie/gpus.json (main
+// at 2d04f4f, "10de:<device>" below), whose interfaces Akash's provider lower-cases
+// and folds sxm* into sxm. "PR #n" is an entry proposed there but not merged; "not
+// listed" a card Akash has no entry for, named by the same rules.
+func TestDescribeGPUAkashNames(t *testing.T) {
+	for _, c := range []struct{ product, memory, model, ram, iface string }{
+		{"NVIDIA-A100-SXM4-80GB", "81920", "a100", "80Gi", "sxm"},                                         // 10de:20b2 a100 SXM4 80Gi
+		{"NVIDIA-A100-SXM4-40GB", "40960", "a100", "40Gi", "sxm"},                                         // 10de:20b0 a100 SXM4 40Gi
+		{"NVIDIA-A100-PCIE-40GB", "40960", "a100", "40Gi", "pcie"},                                        // 10de:20b1, 20f1 a100 PCIe 40Gi
+		{"NVIDIA-A100-80GB-PCIe", "81920", "a100", "80Gi", "pcie"},                                        // 10de:20b5 a100 PCIe 80Gi
+		{"NVIDIA-A800-SXM4-80GB", "81920", "a800", "80Gi", "sxm"},                                         // 10de:20f3 a800 SXM4 80Gi
+		{"NVIDIA-H100-80GB-HBM3", "81559", "h100", "80Gi", "sxm"},                                         // 10de:2330 h100 SXM5 80Gi
+		{"NVIDIA-H100-PCIe", "81559", "h100", "80Gi", "pcie"},                                             // 10de:2331 h100 PCIe 80Gi
+		{"NVIDIA-H100-NVL", "95830", "h100nvl", "94Gi", "pcie"},                                           // PR #91: 10de:2321 h100nvl PCIe 94Gi
+		{"NVIDIA-H200", "143771", "h200", "141Gi", "sxm"},                                                 // 10de:2335 h200 SXM5 141Gi
+		{"NVIDIA-H200-NVL", "143771", "h200nvl", "141Gi", "pcie"},                                         // 10de:233b h200nvl PCIe 141Gi
+		{"NVIDIA-B200", "183359", "b200", "192Gi", "sxm"},                                                 // PR #92: 10de:2901 b200 SXM6 192Gi
+		{"NVIDIA-GH200-480GB", "97871", "gh200", "96Gi", ""},                                              // not listed; a superchip: no interface
+		{"NVIDIA-L40S", "46068", "l40s", "48Gi", "pcie"},                                                  // PR #92: 10de:26b9 l40s PCIe 48Gi
+		{"NVIDIA-L4", "23034", "l4", "24Gi", "pcie"},                                                      // PR #92: 10de:27b8 l4 PCIe 24Gi
+		{"NVIDIA-L40", "46068", "l40", "48Gi", "pcie"},                                                    // not listed
+		{"NVIDIA-A10", "23028", "a10", "24Gi", "pcie"},                                                    // not listed
+		{"NVIDIA-A10G", "23028", "a10g", "24Gi", "pcie"},                                                  // not listed
+		{"NVIDIA-A40", "46068", "a40", "48Gi", "pcie"},                                                    // 10de:2235 a40 PCIe 48Gi
+		{"Quadro-RTX-8000", "46080", "rtx8000", "48Gi", "pcie"},                                           // 10de:1e78 rtx8000 PCIe 48Gi
+		{"Quadro-RTX-6000", "24576", "rtx6000", "24Gi", "pcie"},                                           // 10de:1e30 rtx6000 PCIe 24Gi
+		{"Tesla-T4", "15360", "t4", "16Gi", "pcie"},                                                       // 10de:1eb8 t4 PCIe 16Gi
+		{"Tesla-V100-SXM2-16GB", "16384", "v100", "16Gi", "sxm"},                                          // 10de:1db1 v100 SXM2 16Gi
+		{"Tesla-V100-SXM2-32GB", "32510", "v100", "32Gi", "sxm"},                                          // 10de:1db5 v100 SXM2 32Gi
+		{"Tesla-V100-PCIE-32GB", "32768", "v100", "32Gi", "pcie"},                                         // 10de:1df0 v100 PCIe 32Gi
+		{"Tesla-P40", "24451", "p40", "24Gi", "pcie"},                                                     // 10de:1b38 p40 PCIe 24Gi
+		{"Tesla-P4", "7611", "p4", "8Gi", "pcie"},                                                         // 10de:1bb3 p4 PCIe 8Gi
+		{"NVIDIA-GeForce-RTX-4090", "24564", "rtx4090", "24Gi", "pcie"},                                   // 10de:2684 rtx4090 PCIe 24Gi
+		{"NVIDIA-GeForce-RTX-3090", "24576", "rtx3090", "24Gi", "pcie"},                                   // 10de:2204 rtx3090 PCIe 24Gi
+		{"NVIDIA-GeForce-RTX-3080", "10240", "rtx3080", "10Gi", "pcie"},                                   // 10de:2216 rtx3080 PCIe 10Gi
+		{"NVIDIA-GeForce-RTX-3060", "12288", "rtx3060", "12Gi", "pcie"},                                   // 10de:2487 rtx3060 PCIe 12Gi
+		{"NVIDIA-GeForce-RTX-4060-Ti", "16380", "rtx4060ti", "16Gi", "pcie"},                              // 10de:2805 rtx4060ti PCIe 16Gi
+		{"NVIDIA-GeForce-GTX-1080-Ti", "11264", "gtx1080ti", "11Gi", "pcie"},                              // 10de:1b06 gtx1080ti PCIe 11Gi
+		{"NVIDIA-GeForce-RTX-2080-Ti", "11264", "rtx2080ti", "11Gi", "pcie"},                              // 10de:1e04 rtx2080ti PCIe 11Gi
+		{"NVIDIA-GeForce-RTX-2060-SUPER", "8192", "rtx2060s", "8Gi", "pcie"},                              // 10de:1f06 rtx2060s PCIe 8Gi
+		{"NVIDIA-GeForce-RTX-2070-SUPER", "8192", "rtx2070s", "8Gi", "pcie"},                              // 10de:1e84 rtx2070s PCIe 8Gi
+		{"NVIDIA-GeForce-RTX-2080-SUPER", "8192", "rtx2080s", "8Gi", "pcie"},                              // 10de:1e81 rtx2080s PCIe 8Gi
+		{"NVIDIA-GeForce-GTX-1650-SUPER", "4096", "gtx1650s", "4Gi", "pcie"},                              // 10de:2187 gtx1650s PCIe 4Gi
+		{"NVIDIA-GeForce-RTX-4070-SUPER", "12282", "rtx4070s", "12Gi", "pcie"},                            // 10de:2783 rtx4070s PCIe 12Gi
+		{"NVIDIA-GeForce-RTX-4080-SUPER", "16376", "rtx4080s", "16Gi", "pcie"},                            // 10de:2702 rtx4080s PCIe 16Gi
+		{"NVIDIA-GeForce-RTX-3060-Laptop-GPU", "6144", "rtx3060m", "6Gi", "pcie"},                         // 10de:2520, 2560 rtx3060m PCIe 6Gi
+		{"NVIDIA-GeForce-RTX-5090-Laptop-GPU", "24463", "rtx5090m", "24Gi", "pcie"},                       // 10de:2c58 rtx5090m PCIe 24Gi
+		{"NVIDIA-GeForce-RTX-5090", "32607", "rtx5090", "32Gi", "pcie"},                                   // 10de:2b85 rtx5090 PCIe 32Gi
+		{"NVIDIA-RTX-A6000", "49140", "rtxa6000", "48Gi", "pcie"},                                         // 10de:2230 rtxa6000 PCIe 48Gi
+		{"NVIDIA-RTX-A5000", "24564", "a5000", "24Gi", "pcie"},                                            // 10de:2231 a5000 PCIe 24Gi
+		{"NVIDIA-RTX-A2000", "6138", "rtxa2000", "6Gi", "pcie"},                                           // 10de:2531 rtxa2000 PCIe 6Gi
+		{"NVIDIA-RTX-4000-SFF-Ada-Generation", "20475", "rtx4000sada", "20Gi", "pcie"},                    // 10de:27b0 rtx4000sada PCIe 20Gi
+		{"NVIDIA-RTX-4000-Ada-Generation", "20475", "rtx4000ada", "20Gi", "pcie"},                         // 10de:27b2 rtx4000ada PCIe 20Gi
+		{"NVIDIA-RTX-2000E-Ada-Generation", "16380", "rtx2000eada", "16Gi", "pcie"},                       // 10de:28b0 rtx2000eada PCIe 16Gi
+		{"NVIDIA-RTX-6000-Ada-Generation", "49140", "rtx6000ada", "48Gi", "pcie"},                         // not listed (rtx6000 is the Quadro RTX 6000); as 27b2 rtx4000ada
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "97887", "pro6000se", "96Gi", "pcie"},            // 10de:2bb5 pro6000se PCIe 96Gi
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition", "97887", "pro6000we", "96Gi", "pcie"},       // 10de:2bb1 pro6000we PCIe 96Gi
+		{"NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", "97887", "pro6000mq", "96Gi", "pcie"}, // 10de:2bb4 pro6000mq PCIe 96Gi
+	} {
+		t.Run(c.product, func(t *testing.T) {
+			g := inventory.DescribeGPU(gfd(c.product, c.memory, "1"), gpus(1), inventory.GPUOptions{})
+			if g == nil || g.Offered != 1 || g.Message != "" {
+				t.Fatalf("want one offered GPU, got %+v", g)
+			}
+			if got, want := inventory.Model(g), (cluster.GPUModel{Vendor: "nvidia", Model: c.model, RAM: c.ram, Interface: c.iface}); got != want {
+				t.Errorf("got %s, want %s", got, want)
+			}
+			if _, invalid := inventory.Capabilities(g, nil); len(invalid) > 0 {
+				t.Errorf("invalid capability labels %q", invalid)
+			}
+		})
+	}
+}
+
+// GFD's memory label is the usable memory, a little under the size the card is sold
+// with, which SDLs ask for; sizes near none stay as they are.
+func TestDescribeGPUMarketedRAM(t *testing.T) {
+	for _, c := range []struct{ memory, ram string }{
+		{"15360", "16Gi"}, {"23028", "24Gi"}, {"46068", "48Gi"}, {"143771", "141Gi"}, {"183359", "192Gi"},
+		{"81251", "80Gi"}, {"95830", "94Gi"}, {"97871", "96Gi"}, {"10240", "10Gi"}, {"11264", "11Gi"},
+		{"275040", "288Gi"}, {"22528", "22Gi"}, {"14336", "14Gi"}, {"1000000", "977Gi"}, {"1024", "1Gi"}, {"511", ""}, {"600", "1Gi"},
+	} {
+		g := inventory.DescribeGPU(gfd("NVIDIA-Z9", c.memory, "1"), gpus(1), inventory.GPUOptions{})
+		if g.RAM != c.ram || g.Offered != 1 {
+			t.Errorf("%s MiB: RAM %q, want %q (%+v)", c.memory, g.RAM, c.ram, *g)
+		}
+	}
+}
+
 func TestModel(t *testing.T) {
 	if m := inventory.Model(nil); m != (cluster.GPUModel{}) {
 		t.Errorf("Model(nil) = %v", m)
@@ -545,6 +704,10 @@ func FuzzDescribeGPU(f *testing.F) {
 	f.Add("NVIDIA-A100-SXM4-80GB", "81920", "1", "", "", "", uint16(0), uint16(7), false)
 	f.Add("", "", "", "", "", "0680_10de_22a3", uint16(0), uint16(0), false)
 	f.Add("Tesla-T4", "15360", "4", "", "", "feature.node.kubernetes.io/pci-10de.present", uint16(6), uint16(0), false)
+	f.Add("NVIDIA-GH200-480GB", "97871", "1", "", "", "", uint16(1), uint16(0), false)
+	f.Add("NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition", "97887", "2", "", "", "", uint16(2), uint16(0), false)
+	f.Add("NVIDIA-Jetson-AGX-Orin", "65536", "1", "", "", "", uint16(1), uint16(0), false)
+	f.Add("NVIDIA-H100-PCIe-MIG-1g.10gb", "9984", "14", "", "", "", uint16(14), uint16(0), false)
 	f.Fuzz(func(t *testing.T, product, memory, count, replicas, sharing, nfdKey string, devices, mig uint16, offerShared bool) {
 		labels := map[string]string{
 			inventory.LabelGFDProduct:  product,

@@ -156,27 +156,34 @@ func countOwned(pods []PodUse, o cluster.Owner) int {
 	return n
 }
 
-// Others is what a node's pods use besides owner's leases: Used less owner's part.
+// Others is what a node's pods use besides owner's leases: Used less owner's part
+// (with the part of the provider's objects that record no chain, which it takes for
+// its own: cluster.Owner.Owns).
 func Others(n berthv1.InventoryNode, owner cluster.Owner) corev1.ResourceList {
 	out := n.Used.DeepCopy()
 	if out == nil {
 		out = corev1.ResourceList{}
 	}
 	for _, l := range n.Leases {
-		if l.Provider == owner.Provider && l.ChainID == owner.ChainID {
+		if owns(owner, l.Provider, l.ChainID) {
 			subFrom(out, l.Used)
 		}
 	}
 	return out
 }
 
-// OthersStorage is what a class's bound claims hold besides owner's leases'.
+// OthersStorage is what a class's bound claims hold besides owner's leases', as
+// Others.
 func OthersStorage(s berthv1.InventoryStorage, owner cluster.Owner) int64 {
 	n := s.Used.Value()
 	for _, l := range s.Leases {
-		if l.Provider == owner.Provider && l.ChainID == owner.ChainID {
+		if owns(owner, l.Provider, l.ChainID) {
 			n -= l.Used.Value()
 		}
 	}
 	return max(n, 0)
+}
+
+func owns(o cluster.Owner, provider, chainID string) bool {
+	return provider == o.Provider && (chainID == o.ChainID || chainID == "")
 }

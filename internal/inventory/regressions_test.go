@@ -42,7 +42,7 @@ func TestReviewFindings(t *testing.T) {
 		}
 	})
 	t.Run("a card named too long for a label is not offered", func(t *testing.T) {
-		g := inventory.DescribeGPU(gfd("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition", "97887", "2"), gpus(2), inventory.GPUOptions{})
+		g := inventory.DescribeGPU(gfd("NVIDIA-RTX-PRO-4500-Blackwell-Server-Edition", "32607", "2"), gpus(2), inventory.GPUOptions{})
 		if g.Offered != 0 || !strings.Contains(g.Message, "gpu.models") {
 			t.Fatalf("%+v", g)
 		}
@@ -103,6 +103,66 @@ func TestReviewFindings(t *testing.T) {
 		p.Spec.InitContainers[1].Resources.Requests = cpu("1")
 		if q := inventory.PodRequests(p)[corev1.ResourceCPU]; q.MilliValue() != 3000 {
 			t.Fatalf("cpu %s, want 3", q.String())
+		}
+	})
+}
+
+// TestAkashNameFindings: each case is a card the review found named otherwise than
+// Akash's providers name it (akash-network/provider-configs devices/pcie/gpus.json),
+// so that common SDLs did not match.
+func TestAkashNameFindings(t *testing.T) {
+	describe := func(product, memory string, opts inventory.GPUOptions) cluster.GPUModel {
+		t.Helper()
+		g := inventory.DescribeGPU(gfd(product, memory, "1"), gpus(1), opts)
+		if g == nil || g.Offered != 1 {
+			t.Fatalf("%s: want one offered GPU, got %+v", product, g)
+		}
+		return inventory.Model(g)
+	}
+	t.Run("the memory label is rounded to the size the card is sold with", func(t *testing.T) {
+		// 10de:1eb8 t4 16Gi, PR #92's 10de:26b9 l40s 48Gi, 10de:2335 h200 141Gi.
+		for product, want := range map[string]string{"Tesla-T4/15360": "16Gi", "NVIDIA-L40S/46068": "48Gi", "NVIDIA-H200/143771": "141Gi", "NVIDIA-A10/23028": "24Gi"} {
+			p, mib, _ := strings.Cut(product, "/")
+			if g := describe(p, mib, inventory.GPUOptions{}); g.RAM != want {
+				t.Errorf("%s: %s, want ram %s", product, g, want)
+			}
+		}
+	})
+	t.Run("a card not said to be SXM is PCIe, as Akash lists it", func(t *testing.T) {
+		// SDLs asking interface: pcie for an rtx4090 (10de:2684 PCIe) matched none.
+		if g := describe("NVIDIA-GeForce-RTX-4090", "24564", inventory.GPUOptions{}); g.Interface != "pcie" {
+			t.Errorf("%s", g)
+		}
+		if g := describe("NVIDIA-H100-80GB-HBM3", "81559", inventory.GPUOptions{}); g.Interface != "sxm" {
+			t.Errorf("%s: the H100 SXM5 (10de:2330)", g)
+		}
+	})
+	t.Run("NVL, SUPER, Laptop and Akash's own names", func(t *testing.T) {
+		for product, want := range map[string]string{
+			"NVIDIA-H200-NVL": "h200nvl", "NVIDIA-GeForce-RTX-4070-SUPER": "rtx4070s", "NVIDIA-GeForce-RTX-3060-Laptop-GPU": "rtx3060m",
+			"NVIDIA-RTX-A5000": "a5000", "NVIDIA-RTX-A6000": "rtxa6000", "NVIDIA-RTX-4000-SFF-Ada-Generation": "rtx4000sada",
+			"NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition": "pro6000se", "NVIDIA-RTX-PRO-6000-Blackwell-Workstation-Edition": "pro6000we",
+		} {
+			if g := describe(product, "", inventory.GPUOptions{}); g.Model != want {
+				t.Errorf("%s: %s, want model %s", product, g, want)
+			}
+		}
+		over := inventory.GPUOptions{Models: map[string]inventory.GPUModelOverride{"nvidia-rtx-a5000": {Model: "rtxa5000"}}}
+		if g := describe("NVIDIA-RTX-A5000", "24564", over); g.Model != "rtxa5000" {
+			t.Errorf("the operator's gpu.models lost to the built-in name: %s", g)
+		}
+	})
+	t.Run("the GH200's 480GB is not its GPU's memory", func(t *testing.T) {
+		if g := describe("NVIDIA-GH200-480GB", "97871", inventory.GPUOptions{}); g.RAM != "96Gi" {
+			t.Errorf("%s", g)
+		}
+	})
+	t.Run("GPUs shared as nvidia.com/gpu.shared are reported, never offered", func(t *testing.T) {
+		l := merge(gfd("Tesla-T4", "15360", "1"), map[string]string{inventory.LabelGFDSharing: inventory.SharingTimeSlicing, inventory.LabelGFDReplicas: "4"})
+		g := inventory.DescribeGPU(l, res(inventory.ResourceGPUShared, 4), inventory.GPUOptions{OfferShared: true})
+		if g == nil || g.Sharing != inventory.SharingTimeSlicing || g.Devices != 4 || g.Offered != 0 ||
+			!strings.Contains(g.Message, "nvidia.com/gpu.shared") || strings.Contains(g.Message, "is NVIDIA's device plugin running") {
+			t.Fatalf("%+v", g)
 		}
 	})
 }

@@ -160,11 +160,20 @@ func Storage(sc StorageClass, in StorageInput) (berthv1.InventoryStorage, []stri
 		var free int64
 		seen := map[string]bool{}
 		found := false
+		schedulable := map[string]bool{}
+		for _, n := range in.Schedulable {
+			schedulable[n] = true
+		}
 		for _, c := range in.CSI {
 			if c.Class != sc.Class {
 				continue
 			}
 			found = true
+			// Free space only schedulable nodes reach is not offered: a cordoned or
+			// NotReady segment's is not there for new leases.
+			if !slices.ContainsFunc(c.Nodes, func(n string) bool { return schedulable[n] }) {
+				continue
+			}
 			free = satAdd(free, max(c.Capacity, 0))
 			for _, n := range c.Nodes {
 				seen[n] = true

@@ -110,6 +110,16 @@ func (inv *Inventory) WaitSynced(ctx context.Context) error {
 
 // Run watches the cluster until ctx ends.
 func (inv *Inventory) Run(ctx context.Context) error {
+	// What Run starts stops when it returns, whichever way: a factory's Shutdown waits
+	// for its stop channel, so the context is cancelled first.
+	ctx, cancel := context.WithCancel(ctx)
+	var started []interface{ Shutdown() }
+	defer func() {
+		cancel()
+		for _, f := range started {
+			f.Shutdown()
+		}
+	}()
 	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
 	type handler struct {
 		informer cache.SharedIndexInformer
@@ -137,9 +147,8 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 		own.Start(ctx.Done())
-		defer own.Shutdown()
 		rf.Start(ctx.Done())
-		defer rf.Shutdown()
+		started = append(started, own, rf)
 	}
 	for _, h := range handlers {
 		reg, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -164,7 +173,7 @@ func (inv *Inventory) Run(ctx context.Context) error {
 			return fmt.Errorf("inventory: %w", err)
 		}
 		pf.Start(ctx.Done())
-		defer pf.Shutdown()
+		started = append(started, pf)
 		regs = append(regs, reg)
 	}
 	return runInformers(ctx, f, "inventory", regs, func() {
@@ -248,7 +257,9 @@ func (inv *Inventory) setPod(o any) {
 	if !ok {
 		return
 	}
-	if v.finished { // finished pods hold nothing
+	// Fed by the report, only our leases' pods are ours to count (the selector also
+	// takes our provider's on other chains: the report has them among others').
+	if v.finished || inv.op != nil && v.lease == nil { // finished pods hold nothing
 		inv.cap.DeletePod(v.key())
 		return
 	}
@@ -283,6 +294,10 @@ func (inv *Inventory) pool(class string) string {
 }
 
 func (inv *Inventory) setPVC(o any) {
+	if v, ok := o.(*pvcView); ok && inv.op != nil && v.lease == nil {
+		inv.deletePVC(o) // the report has it among others' (as setPod)
+		return
+	}
 	if v, ok := o.(*pvcView); ok && v.class != "" && inv.pool(v.class) != "" {
 		inv.cap.SetPoolItem(inv.pool(v.class), cluster.PoolItem{Key: v.key(), Amount: v.size, Lease: v.lease})
 	}

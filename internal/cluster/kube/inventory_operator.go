@@ -43,7 +43,8 @@ type fromOperator struct {
 	seen      time.Time // on our clock, when a new report last arrived
 	nodes     map[string]bool
 	pools     map[string]string // storage pools the report sized: their class
-	stale     string
+	stale     string            // why reservations are refused ("": they are not)
+	state     string            // "missing", "old" or "": what was last logged
 }
 
 // FromOperator has the inventory take the cluster's nodes, their GPUs, what others run
@@ -67,6 +68,14 @@ func (inv *Inventory) watchReport(ctx context.Context) (cache.ResourceEventHandl
 		l.FieldSelector = "metadata.name=" + o.name
 	})
 	informer := f.ForResource(InventoryResource).Informer()
+	if err := informer.SetTransform(func(o any) (any, error) {
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			u.SetManagedFields(nil)
+		}
+		return o, nil
+	}); err != nil {
+		return nil, nil, err
+	}
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { inv.setReport(obj) },
 		UpdateFunc: func(_, obj any) { inv.setReport(obj) },
@@ -143,8 +152,12 @@ func (inv *Inventory) applyReportLocked(st *berthv1.InventoryStatus) {
 		n := &st.Nodes[i]
 		seen[n.Name] = true
 		node := cluster.Node{Name: n.Name, Schedulable: n.Schedulable, Allocatable: amounts(n.Allocatable)}
-		if node.Allocatable.GPUs > 0 {
+		// GPUs count where a lease's GPU pods can be placed: on nodes with the labels
+		// their affinity selects on.
+		if node.Allocatable.GPUs > 0 && n.GPU != nil && n.GPU.Labelled {
 			node.GPU = inventory.Model(n.GPU)
+		} else {
+			node.Allocatable.GPUs = 0
 		}
 		inv.cap.SetNode(node)
 		others := amounts(inventory.Others(*n, inv.owner))
@@ -191,19 +204,22 @@ func (inv *Inventory) checkAge(now time.Time) {
 // them go on when it is fresh again; each change is logged once.
 func (inv *Inventory) checkAgeLocked(now time.Time) {
 	o := inv.op
-	why := ""
+	why, state := "", ""
 	switch age := now.Sub(o.seen).Truncate(time.Second); {
 	case !o.exists:
-		why = fmt.Sprintf("no report in Inventory %s on the cluster: is the inventory operator running (berth operator inventory, name: %s)?", o.name, o.name)
+		why, state = fmt.Sprintf("no report in Inventory %s on the cluster: is the inventory operator running (berth operator inventory, name: %s)?", o.name, o.name), "missing"
 	case age > o.maxAge:
-		why = fmt.Sprintf("the inventory operator's last report (Inventory %s, written %s) is %s old, more than inventory.max_age %s: not bidding until it reports again",
-			o.name, o.updatedAt.UTC().Format(time.RFC3339), age, o.maxAge)
+		why, state = fmt.Sprintf("the inventory operator's last report (Inventory %s, written %s) is %s old, more than inventory.max_age %s: not bidding until it reports again",
+			o.name, o.updatedAt.UTC().Format(time.RFC3339), age, o.maxAge), "old"
 	}
-	if why == o.stale {
+	if why != o.stale {
+		o.stale = why
+		inv.cap.SetUnavailable(why) // the age in it grows
+	}
+	if state == o.state {
 		return
 	}
-	o.stale = why
-	inv.cap.SetUnavailable(why)
+	o.state = state
 	if why != "" {
 		inv.log.Warn("not bidding: the cluster's inventory is not known", slog.String("reason", why))
 	} else {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
@@ -84,7 +85,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	ctx := t.Context()
 	addNodes(t, kube,
 		localenv.NodeSpec{Name: "inv-cpu", CPU: "4", Memory: "16Gi"},
-		localenv.NodeSpec{Name: "inv-gpu", CPU: "32", Memory: "256Gi", GPUs: 8, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920},
+		invtest.Labelled(t, localenv.NodeSpec{Name: "inv-gpu", CPU: "32", Memory: "256Gi", GPUs: 8, GPUProduct: "NVIDIA-A100-SXM4-80GB", GPUMemoryMiB: 81920}),
 	)
 	capacity := cluster.NewCapacity()
 	// SDL class beta3 is the cluster's fast-ssd: claims of fast-ssd fill beta3's pool.

@@ -113,13 +113,23 @@ func TestInventoryLeasedIPPoolWithoutMetalLB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv.WithMetalLBPool(dc, MetalLBPool{Namespace: "metallb-system", Name: "leased"})
-	err = inv.Run(t.Context())
-	if err == nil || !strings.Contains(err.Error(), "install MetalLB, or set inventory.leased_ips") {
-		t.Fatalf("Run: %v", err)
+	// Watching the cluster itself, and fed by the inventory operator's report: Run
+	// returns the error at once either way (it once waited, in the second, for its
+	// informers to stop, which only the end of its context did).
+	for _, fromOperator := range []bool{false, true} {
+		inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromOperator {
+			inv.FromOperator(dc, "cluster", time.Minute)
+		}
+		inv.WithMetalLBPool(dc, MetalLBPool{Namespace: "metallb-system", Name: "leased"})
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		err = inv.Run(ctx)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "install MetalLB, or set inventory.leased_ips") {
+			t.Fatalf("Run (from the operator: %v): %v", fromOperator, err)
+		}
 	}
 }

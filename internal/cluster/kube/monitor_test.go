@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -36,7 +36,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	ctx := t.Context()
 	addNodes(t, kube,
 		localenv.NodeSpec{Name: "mon-cpu", CPU: "16", Memory: "64Gi"},
-		localenv.NodeSpec{Name: "mon-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB", Labels: map[string]string{inventory.GPULabel("nvidia", "a100", "", ""): "true"}},
+		invtest.Labelled(t, localenv.NodeSpec{Name: "mon-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB"}),
 	)
 	nvidiaRuntimeClass(t, cs)
 	d := newTestDeployer(t, kube) // installs the CRDs the monitor watches

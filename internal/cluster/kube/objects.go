@@ -47,6 +47,10 @@ type Settings struct {
 	EgressDeny []string
 	// Overcommit lowers requests below limits (the bid engine reserves the same way).
 	Overcommit cluster.Overcommit
+	// StorageAffinity places pods with persistent volumes on nodes labelled as able to
+	// use their StorageClass (inventory.StorageLabel: the inventory operator labels
+	// the nodes of each class it offers; set with inventory.operator).
+	StorageAffinity bool
 }
 
 // DefaultEgressDeny are the ranges tenants' pods cannot reach by default.
@@ -301,6 +305,9 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		affinity = gpuAffinity(alts)
 		runtimeClass = s.GPURuntimeClass
 	}
+	if s.StorageAffinity {
+		affinity = withStorageAffinity(affinity, claims)
+	}
 	env, err := envVars(svc.Env)
 	if err != nil {
 		return corev1.PodSpec{}, nil, err
@@ -452,6 +459,36 @@ func networkPolicies(meta metaFunc, group market.ManifestGroup, s Settings) []*n
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{Ports: global}}}))
 	}
 	return out
+}
+
+// withStorageAffinity adds to a pod's required node affinity (every term of it: terms
+// are alternatives) that the node be labelled as able to use each of its claims'
+// StorageClasses.
+func withStorageAffinity(a *corev1.Affinity, claims []corev1.PersistentVolumeClaim) *corev1.Affinity {
+	var reqs []corev1.NodeSelectorRequirement
+	for i := range claims {
+		c := &claims[i]
+		if c.Spec.StorageClassName == nil {
+			continue
+		}
+		r := corev1.NodeSelectorRequirement{Key: inventory.StorageLabel(*c.Spec.StorageClassName), Operator: corev1.NodeSelectorOpExists}
+		if !slices.ContainsFunc(reqs, func(o corev1.NodeSelectorRequirement) bool { return o.Key == r.Key }) {
+			reqs = append(reqs, r)
+		}
+	}
+	if len(reqs) == 0 {
+		return a
+	}
+	if a == nil {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: reqs}},
+		}}}
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, reqs...)
+	}
+	return a
 }
 
 // gpuAffinity is the node affinity of a pod whose GPU may be any of alts: nodes with

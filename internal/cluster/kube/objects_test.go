@@ -18,6 +18,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -230,9 +231,7 @@ func TestApplyLease(t *testing.T) {
 	ctx := t.Context()
 	addNodes(t, kube,
 		localenv.NodeSpec{Name: "apply-cpu", CPU: "16", Memory: "64Gi"},
-		localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB",
-			// What the inventory operator labels it with.
-			Labels: map[string]string{inventory.GPULabel("nvidia", "a100", "", ""): "true"}},
+		invtest.Labelled(t, localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB"}),
 	)
 	nvidiaRuntimeClass(t, cs)
 	dc, err := dynamic.NewForConfig(kube.RESTConfig())
@@ -342,5 +341,42 @@ func nvidiaRuntimeClass(t *testing.T, cs kubernetes.Interface) {
 	rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "nvidia"}, Handler: "nvidia"}
 	if _, err := cs.NodeV1().RuntimeClasses().Create(t.Context(), rc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
+	}
+}
+
+// TestStorageAffinity: with StorageAffinity, a pod with persistent volumes is placed
+// only on nodes labelled for their StorageClasses — in every alternative of its GPU
+// affinity; without, nothing is added.
+func TestStorageAffinity(t *testing.T) {
+	claims := []corev1.PersistentVolumeClaim{
+		{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: new("beta3")}},
+		{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: new("beta3")}},
+		{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: new("fast")}},
+	}
+	want := []string{inventory.StorageLabel("beta3"), inventory.StorageLabel("fast")}
+	keys := func(term corev1.NodeSelectorTerm) []string {
+		var out []string
+		for _, e := range term.MatchExpressions {
+			if e.Operator != corev1.NodeSelectorOpExists {
+				t.Errorf("requirement %+v", e)
+			}
+			out = append(out, e.Key)
+		}
+		return out
+	}
+	a := withStorageAffinity(nil, claims)
+	if terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) != 1 || !slices.Equal(keys(terms[0]), want) {
+		t.Fatalf("terms %+v", terms)
+	}
+	gpu := gpuAffinity([]cluster.GPUModel{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}, {Vendor: "nvidia", Model: "h100"}})
+	a = withStorageAffinity(gpu, claims)
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 2 ||
+		!slices.Equal(keys(terms[0]), append(inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}), want...)) ||
+		!slices.Equal(keys(terms[1]), append(inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "h100"}), want...)) {
+		t.Fatalf("terms %+v", terms)
+	}
+	if withStorageAffinity(nil, nil) != nil {
+		t.Fatal("affinity without claims")
 	}
 }

@@ -83,15 +83,16 @@ func newNodeView(n *corev1.Node) *nodeView {
 
 // NodeOf is a node as the inventory counts it: its allocatable resources, the model
 // of its GPUs (inventory.DescribeGPU: from GPU and node feature discovery's labels,
-// with only the GPUs it offers counted), and whether it takes pods (Ready, not
+// with only the GPUs it offers counted, and only when the node carries the capability
+// labels GPU pods' affinity selects on), and whether it takes pods (Ready, not
 // cordoned, no NoSchedule or NoExecute taint).
 func NodeOf(n *corev1.Node) cluster.Node {
 	ok, _ := inventory.Schedulable(n)
 	node := cluster.Node{Name: n.Name, Schedulable: ok, Allocatable: amounts(n.Status.Allocatable)}
 	if g := inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{}); g != nil {
-		node.Allocatable.GPUs = g.Offered
-		if g.Offered > 0 {
-			node.GPU = inventory.Model(g)
+		node.Allocatable.GPUs = 0
+		if g.Offered > 0 && inventory.GPULabelled(n.Labels, g) {
+			node.Allocatable.GPUs, node.GPU = g.Offered, inventory.Model(g)
 		}
 	}
 	return node

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
 
@@ -107,8 +108,16 @@ func TestViews(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: gpu, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
-	nv := mustView[*nodeView](t, node)
+	// Without the capability labels GPU pods' affinity selects on, its GPUs are not
+	// offered; with them, they are.
+	if nv := mustView[*nodeView](t, node); nv.node.Allocatable.GPUs != 0 || nv.node.GPU != (cluster.GPUModel{}) || nv.node.Allocatable.CPU != 8000 {
+		t.Fatalf("unlabelled GPU node view %+v", nv.node)
+	}
 	wantGPU := cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
+	for _, k := range inventory.GPUAffinity(wantGPU) {
+		node.Labels[k] = "true"
+	}
+	nv := mustView[*nodeView](t, node)
 	if nv.node.Name != "n1" || nv.node.Schedulable || nv.node.Allocatable != amounts(gpu) || nv.node.GPU != wantGPU {
 		t.Fatalf("node view %+v", nv.node)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
@@ -48,8 +49,9 @@ var (
 	CephClusterResource = schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
 )
 
-// maxReportBytes bounds the report: etcd takes objects up to 1.5 MiB.
-const maxReportBytes = 1400 << 10
+// maxReportBytes bounds the report: etcd takes objects up to 1.5 MiB, and the stored
+// object has metadata besides (about 2,000 nodes fit).
+const maxReportBytes = 1200 << 10
 
 // Controller keeps the Inventory resource, the nodes' capability labels and the bus
 // topics in step with the cluster. One goroutine writes; informers only mark it dirty.
@@ -65,10 +67,14 @@ type Controller struct {
 	dirty                                           chan struct{}
 	synced                                          atomic.Bool
 
-	mu       sync.Mutex
-	last     *berthv1.InventoryStatus // last written
-	lastRV   string                   // resource version of the last write
-	problems []string                 // of the run, not of one report (missing CRDs)
+	mu        sync.Mutex
+	last      *berthv1.InventoryStatus // last written
+	watchErrs map[string]*watchError   // by informer, while its list/watch fails
+	// written are the resource versions of the operator's last writes: an event of
+	// the Inventory with another is someone else's change (or its deletion), and the
+	// report is written again.
+	written  []string
+	problems []string // of the run, not of one report (missing CRDs)
 
 	cluster *bus.Bus[inventory.ClusterEvent]
 	nodeBus *bus.Bus[inventory.NodeEvent]
@@ -116,6 +122,9 @@ func (c *Controller) StorageEvents() *bus.Bus[inventory.StorageEvent] { return c
 func (c *Controller) Ready() error {
 	if !c.synced.Load() {
 		return errors.New("the caches of nodes, pods, claims and storage capacity are not synced yet")
+	}
+	if c.watchFailing() {
+		return fmt.Errorf("the cluster cannot be watched: %s", strings.Join(c.watchProblems(time.Now()), "; "))
 	}
 	return nil
 }
@@ -176,9 +185,10 @@ type namespace struct {
 
 func (n *namespace) DeepCopyObject() runtime.Object { c := *n; return &c }
 
-// ownerOf is the provider whose lease an object is, if it is one.
+// ownerOf is the provider (and chain: "" for objects of a berth that did not record
+// it, which their provider takes for its own) whose lease an object is, if it is one.
 func ownerOf(l map[string]string) *cluster.Owner {
-	if id, ok := cluster.LeaseFromLabels(l); ok && l[cluster.LabelChainID] != "" {
+	if id, ok := cluster.LeaseFromLabels(l); ok {
 		return &cluster.Owner{Provider: id.Provider, ChainID: l[cluster.LabelChainID]}
 	}
 	return nil
@@ -202,7 +212,9 @@ func slim(o any) (any, error) {
 		}
 		return c, nil
 	case *corev1.Node:
-		v.ManagedFields = nil
+		// Kept whole but for what is large and unread: a node's images list alone is
+		// often tens of kilobytes.
+		v.ManagedFields, v.Annotations, v.Status.Images = nil, nil, nil
 		return v, nil
 	case *corev1.Namespace:
 		return &namespace{ObjectMeta: metav1.ObjectMeta{Name: v.Name, ResourceVersion: v.ResourceVersion}, owner: ownerOf(v.Labels)}, nil
@@ -258,6 +270,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	defer f.Shutdown()
 	defer own.Shutdown()
 	defer ceph.Shutdown()
+	c.mu.Lock()
+	c.watchErrs = map[string]*watchError{}
+	c.mu.Unlock()
+	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "pods": c.pods, "claims": c.claims, "namespaces": c.namespaces,
+		"CSIStorageCapacities": c.csi, "CephClusters": c.ceph, "the Inventory": c.own} {
+		if inf != nil {
+			if err := inf.SetWatchErrorHandlerWithContext(c.watchErrorHandler(name)); err != nil {
+				return err
+			}
+		}
+	}
 	dirty := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.markDirty() },
 		UpdateFunc: func(any, any) { c.markDirty() },
@@ -298,45 +321,115 @@ func (c *Controller) addProblem(p string) {
 	c.problems = append(c.problems, p)
 }
 
+// watchError is a list/watch that fails: since when, the last error and when.
+type watchError struct {
+	since, last time.Time
+	err         string
+}
+
+// watchErrorRecent: an informer whose list/watch failed within it is failing (client-go
+// retries a failed list/watch within 30 s); one failing for two heartbeats stops the
+// heartbeats and fails /readyz.
+const watchErrorRecent = time.Minute
+
+// watchErrorHandler records an informer's list/watch failures (client-go retries
+// them with backoff; the caches stay as they were meanwhile).
+func (c *Controller) watchErrorHandler(name string) cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		w := c.watchErrs[name]
+		if w == nil || now.Sub(w.last) > watchErrorRecent {
+			w = &watchError{since: now}
+			c.watchErrs[name] = w
+		}
+		w.last, w.err = now, err.Error()
+		go c.markDirty() // the report says so (c.mu is held here)
+	}
+}
+
+// watchProblems are the informers failing now, one sentence each.
+func (c *Controller) watchProblems(now time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(c.watchErrs)) {
+		if w := c.watchErrs[name]; now.Sub(w.last) <= watchErrorRecent {
+			out = append(out, fmt.Sprintf("watching %s fails since %s (the report may be out of date): %s", name, w.since.UTC().Format(time.RFC3339), w.err))
+		}
+	}
+	return out
+}
+
+// watchFailing reports whether some informer has failed for watchFailingAfter.
+func (c *Controller) watchFailing() bool {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.watchErrs {
+		if now.Sub(w.last) <= watchErrorRecent && now.Sub(w.since) >= 2*c.cfg.Heartbeat {
+			return true
+		}
+	}
+	return false
+}
+
 // forget drops what was last written, so that the next report is written whatever it
 // holds.
 func (c *Controller) forget() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.lastRV = ""
+	c.written = nil
 }
 
+// ownChanged: an event of the Inventory that none of the operator's writes made means
+// someone else changed it; it is written again.
 func (c *Controller) ownChanged(o any) {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return
 	}
 	c.mu.Lock()
-	mine := u.GetResourceVersion() == c.lastRV
+	mine := slices.Contains(c.written, u.GetResourceVersion())
+	if !mine {
+		c.written = nil
+	}
 	c.mu.Unlock()
 	if !mine {
-		c.forget()
 		c.markDirty()
 	}
 }
 
-// loop writes a report when something changed (at most every MinInterval) and at
-// least every Heartbeat; a failed write is retried with backoff.
+// wroteVersion records the resource version of a write (the last few are kept: a
+// write's event may come after the next write).
+func (c *Controller) wroteVersionLocked(rv string) {
+	c.written = append(c.written, rv)
+	if len(c.written) > 8 {
+		c.written = slices.Delete(c.written, 0, len(c.written)-8)
+	}
+}
+
+// loop writes a report when something changed and at least every Heartbeat. Reports
+// are built at most every MinInterval, however often the cluster changes; a failed
+// publish is retried with backoff, a failed heartbeat until a report is written.
 func (c *Controller) loop(ctx context.Context) error {
 	heartbeat := time.NewTimer(c.cfg.Heartbeat)
 	defer heartbeat.Stop()
-	var lastWrite time.Time
+	var lastBuild time.Time
 	backoff := 100 * time.Millisecond
+	pendingForce := false
 	for {
-		force := false
+		force, beat := pendingForce, false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-c.dirty:
 		case <-heartbeat.C:
-			force = true
+			force, beat = true, true
 		}
-		if wait := c.cfg.MinInterval - time.Since(lastWrite); wait > 0 && !force {
+		if wait := c.cfg.MinInterval - time.Since(lastBuild); wait > 0 && !force {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -345,14 +438,21 @@ func (c *Controller) loop(ctx context.Context) error {
 			case <-t.C:
 			}
 		}
-		start := time.Now()
+		lastBuild = time.Now()
+		// A cluster the operator cannot watch is not reported as live: no heartbeat
+		// while its watches fail, so providers see the report age.
+		if force && c.watchFailing() {
+			force, pendingForce = false, false
+		}
 		wrote, err := c.publish(ctx, force)
-		c.m.ObserveSync(err, time.Since(start))
+		c.m.ObserveSync(err, time.Since(lastBuild))
 		if ctx.Err() != nil {
 			return nil
 		}
-		if wrote {
-			lastWrite = time.Now()
+		switch {
+		case beat:
+			heartbeat.Reset(c.cfg.Heartbeat) // it fired: the next beat
+		case wrote:
 			if !heartbeat.Stop() {
 				select {
 				case <-heartbeat.C:
@@ -360,13 +460,15 @@ func (c *Controller) loop(ctx context.Context) error {
 				}
 			}
 			heartbeat.Reset(c.cfg.Heartbeat)
-		} else if force {
-			heartbeat.Reset(c.cfg.Heartbeat)
+		}
+		if wrote {
+			pendingForce = false
 		}
 		if err == nil {
 			backoff = 100 * time.Millisecond
 			continue
 		}
+		pendingForce = force && !wrote
 		c.log.ErrorContext(ctx, "publishing the inventory", slog.Any("error", err), slog.Bool("report_written", wrote), slog.Duration("retry_in", backoff))
 		t := time.NewTimer(backoff)
 		select {
@@ -453,56 +555,82 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 	}
 	opts := c.cfg.GPUOptions()
 	wantLabels := map[string]map[string]string{}
+	nodesWith := map[string][]string{} // problem → the nodes that have it
 	for _, n := range nodes {
 		classes := classesOf[n.Name]
 		slices.Sort(classes)
 		r := inventory.NodeReport(n, podsOn[n.Name], opts, classes)
+		if r.GPU != nil {
+			r.GPU.Labelled = inventory.GPULabelled(n.Labels, r.GPU)
+		}
 		if r.GPU != nil && r.GPU.Message != "" {
-			st.Problems = append(st.Problems, "node "+n.Name+": "+r.GPU.Message)
+			nodesWith[r.GPU.Message] = append(nodesWith[r.GPU.Message], n.Name)
 		}
 		want, invalid := inventory.Capabilities(r.GPU, classes)
 		for _, k := range invalid {
-			st.Problems = append(st.Problems, fmt.Sprintf("node %s: %q cannot be a label key: not labelled", n.Name, k))
+			p := fmt.Sprintf("%q cannot be a label key: not labelled", k)
+			nodesWith[p] = append(nodesWith[p], n.Name)
 		}
 		wantLabels[n.Name] = want
 		st.Nodes = append(st.Nodes, r)
 	}
+	// One line per problem, however many nodes have it (a thousand nodes of a card
+	// nothing names are one problem).
+	for _, p := range slices.Sorted(maps.Keys(nodesWith)) {
+		names := nodesWith[p]
+		which := strings.Join(names[:min(len(names), 5)], ", ")
+		if len(names) > 5 {
+			which += fmt.Sprintf(" and %d more", len(names)-5)
+		}
+		word := "node"
+		if len(names) > 1 {
+			word = "nodes"
+		}
+		st.Problems = append(st.Problems, word+" "+which+": "+p)
+	}
+	watch := c.watchProblems(time.Now())
 	c.mu.Lock()
-	st.Problems = append(slices.Clone(c.problems), st.Problems...)
+	st.Problems = append(append(slices.Clone(c.problems), watch...), st.Problems...)
 	c.mu.Unlock()
 	return st, wantLabels
 }
 
-// publish computes the report and, when it differs from the last one written or force
-// is set, writes it and publishes the changes on the bus; then it brings the nodes'
-// labels to it. A report is written even when labelling fails (the error is returned,
-// for a retry): providers bid on the report, not on the labels.
+// publish brings the nodes' capability labels to what it finds, then writes the report
+// when it differs from the last one written (or force is set) and publishes the
+// changes on the bus. A GPU node is reported labelled once its labels are written; a
+// failed label write does not keep the report from being written (the error is
+// returned, for a retry): providers bid on the report.
 func (c *Controller) publish(ctx context.Context, force bool) (bool, error) {
 	st, wantLabels := c.build()
 	st.Operator = c.identity
-	c.mu.Lock()
-	prev, rv := c.last, c.lastRV
-	c.mu.Unlock()
-	wrote := false
-	if force || prev == nil || rv == "" || !sameReport(prev, &st) {
-		st.UpdatedAt = metav1.Now()
-		newRV, err := c.write(ctx, &st)
-		if err != nil {
-			return false, err
-		}
-		c.mu.Lock()
-		c.last, c.lastRV = st.DeepCopy(), newRV
-		c.mu.Unlock()
-		c.m.published(&st)
-		c.events(prev, &st)
-		wrote = true
-	}
+	var labelErr error
 	if c.cfg.LabelNodes {
-		if err := c.labelNodes(ctx, wantLabels); err != nil {
-			return wrote, err
+		var labelled map[string]bool
+		labelled, labelErr = c.labelNodes(ctx, wantLabels)
+		for i := range st.Nodes {
+			if g := st.Nodes[i].GPU; g != nil && labelled[st.Nodes[i].Name] && g.Offered > 0 && g.Model != "" {
+				g.Labelled = true
+			}
 		}
 	}
-	return wrote, nil
+	c.mu.Lock()
+	prev, known := c.last, len(c.written) > 0
+	c.mu.Unlock()
+	if !force && prev != nil && known && sameReport(prev, &st) {
+		return false, labelErr
+	}
+	st.UpdatedAt = metav1.Now()
+	newRV, err := c.write(ctx, &st)
+	if err != nil {
+		return false, errors.Join(err, labelErr)
+	}
+	c.mu.Lock()
+	c.last = st.DeepCopy()
+	c.wroteVersionLocked(newRV)
+	c.mu.Unlock()
+	c.m.published(&st)
+	c.events(prev, &st)
+	return true, labelErr
 }
 
 func sameReport(a, b *berthv1.InventoryStatus) bool {
@@ -556,8 +684,10 @@ func (c *Controller) ownsLabel(key string) bool {
 	return slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return inventory.StorageLabel(s.Class) == key })
 }
 
-// labelNodes brings every node's capability labels to want.
-func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]string) error {
+// labelNodes brings every node's capability labels to want; labelled are the nodes
+// whose labels are now as wanted.
+func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]string) (labelled map[string]bool, _ error) {
+	labelled = map[string]bool{}
 	var errs []error
 	for _, o := range c.nodes.GetStore().List() {
 		n, ok := o.(*corev1.Node)
@@ -566,11 +696,12 @@ func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]
 		}
 		patch := inventory.LabelChanges(n.Labels, want[n.Name], c.ownsLabel)
 		if len(patch) == 0 {
+			labelled[n.Name] = true
 			continue
 		}
 		b, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": patch}})
 		if err != nil {
-			return err
+			return labelled, err
 		}
 		_, err = c.cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager})
 		c.m.ObserveWrite("label", err)
@@ -580,10 +711,11 @@ func (c *Controller) labelNodes(ctx context.Context, want map[string]map[string]
 		case err != nil:
 			errs = append(errs, fmt.Errorf("label node %s: %w", n.Name, err))
 		default:
+			labelled[n.Name] = true
 			c.log.InfoContext(ctx, "node capability labels updated", slog.String("node", n.Name), slog.Int("changes", len(patch)))
 		}
 	}
-	return errors.Join(errs...)
+	return labelled, errors.Join(errs...)
 }
 
 // events publishes what changed from prev to st on the bus topics.

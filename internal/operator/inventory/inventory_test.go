@@ -91,6 +91,12 @@ func (e *env) start(t *testing.T, cfg Config) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return run(t, c)
+}
+
+// run runs c until the test ends; stop ends it early.
+func run(t *testing.T, c *Controller) (stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -272,7 +278,7 @@ func TestDiscovery(t *testing.T) {
 		for _, c := range []struct {
 			node, model, ram, iface string
 			n                       int64
-		}{{"a100", "a100", "80Gi", "sxm", 8}, {"h100", "h100", "80Gi", "pcie", 4}, {"rtx", "rtx4090", "24Gi", "", 2}, {"odd", "", "", "", 0}} {
+		}{{"a100", "a100", "80Gi", "sxm", 8}, {"h100", "h100", "80Gi", "pcie", 4}, {"rtx", "rtx4090", "24Gi", "pcie", 2}, {"odd", "", "", "", 0}} {
 			if err := gpuIs(nodeOf(st, name(c.node)), c.model, c.ram, c.iface, c.n); err != nil {
 				return err
 			}
@@ -318,7 +324,8 @@ func TestDiscovery(t *testing.T) {
 		want := map[string]map[string]string{
 			"a100": {inventory.GPULabel("nvidia", "a100", "", ""): "true", inventory.GPULabel("nvidia", "a100", "80Gi", ""): "true",
 				inventory.GPULabel("nvidia", "a100", "", "sxm"): "true", inventory.StorageLabel(csiClass): "true", inventory.StorageLabel(localClass): "true"},
-			"rtx": {inventory.GPULabel("nvidia", "rtx4090", "", ""): "true", inventory.GPULabel("nvidia", "rtx4090", "24Gi", ""): "true", inventory.StorageLabel(localClass): "true", otherClass: "true"},
+			"rtx": {inventory.GPULabel("nvidia", "rtx4090", "", ""): "true", inventory.GPULabel("nvidia", "rtx4090", "24Gi", ""): "true",
+				inventory.GPULabel("nvidia", "rtx4090", "", "pcie"): "true", inventory.StorageLabel(localClass): "true", otherClass: "true"},
 			"odd": {inventory.StorageLabel(localClass): "true"},
 		}
 		for node, w := range want {
@@ -449,30 +456,15 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 		_ = e.cs.CoreV1().Namespaces().Delete(dctx, leaseNS, metav1.DeleteOptions{})
 	})
 	e.leasePod(t, leaseNS, "web-0", name("a100"), "3", &owner)
+	// A pod (1 CPU) of the same provider's lease on another chain: another's, for
+	// this chain's provider, counted once.
+	e.leasePod(t, ns, "other-chain", name("a100"), "1", &cluster.Owner{Provider: owner.Provider, ChainID: "berth-test-2"})
 
 	cfg := e.cfg
 	stopOp := e.start(t, cfg)
 
-	capacity := cluster.NewCapacity()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	inv, err := kube.NewInventory(e.cs, capacity, kube.InventoryConfig{Owner: owner}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
 	maxAge := 3 * time.Second
-	inv.FromOperator(e.dc, cfg.Name, maxAge)
-	runCtx, stopInv := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(runCtx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer stopInv()
-	if err := inv.WaitSynced(ctx); err != nil {
-		t.Fatal(err)
-	}
+	capacity, inv := e.providerInventory(t, owner, cfg.Name, maxAge)
 	gpus := func(model string, n uint32) cluster.Demand {
 		return cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 1000, Memory: 1 << 30, GPUs: int64(n), Pods: 1},
 			GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: model}}}}}
@@ -502,9 +494,9 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 		if err := fits(gpus("h100", 3)); err == nil {
 			return fmt.Errorf("3 H100s fit on a node of 2")
 		}
-		// 16 CPUs less others' 4 and our lease's 3, counted once.
-		if a := available(name("a100")); a.CPU != 9000 {
-			return fmt.Errorf("a100 node: %d mCPU available, want 9000", a.CPU)
+		// 16 CPUs less others' 4, the other chain's 1 and our lease's 3, each counted once.
+		if a := available(name("a100")); a.CPU != 8000 {
+			return fmt.Errorf("a100 node: %d mCPU available, want 8000", a.CPU)
 		}
 		return nil
 	})
@@ -513,11 +505,15 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 	testenv.EditNode(ctx, t, e.cs, name("h100"), false, func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute})
 	})
+	notReady := time.Now()
 	testenv.Eventually(t, 10*time.Second, "no H100 once its node is NotReady", func() bool { return fits(gpus("h100", 1)) != nil })
+	t.Logf("NotReady node out of the bids in %s", time.Since(notReady).Round(time.Millisecond))
+	deleted := time.Now()
 	if err := e.cs.CoreV1().Nodes().Delete(ctx, name("a100"), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 10*time.Second, "no A100 once its node is deleted", func() bool { return fits(gpus("a100", 1)) != nil })
+	t.Logf("deleted node out of the bids in %s", time.Since(deleted).Round(time.Millisecond))
 
 	// The operator gone: the last report holds for max_age, then no bids, with why.
 	e.addNodes(t, localenv.NodeSpec{Name: "cpu", CPU: "8", Memory: "32Gi"})
@@ -573,15 +569,7 @@ func TestBusTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	run(t, c)
 	timeout := time.After(30 * time.Second)
 	next := func(what string, ch <-chan inventory.NodeEvent) inventory.NodeEvent {
 		t.Helper()
@@ -642,4 +630,79 @@ func TestBusTopics(t *testing.T) {
 			t.Errorf("metric %s missing", m)
 		}
 	}
+}
+
+// TestWatchFailureStopsHeartbeats: while one of the operator's watches fails (client-go
+// retries it; the cache is frozen meanwhile) the report says so, /readyz fails once it
+// has lasted two heartbeats, and the heartbeats stop, so that providers stop bidding on
+// a frozen picture of the cluster; when the watch works again, they resume.
+func TestWatchFailureStopsHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.cfg
+	cfg.Heartbeat = time.Second
+	c, err := New(cfg, e.cs, e.dc, NewMetrics(prometheus.NewRegistry()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, c)
+	capacity, _ := e.providerInventory(t, cluster.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, cfg.Name, 3*time.Second)
+	testenv.Eventually(t, 20*time.Second, "the provider bids on the report", func() bool { return capacity.Unavailable() == "" && c.Ready() == nil })
+
+	// The pods' watch fails, as client-go reports it (to the handler the operator set).
+	failing := func(since time.Time) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.watchErrs["pods"] = &watchError{since: since, last: time.Now(), err: "pods is forbidden"}
+	}
+	since := time.Now().Add(-time.Minute)
+	failing(since)
+	e.waitReport(t, cfg.Name, "the failure in the report", func(st *berthv1.InventoryStatus) error {
+		for _, p := range st.Problems {
+			if strings.Contains(p, "watching pods fails") && strings.Contains(p, "pods is forbidden") {
+				return nil
+			}
+		}
+		return fmt.Errorf("problems %q", st.Problems)
+	})
+	if err := c.Ready(); err == nil || !strings.Contains(err.Error(), "watching pods fails") {
+		t.Errorf("Ready: %v", err)
+	}
+	testenv.EventuallyNoError(t, 20*time.Second, "the provider stops bidding", func() error {
+		failing(since) // client-go keeps retrying
+		if why := capacity.Unavailable(); !strings.Contains(why, "max_age") {
+			return fmt.Errorf("unavailable: %q", why)
+		}
+		return nil
+	})
+
+	// The watch works again: heartbeats, and bids, resume.
+	c.mu.Lock()
+	delete(c.watchErrs, "pods")
+	c.mu.Unlock()
+	testenv.Eventually(t, 20*time.Second, "the provider bids again", func() bool { return capacity.Unavailable() == "" && c.Ready() == nil })
+}
+
+// providerInventory runs, until the test ends, a provider's inventory for owner fed
+// by the Inventory name, and waits until it has synced.
+func (e *env) providerInventory(t *testing.T, owner cluster.Owner, name string, maxAge time.Duration) (*cluster.Capacity, *kube.Inventory) {
+	t.Helper()
+	capacity := cluster.NewCapacity()
+	inv, err := kube.NewInventory(e.cs, capacity, kube.InventoryConfig{Owner: owner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv.FromOperator(e.dc, name, maxAge)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- inv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("provider inventory: %v", err)
+		}
+	})
+	if err := inv.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return capacity, inv
 }
