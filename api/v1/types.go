@@ -295,6 +295,10 @@ type InventoryNode struct {
 	// or NoExecute taint; NotSchedulable says which of those it is not.
 	Schedulable    bool   `json:"schedulable"`
 	NotSchedulable string `json:"notSchedulable,omitempty"`
+	// GPUOnly: the node is tainted nvidia.com/gpu (managed Kubernetes' GPU node
+	// pools): it takes GPU workloads only.
+	// +optional
+	GPUOnly bool `json:"gpuOnly,omitempty"`
 	// Allocatable is the node's allocatable resources, with nvidia.com/gpu counting
 	// only the GPUs offered (see GPU).
 	// +optional

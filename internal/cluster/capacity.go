@@ -18,6 +18,10 @@ type Node struct {
 	// NoSchedule or NoExecute taint: no replica is planned there, and they offer
 	// nothing in Totals and Snapshot.
 	Schedulable bool
+	// GPUOnly marks a node tainted for GPU workloads (the nvidia.com/gpu taint of
+	// managed Kubernetes' GPU node pools): only replicas with GPUs are planned there
+	// (their pods tolerate the taint).
+	GPUOnly bool
 }
 
 // Pod is a pod's claim on a node. Pods not yet scheduled (Node "") claim nothing.
@@ -85,6 +89,7 @@ type hotNode struct {
 	free        Amounts // Allocatable − used − planned, kept up to date
 	gpus        int64   // allocatable GPUs
 	schedulable bool
+	gpuOnly     bool
 }
 
 type podState struct {
@@ -141,7 +146,7 @@ func (c *Capacity) Unavailable() string {
 func (c *Capacity) refreshLocked(name string) {
 	if i, ok := c.nodeIndex[name]; ok {
 		n := c.nodes[i]
-		c.hot[i] = hotNode{free: n.Allocatable.Sub(c.used[name]).Sub(n.planned), gpus: n.Allocatable.GPUs, schedulable: n.Schedulable}
+		c.hot[i] = hotNode{free: n.Allocatable.Sub(c.used[name]).Sub(n.planned), gpus: n.Allocatable.GPUs, schedulable: n.Schedulable, gpuOnly: n.GPUOnly}
 	}
 }
 

@@ -579,3 +579,25 @@ func TestUnavailable(t *testing.T) {
 	}
 	mustCheck(t, c)
 }
+
+// TestGPUOnlyNodes: a node tainted for GPU workloads takes GPU replicas only.
+func TestGPUOnlyNodes(t *testing.T) {
+	c := NewCapacity()
+	g := gpuNode("pool-gpu", 8, a100)
+	g.GPUOnly = true
+	c.SetNode(g)
+	c.SetNode(cpuNode("small", 4000, 16*gi))
+	var ins *Insufficient
+	if _, err := c.Fit(Demand{Units: []Unit{unit(1, 1, 8000, gi)}}); !errors.As(err, &ins) || ins.Resource != "nodes" {
+		t.Fatalf("8 CPUs without GPUs: %v, want no room (only the GPU node has 8)", err)
+	}
+	gpuUnit := unit(1, 1, 8000, gi)
+	gpuUnit.Each.GPUs, gpuUnit.GPUs = 1, []GPUModel{{Vendor: "nvidia", Model: "a100"}}
+	if _, err := c.Reserve(order(1), Demand{Units: []Unit{gpuUnit}}); err != nil {
+		t.Fatalf("a GPU replica: %v", err)
+	}
+	if _, err := c.Reserve(order(2), Demand{Units: []Unit{unit(1, 1, 1000, gi)}}); err != nil {
+		t.Fatalf("a small replica on the CPU node: %v", err)
+	}
+	mustCheck(t, c)
+}

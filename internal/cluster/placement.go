@@ -232,7 +232,7 @@ func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *GPUModel) ([]int, 
 		best := -1
 		for i := range c.hot {
 			h := &c.hot[i]
-			if !h.schedulable || (alt != nil && h.gpus == 0) || i == skip || !unit.Each.Fits(h.free) {
+			if !h.schedulable || (alt != nil && h.gpus == 0) || (h.gpuOnly && unit.Each.GPUs == 0) || i == skip || !unit.Each.Fits(h.free) {
 				continue
 			}
 			if alt != nil {

@@ -7,18 +7,35 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 )
 
+// TaintGPU is the taint managed Kubernetes puts on GPU node pools (GKE, AKS, and
+// NVIDIA's GPU operator where asked): only pods tolerating it run there. berth's GPU
+// pods tolerate it.
+const TaintGPU = "nvidia.com/gpu"
+
+// GPUOnly reports whether a node is tainted for GPU workloads only (TaintGPU).
+func GPUOnly(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == TaintGPU && (t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute)
+	})
+}
+
 // Schedulable reports whether a node takes workloads: Ready, not cordoned, and no
-// NoSchedule or NoExecute taint. When it does not, why says which.
+// NoSchedule or NoExecute taint but TaintGPU (GPUOnly). When it does not, why says
+// which.
 func Schedulable(n *corev1.Node) (ok bool, why string) {
 	if n.Spec.Unschedulable {
 		return false, "cordoned"
 	}
 	for _, t := range n.Spec.Taints {
+		if t.Key == TaintGPU {
+			continue
+		}
 		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
 			return false, fmt.Sprintf("taint %s:%s", t.Key, t.Effect)
 		}
@@ -34,42 +51,13 @@ func Schedulable(n *corev1.Node) (ok bool, why string) {
 	return false, "no Ready condition yet"
 }
 
-// PodRequests is what the scheduler accounts a pod for, resource by resource: its
-// containers' requests plus its sidecars' (init containers that keep running,
-// restartPolicy Always), or what its init phase needs at most (each ordinary init
-// container with the sidecars started before it), whichever is more; plus its
-// overhead.
+// PodRequests is what the scheduler accounts a pod for, as the scheduler computes it
+// (k8s.io/component-helpers): its containers' requests plus its sidecars' (init
+// containers that keep running), or what its init phase needs at most, whichever is
+// more, resource by resource; pod-level resources where the pod sets them; the
+// resources a resize in progress holds; plus its overhead.
 func PodRequests(p *corev1.Pod) corev1.ResourceList {
-	sum := corev1.ResourceList{}
-	for i := range p.Spec.Containers {
-		addTo(sum, p.Spec.Containers[i].Resources.Requests)
-	}
-	sidecars := corev1.ResourceList{}
-	initPeak := corev1.ResourceList{}
-	for i := range p.Spec.InitContainers {
-		c := &p.Spec.InitContainers[i]
-		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			addTo(sidecars, c.Resources.Requests)
-			maxInto(initPeak, sidecars)
-			continue
-		}
-		phase := sidecars.DeepCopy()
-		addTo(phase, c.Resources.Requests)
-		maxInto(initPeak, phase)
-	}
-	addTo(sum, sidecars)
-	maxInto(sum, initPeak)
-	addTo(sum, p.Spec.Overhead)
-	return sum
-}
-
-// maxInto sets each resource of into to the larger of its and l's.
-func maxInto(into, l corev1.ResourceList) {
-	for name, q := range l {
-		if have, ok := into[name]; !ok || q.Cmp(have) > 0 {
-			into[name] = q.DeepCopy()
-		}
-	}
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{UseStatusResources: true})
 }
 
 // Finished reports whether a pod holds nothing any more (Succeeded or Failed).
@@ -109,7 +97,7 @@ type PodUse struct {
 // provider, and its GPUs. storageClasses are the offered classes its pods can use.
 func NodeReport(n *corev1.Node, pods []PodUse, opts GPUOptions, storageClasses []string) berthv1.InventoryNode {
 	ok, why := Schedulable(n)
-	out := berthv1.InventoryNode{Name: n.Name, Schedulable: ok, NotSchedulable: why, StorageClasses: storageClasses}
+	out := berthv1.InventoryNode{Name: n.Name, Schedulable: ok, NotSchedulable: why, GPUOnly: GPUOnly(n), StorageClasses: storageClasses}
 	out.Allocatable = n.Status.Allocatable.DeepCopy()
 	out.GPU = DescribeGPU(n.Labels, n.Status.Allocatable, opts)
 	if out.GPU != nil {

@@ -60,10 +60,10 @@ func TestSchedulable(t *testing.T) {
 			name: "NoExecute taint after a PreferNoSchedule one",
 			spec: corev1.NodeSpec{Taints: []corev1.Taint{
 				{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule},
-				{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoExecute},
+				{Key: "drain", Value: "now", Effect: corev1.TaintEffectNoExecute},
 			}},
 			cond: []corev1.NodeCondition{ready(corev1.ConditionTrue)},
-			why:  "taint nvidia.com/gpu:NoExecute",
+			why:  "taint drain:NoExecute",
 		},
 		{
 			name: "PreferNoSchedule only",

@@ -84,6 +84,18 @@ func TestReviewFindings(t *testing.T) {
 			t.Fatal("another's class's label removed")
 		}
 	})
+	t.Run("pod-level resources count for the pod", func(t *testing.T) {
+		cpu := func(s string) corev1.ResourceList {
+			return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(s)}
+		}
+		p := &corev1.Pod{Spec: corev1.PodSpec{
+			Resources:  &corev1.ResourceRequirements{Requests: cpu("4")},
+			Containers: []corev1.Container{{Name: "a", Resources: corev1.ResourceRequirements{Requests: cpu("1")}}, {Name: "b"}},
+		}}
+		if q := inventory.PodRequests(p)[corev1.ResourceCPU]; q.MilliValue() != 4000 {
+			t.Fatalf("cpu %s, want the pod's 4", q.String())
+		}
+	})
 	t.Run("sidecars count with the containers", func(t *testing.T) {
 		always := corev1.ContainerRestartPolicyAlways
 		cpu := func(s string) corev1.ResourceList {
@@ -165,4 +177,27 @@ func TestAkashNameFindings(t *testing.T) {
 			t.Fatalf("%+v", g)
 		}
 	})
+}
+
+// TestGPUOnly: the nvidia.com/gpu taint of managed GPU node pools leaves a node
+// schedulable, for GPU workloads only; other taints still keep it out.
+func TestGPUOnly(t *testing.T) {
+	n := &corev1.Node{
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: inventory.TaintGPU, Value: "present", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	if ok, why := inventory.Schedulable(n); !ok || !inventory.GPUOnly(n) {
+		t.Fatalf("GPU pool node: schedulable %v (%s), GPU-only %v", ok, why, inventory.GPUOnly(n))
+	}
+	if r := inventory.NodeReport(n, nil, inventory.GPUOptions{}, nil); !r.Schedulable || !r.GPUOnly {
+		t.Fatalf("report %+v", r)
+	}
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "drain", Effect: corev1.TaintEffectNoSchedule})
+	if ok, _ := inventory.Schedulable(n); ok {
+		t.Fatal("a drained GPU node takes workloads")
+	}
+	n.Spec.Taints = nil
+	if inventory.GPUOnly(n) {
+		t.Fatal("an untainted node is GPU-only")
+	}
 }

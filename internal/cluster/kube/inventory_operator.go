@@ -151,7 +151,7 @@ func (inv *Inventory) applyReportLocked(st *berthv1.InventoryStatus) {
 	for i := range st.Nodes {
 		n := &st.Nodes[i]
 		seen[n.Name] = true
-		node := cluster.Node{Name: n.Name, Schedulable: n.Schedulable, Allocatable: amounts(n.Allocatable)}
+		node := cluster.Node{Name: n.Name, Schedulable: n.Schedulable, GPUOnly: n.GPUOnly, Allocatable: amounts(n.Allocatable)}
 		// GPUs count where a lease's GPU pods can be placed: on nodes with the labels
 		// their affinity selects on.
 		if node.Allocatable.GPUs > 0 && n.GPU != nil && n.GPU.Labelled {

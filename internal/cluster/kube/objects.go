@@ -294,6 +294,7 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(ephemeral, resource.BinarySI)
 	}
 	var affinity *corev1.Affinity
+	var tolerations []corev1.Toleration
 	runtimeClass := ""
 	if res.GPU != nil && res.GPU.Units.Val > 0 {
 		q := *resource.NewQuantity(int64(min(uint64(res.GPU.Units.Val), 1<<20)), resource.DecimalSI)
@@ -304,6 +305,8 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		}
 		affinity = gpuAffinity(alts)
 		runtimeClass = s.GPURuntimeClass
+		// GPU node pools of managed Kubernetes are tainted for GPU workloads.
+		tolerations = []corev1.Toleration{{Key: inventory.TaintGPU, Operator: corev1.TolerationOpExists}}
 	}
 	if s.StorageAffinity {
 		affinity = withStorageAffinity(affinity, claims)
@@ -328,6 +331,7 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		AutomountServiceAccountToken: &no,
 		EnableServiceLinks:           &no,
 		Affinity:                     affinity,
+		Tolerations:                  tolerations,
 		Volumes:                      volumes,
 		Containers: []corev1.Container{{
 			Name: svc.Name, Image: svc.Image, Command: svc.Command, Args: svc.Args, Env: env, Ports: ports,

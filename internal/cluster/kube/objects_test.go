@@ -201,6 +201,9 @@ func TestBuildLease(t *testing.T) {
 		terms[0].MatchExpressions[0].Key != inventory.GPULabel("nvidia", "a100", "", "") || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
 		t.Errorf("llm affinity %+v", terms)
 	}
+	if tol := lp.Tolerations; len(tol) != 1 || tol[0].Key != inventory.TaintGPU || tol[0].Operator != corev1.TolerationOpExists || tol[0].Effect != "" {
+		t.Errorf("llm tolerations %+v, want nvidia.com/gpu's", tol)
+	}
 	// Services: web has ClusterIP (80, udp 5000) and NodePort (udp 5000 only); llm is
 	// internal only; worker exposes nothing.
 	var names []string

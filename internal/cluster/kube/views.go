@@ -88,7 +88,7 @@ func newNodeView(n *corev1.Node) *nodeView {
 // cordoned, no NoSchedule or NoExecute taint).
 func NodeOf(n *corev1.Node) cluster.Node {
 	ok, _ := inventory.Schedulable(n)
-	node := cluster.Node{Name: n.Name, Schedulable: ok, Allocatable: amounts(n.Status.Allocatable)}
+	node := cluster.Node{Name: n.Name, Schedulable: ok, GPUOnly: inventory.GPUOnly(n), Allocatable: amounts(n.Status.Allocatable)}
 	if g := inventory.DescribeGPU(n.Labels, n.Status.Allocatable, inventory.GPUOptions{}); g != nil {
 		node.Allocatable.GPUs = 0
 		if g.Offered > 0 && inventory.GPULabelled(n.Labels, g) {

@@ -51,7 +51,7 @@ var (
 
 // maxReportBytes bounds the report: etcd takes objects up to 1.5 MiB, and the stored
 // object has metadata besides (about 2,000 nodes fit).
-const maxReportBytes = 1200 << 10
+const maxReportBytes = 1400 << 10
 
 // Controller keeps the Inventory resource, the nodes' capability labels and the bus
 // topics in step with the cluster. One goroutine writes; informers only mark it dirty.

@@ -706,3 +706,34 @@ func (e *env) providerInventory(t *testing.T, owner cluster.Owner, name string, 
 	}
 	return capacity, inv
 }
+
+// TestGPUNodePool: a node tainted nvidia.com/gpu (managed Kubernetes' GPU pools) is
+// reported schedulable for GPU workloads only, and a provider places GPU replicas
+// there and no others.
+func TestGPUNodePool(t *testing.T) {
+	e := newEnv(t)
+	e.addNodes(t, localenv.NodeSpec{Name: "pool", CPU: "96", Memory: "512Gi", GPUs: 4, GPUProduct: "NVIDIA-L40S", GPUMemoryMiB: 46068})
+	node := e.prefix + "-pool"
+	testenv.EditNode(t.Context(), t, e.cs, node, false, func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: inventory.TaintGPU, Value: "present", Effect: corev1.TaintEffectNoSchedule})
+	})
+	e.start(t, e.cfg)
+	e.waitReport(t, e.cfg.Name, "the GPU pool node", func(st *berthv1.InventoryStatus) error {
+		if n := nodeOf(st, node); n == nil || !n.Schedulable || !n.GPUOnly || n.GPU == nil || n.GPU.Model != "l40s" || !n.GPU.Labelled {
+			return fmt.Errorf("node %+v", n)
+		}
+		return nil
+	})
+	capacity, _ := e.providerInventory(t, cluster.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, e.cfg.Name, time.Minute)
+	big := cluster.Amounts{CPU: 90000, Memory: 1 << 30, Pods: 1}
+	testenv.EventuallyNoError(t, 20*time.Second, "a 90-CPU GPU replica placed on the pool node", func() error {
+		each := big
+		each.GPUs = 1
+		_, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: each, GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: "l40s"}}}}})
+		return err
+	})
+	var ins *cluster.Insufficient
+	if _, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: big}}}); !errors.As(err, &ins) || ins.Resource != "nodes" {
+		t.Fatalf("a 90-CPU replica without GPUs: %v, want no room", err)
+	}
+}
