@@ -32,6 +32,11 @@ var ErrOverflow = errors.New("bus: subscriber too slow: its buffer overflowed")
 // ErrClosed ends the subscriptions of a closed bus, or one closed by its subscriber.
 var ErrClosed = errors.New("bus: closed")
 
+// ErrLost ends the subscriptions of a bus whose transport may have lost events (a
+// connection to Redis that broke): as after an overflow, the subscriber rebuilds from
+// the source of truth and subscribes again.
+var ErrLost = errors.New("bus: events may have been lost in transport")
+
 // Bus carries events of type T.
 type Bus[T any] struct {
 	name string
@@ -131,6 +136,17 @@ func (b *Bus[T]) Publish(ev T) {
 	b.m.fullest.Set(fullest)
 }
 
+// CutOff ends every current subscription with err (ErrLost), and counts them as
+// overflows; the bus stays open: new subscriptions start from the next event.
+func (b *Bus[T]) CutOff(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		b.m.overflows.Inc()
+		b.endLocked(s, err)
+	}
+}
+
 // Close ends every subscription.
 func (b *Bus[T]) Close() {
 	b.mu.Lock()
@@ -158,7 +174,7 @@ func (b *Bus[T]) endLocked(s *Subscription[T], err error) {
 // then says why. Events buffered before the end are still delivered.
 func (s *Subscription[T]) Events() <-chan T { return s.ch }
 
-// Err is nil while the subscription runs, then ErrOverflow or ErrClosed.
+// Err is nil while the subscription runs, then ErrOverflow, ErrLost or ErrClosed.
 func (s *Subscription[T]) Err() error {
 	s.bus.mu.Lock()
 	defer s.bus.mu.Unlock()

@@ -181,3 +181,35 @@ func BenchmarkPublish(b *testing.B) {
 	}
 	bus.Close()
 }
+
+// TestCutOff: every current subscriber ends with the given error (counted as an
+// overflow); the bus stays open and new subscribers receive the events after.
+func TestCutOff(t *testing.T) {
+	b, err := New[int]("cutoff", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1, _ := b.Subscribe(4, nil)
+	s2, _ := b.Subscribe(4, nil)
+	b.Publish(1)
+	b.CutOff(ErrLost)
+	for _, s := range []*Subscription[int]{s1, s2} {
+		if v, ok := <-s.Events(); !ok || v != 1 {
+			t.Fatalf("the buffered event: %v %v", v, ok)
+		}
+		if _, ok := <-s.Events(); ok || !errors.Is(s.Err(), ErrLost) {
+			t.Fatalf("ended with %v", s.Err())
+		}
+	}
+	if n := testutil.ToFloat64(b.m.overflows); n != 2 {
+		t.Errorf("overflows %v", n)
+	}
+	s3, err := b.Subscribe(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Publish(2)
+	if v := <-s3.Events(); v != 2 || s3.Err() != nil {
+		t.Fatalf("after the cut-off: %v %v", v, s3.Err())
+	}
+}

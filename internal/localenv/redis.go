@@ -3,6 +3,7 @@ package localenv
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -19,6 +20,10 @@ type RedisServer struct {
 	Addr string
 	Dir  string
 
+	bin  string
+	port int
+
+	mu       sync.Mutex // guards proc (Kill, Restart, Stop)
 	proc     *process
 	stopOnce sync.Once
 }
@@ -36,27 +41,57 @@ func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir}
-		r.proc, err = startProcess("redis", dir, bin,
-			"--bind", "127.0.0.1", "--port", strconv.Itoa(ports[0]),
-			"--dir", dir, "--save", "", "--appendonly", "no",
-			"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
-		)
-		if err != nil {
-			return nil, err
-		}
-		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err = waitFor(wctx, "redis-server", 20*time.Millisecond, anyExited(r.proc), r.ping)
-		cancel()
+		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0]}
+		err = r.start(ctx)
 		if err == nil {
 			return r, nil
 		}
-		r.Stop()
 		if !strings.Contains(err.Error(), "Address already in use") && !strings.Contains(err.Error(), "address already in use") {
 			return nil, err
 		}
 	}
 	return nil, fmt.Errorf("redis-server: no free port after %d attempts", attempts)
+}
+
+// start runs the server on r's port and waits until it answers PING.
+func (r *RedisServer) start(ctx context.Context) error {
+	var err error
+	r.proc, err = startProcess("redis", r.Dir, r.bin,
+		"--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
+		"--dir", r.Dir, "--save", "", "--appendonly", "no",
+		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
+	)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := waitFor(wctx, "redis-server", 20*time.Millisecond, anyExited(r.proc), r.ping); err != nil {
+		r.proc.stop()
+		return err
+	}
+	return nil
+}
+
+// Kill stops the server as a crash would (its clients see their connections drop);
+// Restart starts it again on the same address.
+func (r *RedisServer) Kill() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		r.proc.stop()
+		r.proc = nil
+	}
+}
+
+// Restart starts a killed server again on its address (empty: persistence is off).
+func (r *RedisServer) Restart(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		return errors.New("redis-server: restart of a running server")
+	}
+	return r.start(ctx)
 }
 
 // ping sends a RESP PING and expects +PONG.
@@ -83,9 +118,5 @@ func (r *RedisServer) ping(ctx context.Context) (bool, error) {
 
 // Stop ends the server. It is idempotent.
 func (r *RedisServer) Stop() {
-	r.stopOnce.Do(func() {
-		if r.proc != nil {
-			r.proc.stop()
-		}
-	})
+	r.stopOnce.Do(r.Kill)
 }

@@ -1,0 +1,297 @@
+// Package redisbus carries berth's typed bus events between processes over Redis
+// publish/subscribe, keeping the bus contract (package bus): publishing never blocks and
+// never waits for Redis; each subscriber receives events in publication order; nothing
+// is lost silently — events that could not be sent are counted, and when a subscriber's
+// side may have missed events (its connection to Redis broke, a publisher's sequence
+// skipped) its local subscribers are cut off with bus.ErrLost, to rebuild from the
+// source of truth and subscribe again.
+//
+// On the wire, each event is a versioned JSON envelope on the channel <prefix><topic>:
+//
+//	{"v":1,"topic":"inventory.nodes","source":"<publisher id>","seq":42,"at":"…","data":{…}}
+//
+// seq counts the source's events of the topic from 1; a subscriber that sees a source's
+// seq jump knows it missed events.
+package redisbus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"berth.dev/berth/internal/bus"
+)
+
+// Version is the envelope's wire version.
+const Version = 1
+
+// DefaultPrefix starts every channel name ("berth." + "inventory.nodes").
+const DefaultPrefix = "berth."
+
+// Envelope is an event on the wire.
+type Envelope struct {
+	V      int             `json:"v"`
+	Topic  string          `json:"topic"`
+	Source string          `json:"source"`
+	Seq    uint64          `json:"seq"`
+	At     time.Time       `json:"at"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// Options configure a Client.
+type Options struct {
+	// URL is Redis's: redis://[user:password@]host:port[/db], rediss:// for TLS.
+	URL string
+	// Prefix starts every channel name (default DefaultPrefix).
+	Prefix string
+	// Queue is how many events per topic wait to be sent while Redis is slow (default
+	// 1024); beyond, events are dropped and counted.
+	Queue int
+	// Registerer takes the metrics (nil: not registered).
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+}
+
+// Client is one process's connection to the bus's Redis.
+type Client struct {
+	rdb    *redis.Client
+	prefix string
+	queue  int
+	source string
+	log    *slog.Logger
+	m      *metrics
+}
+
+type metrics struct {
+	sent, dropped, received, lost, decodeErrors *prometheus.CounterVec
+}
+
+// Connect makes a client (it does not wait for Redis: publishing works, counting
+// drops, while Redis is down). The URL's password never reaches a log or an error.
+func Connect(o Options) (*Client, error) {
+	opts, err := redis.ParseURL(o.URL)
+	if err != nil {
+		return nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), o.URL))
+	}
+	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+	opts.MaxRetries = 0 // a failed publish is counted, not retried behind the queue's back
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.Queue <= 0 {
+		o.Queue = 1024
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	var id [6]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return nil, err
+	}
+	c := &Client{rdb: redis.NewClient(opts), prefix: o.Prefix, queue: o.Queue, source: hex.EncodeToString(id[:]), log: o.Log, m: newMetrics()}
+	if o.Registerer != nil {
+		for _, col := range []prometheus.Collector{c.m.sent, c.m.dropped, c.m.received, c.m.lost, c.m.decodeErrors} {
+			if err := o.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("bus.redis: metrics: %w", err)
+			}
+		}
+	}
+	return c, nil
+}
+
+func newMetrics() *metrics {
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: "berth_bus_redis_" + name, Help: help}, labels)
+	}
+	return &metrics{
+		sent:         counter("sent_total", "Events published to Redis, by topic.", "topic"),
+		dropped:      counter("dropped_total", "Events not published to Redis, by topic and reason (queue_full: Redis too slow or gone for longer than the queue; redis_error: the PUBLISH failed).", "topic", "reason"),
+		received:     counter("received_total", "Events received from Redis, by topic.", "topic"),
+		lost:         counter("lost_total", "Times a topic's local subscribers were cut off because events may have been lost, by topic and reason (reconnect: the subscription's connection to Redis broke; gap: a publisher's sequence skipped).", "topic", "reason"),
+		decodeErrors: counter("decode_errors_total", "Messages on a topic's channel that are not berth's envelope of this version, by topic.", "topic"),
+	}
+}
+
+// redactURL removes a URL's password from s.
+func redactURL(s, raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if at := strings.LastIndex(raw, "@"); at > i {
+			if _, pass, ok := strings.Cut(raw[i+3:at], ":"); ok && pass != "" {
+				s = strings.ReplaceAll(s, pass, "REDACTED")
+			}
+		}
+	}
+	return s
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.rdb.Close() }
+
+// Channel is the Redis channel of a topic.
+func (c *Client) Channel(topic string) string { return c.prefix + topic }
+
+// Ping asks Redis whether it answers.
+func (c *Client) Ping(ctx context.Context) error { return c.rdb.Ping(ctx).Err() }
+
+// Publisher sends one topic's events to Redis, from a queue, in order.
+type Publisher[T any] struct {
+	c     *Client
+	topic string
+	q     chan Envelope
+	seq   uint64 // guarded by mu
+	mu    sync.Mutex
+	down  bool // the last PUBLISH failed (logged once per outage)
+}
+
+// NewPublisher makes the publisher of topic; Run sends its events.
+func NewPublisher[T any](c *Client, topic string) *Publisher[T] {
+	return &Publisher[T]{c: c, topic: topic, q: make(chan Envelope, c.queue)}
+}
+
+// Publish queues ev without blocking; when the queue is full the event is dropped and
+// counted (berth_bus_redis_dropped_total{reason="queue_full"}).
+func (p *Publisher[T]) Publish(ev T) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		p.c.log.Error("bus: an event cannot be encoded; dropped", slog.String("topic", p.topic), slog.Any("error", err))
+		p.c.m.dropped.WithLabelValues(p.topic, "encode").Inc()
+		return
+	}
+	p.mu.Lock()
+	p.seq++
+	env := Envelope{V: Version, Topic: p.topic, Source: p.c.source, Seq: p.seq, At: time.Now().UTC(), Data: data}
+	p.mu.Unlock()
+	select {
+	case p.q <- env:
+	default:
+		p.c.m.dropped.WithLabelValues(p.topic, "queue_full").Inc()
+	}
+}
+
+// Run sends queued events until ctx ends. A failed PUBLISH drops its event (counted;
+// subscribers see the sequence gap) and the next one is tried.
+func (p *Publisher[T]) Run(ctx context.Context) {
+	ch := p.c.Channel(p.topic)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case env := <-p.q:
+			b, err := json.Marshal(env)
+			if err == nil {
+				err = p.c.rdb.Publish(ctx, ch, b).Err()
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				p.c.m.dropped.WithLabelValues(p.topic, "redis_error").Inc()
+				if !p.down {
+					p.c.log.WarnContext(ctx, "bus: Redis does not take events; dropping them until it does", slog.String("topic", p.topic), slog.String("error", err.Error()))
+				}
+				p.down = true
+				continue
+			}
+			if p.down {
+				p.c.log.InfoContext(ctx, "bus: Redis takes events again", slog.String("topic", p.topic))
+			}
+			p.down = false
+			p.c.m.sent.WithLabelValues(p.topic).Inc()
+		}
+	}
+}
+
+// Bridge receives one topic's events from Redis and publishes them on a local bus, for
+// the process's subscribers.
+type Bridge[T any] struct {
+	c     *Client
+	topic string
+	local *bus.Bus[T]
+	ready chan struct{}
+	once  sync.Once
+}
+
+// NewBridge makes the bridge of topic into local; Run receives.
+func NewBridge[T any](c *Client, topic string, local *bus.Bus[T]) *Bridge[T] {
+	return &Bridge[T]{c: c, topic: topic, local: local, ready: make(chan struct{})}
+}
+
+// Subscribed is closed once the first subscription to Redis is confirmed.
+func (b *Bridge[T]) Subscribed() <-chan struct{} { return b.ready }
+
+// Run subscribes until ctx ends. Each time the subscription is made again after its
+// connection broke, and each time a source's sequence skips, the local subscribers are
+// cut off with bus.ErrLost (events may be missing); messages that are not a valid
+// envelope are counted and skipped.
+func (b *Bridge[T]) Run(ctx context.Context) error {
+	ps := b.c.rdb.Subscribe(ctx, b.c.Channel(b.topic))
+	// Receive waits on the connection, not on ctx: closing ends it.
+	stop := context.AfterFunc(ctx, func() { _ = ps.Close() })
+	defer func() {
+		stop()
+		_ = ps.Close()
+	}()
+	last := map[string]uint64{} // by source: the last seq seen
+	subscribed := false
+	for {
+		msg, err := ps.Receive(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			// go-redis reconnects and subscribes again by itself; what was published
+			// meanwhile is gone.
+			if subscribed {
+				b.lost("reconnect", "the connection to Redis broke")
+				subscribed = false
+			}
+			t := time.NewTimer(100 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+			continue
+		}
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" {
+				if subscribed {
+					b.lost("reconnect", "the subscription to Redis was made again")
+				}
+				subscribed = true
+				clear(last)
+				b.once.Do(func() { close(b.ready) })
+			}
+		case *redis.Message:
+			var env Envelope
+			var ev T
+			if err := json.Unmarshal([]byte(m.Payload), &env); err != nil || env.V != Version || env.Topic != b.topic || json.Unmarshal(env.Data, &ev) != nil {
+				b.c.m.decodeErrors.WithLabelValues(b.topic).Inc()
+				continue
+			}
+			if prev, ok := last[env.Source]; ok && env.Seq != prev+1 {
+				b.lost("gap", fmt.Sprintf("source %s's events %d to %d are missing", env.Source, prev+1, env.Seq-1))
+			}
+			last[env.Source] = env.Seq
+			b.c.m.received.WithLabelValues(b.topic).Inc()
+			b.local.Publish(ev)
+		}
+	}
+}
+
+func (b *Bridge[T]) lost(reason, why string) {
+	b.c.m.lost.WithLabelValues(b.topic, reason).Inc()
+	b.c.log.Warn("bus: events may have been lost; subscribers rebuild", slog.String("topic", b.topic), slog.String("why", why))
+	b.local.CutOff(bus.ErrLost)
+}
