@@ -75,6 +75,7 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 		newTenantCommand(),
 		newProviderCommand(),
 		newOperatorCommand(),
+		newBusCommand(),
 		newBenchCommand(log),
 		newVersionCommand(),
 	)

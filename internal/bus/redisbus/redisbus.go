@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -75,9 +76,20 @@ type metrics struct {
 	sent, dropped, received, lost, decodeErrors *prometheus.CounterVec
 }
 
+// debugLogger sends go-redis's own messages (each failed dial while Redis is down) to
+// slog at debug level: berth says once, at warn, that Redis does not answer.
+type debugLogger struct{}
+
+func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "go-redis", slog.String("message", fmt.Sprintf(format, v...)))
+}
+
+var quietRedis sync.Once
+
 // Connect makes a client (it does not wait for Redis: publishing works, counting
 // drops, while Redis is down). The URL's password never reaches a log or an error.
 func Connect(o Options) (*Client, error) {
+	quietRedis.Do(func() { redis.SetLogger(debugLogger{}) })
 	opts, err := redis.ParseURL(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), o.URL))
@@ -294,4 +306,57 @@ func (b *Bridge[T]) lost(reason, why string) {
 	b.c.m.lost.WithLabelValues(b.topic, reason).Inc()
 	b.c.log.Warn("bus: events may have been lost; subscribers rebuild", slog.String("topic", b.topic), slog.String("why", why))
 	b.local.CutOff(bus.ErrLost)
+}
+
+// Gap makes the next event's sequence skip one, so that subscribers know they missed
+// an event that never reached the publisher (its local subscription overflowed).
+func (p *Publisher[T]) Gap() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+}
+
+// Forward publishes to Redis, through p, every event of local until ctx ends or local
+// closes. When its subscription to local overflows, the event it missed shows to
+// Redis's subscribers as a gap (they rebuild), and it subscribes again.
+func Forward[T any](ctx context.Context, local *bus.Bus[T], p *Publisher[T]) {
+	for ctx.Err() == nil {
+		sub, err := local.Subscribe(p.c.queue, nil)
+		if err != nil {
+			return // closed
+		}
+		stop := context.AfterFunc(ctx, sub.Close)
+		for ev := range sub.Events() {
+			p.Publish(ev)
+		}
+		stop()
+		if !errors.Is(sub.Err(), bus.ErrOverflow) && !errors.Is(sub.Err(), bus.ErrLost) {
+			return
+		}
+		p.Gap()
+	}
+}
+
+// Config is the bus section of berth's configuration files.
+type Config struct {
+	// Redis is the URL of the Redis that carries the bus between processes
+	// (redis://[user:password@]host:port[/db], rediss:// for TLS); empty: the bus is
+	// in-process only.
+	Redis string `yaml:"redis"`
+	// Prefix starts the Redis channel names (default "berth.").
+	Prefix string `yaml:"prefix"`
+}
+
+// Validate checks the URL (the error never shows its password).
+func (c Config) Validate() error {
+	if c.Redis == "" {
+		if c.Prefix != "" {
+			return errors.New("bus.prefix: set without bus.redis")
+		}
+		return nil
+	}
+	if _, err := redis.ParseURL(c.Redis); err != nil {
+		return fmt.Errorf("bus.redis: %s", redactURL(err.Error(), c.Redis))
+	}
+	return nil
 }

@@ -109,9 +109,10 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("event %d: got %+v", i, ev)
 		}
 	}
-	if n := testutil.ToFloat64(pub.c.m.sent.WithLabelValues("inventory.nodes")); n != 100 {
-		t.Errorf("sent %v", n)
-	}
+	// Counted once PUBLISH has returned, which may be after the subscriber has the event.
+	testenv.Eventually(t, 10*time.Second, "100 counted sent", func() bool {
+		return testutil.ToFloat64(pub.c.m.sent.WithLabelValues("inventory.nodes")) == 100
+	})
 	if n := testutil.ToFloat64(subSide.c.m.received.WithLabelValues("inventory.nodes")); n != 100 {
 		t.Errorf("received %v", n)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/yaml"
@@ -49,6 +50,9 @@ type Config struct {
 	MinInterval time.Duration `yaml:"min_interval"`
 	// Resync is how often the informers list everything again (default 10m).
 	Resync time.Duration `yaml:"resync"`
+	// Bus, when its redis URL is set, carries the inventory.* topics to other
+	// processes over Redis (the leader publishes).
+	Bus redisbus.Config `yaml:"bus"`
 }
 
 // DefaultConfig is the configuration a file's keys are read over.
@@ -86,6 +90,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s.class %q: listed twice", where, s.Class)
 		}
 		classes = append(classes, s.Class)
+	}
+	if err := c.Bus.Validate(); err != nil {
+		return err
 	}
 	switch {
 	case c.Heartbeat < time.Second || c.Heartbeat > 10*time.Minute:

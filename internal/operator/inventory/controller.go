@@ -35,6 +35,7 @@ import (
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/operator"
@@ -76,6 +77,8 @@ type Controller struct {
 	written  []string
 	problems []string // of the run, not of one report (missing CRDs)
 
+	// remote, with bus.redis, carries the topics to other processes.
+	remote  *redisbus.Client
 	cluster *bus.Bus[inventory.ClusterEvent]
 	nodeBus *bus.Bus[inventory.NodeEvent]
 	storage *bus.Bus[inventory.StorageEvent]
@@ -104,6 +107,11 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	}
 	if c.storage, err = bus.New[inventory.StorageEvent](inventory.TopicStorage, m.reg); err != nil {
 		return nil, err
+	}
+	if cfg.Bus.Redis != "" {
+		if c.remote, err = redisbus.Connect(redisbus.Options{URL: cfg.Bus.Redis, Prefix: cfg.Bus.Prefix, Registerer: m.reg, Log: log}); err != nil {
+			return nil, err
+		}
 	}
 	m.report = c.Report
 	return c, nil
@@ -311,8 +319,33 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.synced.Store(true)
 	defer c.synced.Store(false)
 	c.log.InfoContext(ctx, "inventory operator synced", slog.String("inventory", c.cfg.Name), slog.Int("nodes", len(c.nodes.GetStore().List())))
+	if c.remote != nil {
+		defer c.forwardToRedis(ctx)()
+	}
 	c.markDirty()
 	return c.loop(ctx)
+}
+
+// forwardToRedis publishes the three topics on Redis (bus.redis) while Run runs;
+// stop ends it.
+func (c *Controller) forwardToRedis(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	forward := func(run func(context.Context), fwd func(context.Context)) {
+		wg.Go(func() { run(ctx) })
+		wg.Go(func() { fwd(ctx) })
+	}
+	pc := redisbus.NewPublisher[inventory.ClusterEvent](c.remote, inventory.TopicCluster)
+	forward(pc.Run, func(ctx context.Context) { redisbus.Forward(ctx, c.cluster, pc) })
+	pn := redisbus.NewPublisher[inventory.NodeEvent](c.remote, inventory.TopicNodes)
+	forward(pn.Run, func(ctx context.Context) { redisbus.Forward(ctx, c.nodeBus, pn) })
+	ps := redisbus.NewPublisher[inventory.StorageEvent](c.remote, inventory.TopicStorage)
+	forward(ps.Run, func(ctx context.Context) { redisbus.Forward(ctx, c.storage, ps) })
+	c.log.InfoContext(ctx, "publishing the inventory topics on Redis", slog.String("channels", c.remote.Channel("inventory.*")))
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 func (c *Controller) addProblem(p string) {

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/inventory"
@@ -735,5 +737,50 @@ func TestGPUNodePool(t *testing.T) {
 	var ins *cluster.Insufficient
 	if _, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: big}}}); !errors.As(err, &ins) || ins.Resource != "nodes" {
 		t.Fatalf("a 90-CPU replica without GPUs: %v, want no room", err)
+	}
+}
+
+// TestTopicsOverRedis: with bus.redis, the operator's topics reach another process's
+// subscribers over the real redis-server, in the seeds' names.
+func TestTopicsOverRedis(t *testing.T) {
+	e := newEnv(t)
+	r := testenv.Redis(t)
+	cfg := e.cfg
+	cfg.Bus.Redis = "redis://" + r.Addr
+	cfg.Storage = []inventory.StorageClass{{Class: e.prefix + "-local", Source: inventory.SourceLocal, Size: "1Ti"}}
+
+	other, err := redisbus.Connect(redisbus.Options{URL: cfg.Bus.Redis})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	local, err := bus.New[inventory.ClusterEvent](inventory.TopicCluster, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := local.Subscribe(64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge := redisbus.NewBridge(other, inventory.TopicCluster, local)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- bridge.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-bridge.Subscribed()
+
+	e.start(t, cfg)
+	select {
+	case ev := <-sub.Events():
+		if ev.Inventory != cfg.Name || ev.At.IsZero() {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no inventory.cluster event over Redis")
 	}
 }
