@@ -49,11 +49,12 @@ func newBusWatchCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&cfg.Redis, "redis", "", "the bus's Redis URL (redis://[user:password@]host:port[/db], rediss:// for TLS)")
 	cmd.Flags().StringVar(&cfg.Prefix, "prefix", "", "the channels' prefix (default berth.)")
+	cmd.Flags().StringVar(&cfg.CAFile, "ca-file", "", "with a rediss:// URL: the CA (PEM) Redis's certificate is checked against")
 	return cmd
 }
 
 func watchBus(ctx context.Context, cfg redisbus.Config, topic string, cmd *cobra.Command) error {
-	client, err := redisbus.Connect(redisbus.Options{URL: cfg.Redis, Prefix: cfg.Prefix})
+	client, err := redisbus.Connect(cfg.Options())
 	if err != nil {
 		return err
 	}

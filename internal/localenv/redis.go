@@ -3,10 +3,14 @@ package localenv
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +26,7 @@ type RedisServer struct {
 
 	bin  string
 	port int
+	opts RedisOptions
 
 	mu       sync.Mutex // guards proc (Kill, Restart, Stop)
 	proc     *process
@@ -31,6 +36,26 @@ type RedisServer struct {
 // StartRedis starts redis-server on a free loopback port with its files in dir and
 // returns once it answers PING.
 func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
+	return StartRedisWithPassword(ctx, dir, "")
+}
+
+// StartRedisWithPassword starts redis-server as StartRedis does, requiring password
+// from clients ("": none).
+func StartRedisWithPassword(ctx context.Context, dir, password string) (*RedisServer, error) {
+	return StartRedisWith(ctx, dir, RedisOptions{Password: password})
+}
+
+// RedisOptions are how a test's redis-server is secured.
+type RedisOptions struct {
+	// Password is required from clients ("": none).
+	Password string
+	// CertFile and KeyFile (PEM), when set, make the server speak TLS only; CAFile is
+	// the CA its certificate is checked against when it is pinged.
+	CertFile, KeyFile, CAFile string
+}
+
+// StartRedisWith starts redis-server as StartRedis does, with o.
+func StartRedisWith(ctx context.Context, dir string, o RedisOptions) (*RedisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, fmt.Errorf("%w: redis-server not found in PATH; install it with `apt-get install redis-server` (make test does this as root)", ErrMissingDependency)
@@ -41,7 +66,7 @@ func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0]}
+		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0], opts: o}
 		err = r.start(ctx)
 		if err == nil {
 			return r, nil
@@ -55,12 +80,23 @@ func StartRedis(ctx context.Context, dir string) (*RedisServer, error) {
 
 // start runs the server on r's port and waits until it answers PING.
 func (r *RedisServer) start(ctx context.Context) error {
-	var err error
-	r.proc, err = startProcess("redis", r.Dir, r.bin,
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
+	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
 		"--dir", r.Dir, "--save", "", "--appendonly", "no",
-		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning",
-	)
+		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning"}
+	if o := r.opts; o.CertFile != "" {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(r.port),
+			"--tls-cert-file", o.CertFile, "--tls-key-file", o.KeyFile, "--tls-auth-clients", "no")
+	}
+	if r.opts.Password != "" {
+		// In a config file, not on the command line, where ps would show it.
+		conf := filepath.Join(r.Dir, "auth.conf")
+		if err := os.WriteFile(conf, []byte("requirepass "+r.opts.Password+"\n"), 0o600); err != nil {
+			return err
+		}
+		args = append([]string{conf}, args...)
+	}
+	var err error
+	r.proc, err = startProcess("redis", r.Dir, r.bin, args...)
 	if err != nil {
 		return err
 	}
@@ -97,7 +133,19 @@ func (r *RedisServer) Restart(ctx context.Context) error {
 // ping sends a RESP PING and expects +PONG.
 func (r *RedisServer) ping(ctx context.Context) (bool, error) {
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", r.Addr)
+	var conn net.Conn
+	var err error
+	if r.opts.CertFile != "" {
+		pool := x509.NewCertPool()
+		ca, rerr := os.ReadFile(r.opts.CAFile)
+		if rerr != nil || !pool.AppendCertsFromPEM(ca) {
+			return false, fmt.Errorf("redis-server: CA file %s: unreadable", r.opts.CAFile)
+		}
+		td := tls.Dialer{NetDialer: &d, Config: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		conn, err = td.DialContext(ctx, "tcp", r.Addr)
+	} else {
+		conn, err = d.DialContext(ctx, "tcp", r.Addr)
+	}
 	if err != nil {
 		return false, err
 	}
@@ -109,6 +157,9 @@ func (r *RedisServer) ping(ctx context.Context) (bool, error) {
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	if err != nil {
 		return false, err
+	}
+	if strings.HasPrefix(line, "-NOAUTH") && r.opts.Password != "" {
+		return true, nil // it answers, and asks for the password
 	}
 	if strings.TrimSpace(line) != "+PONG" {
 		return false, fmt.Errorf("redis answered %q to PING", strings.TrimSpace(line))

@@ -17,11 +17,14 @@ package redisbus
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +55,9 @@ type Envelope struct {
 type Options struct {
 	// URL is Redis's: redis://[user:password@]host:port[/db], rediss:// for TLS.
 	URL string
+	// CAFile (PEM), with rediss://, is the CA Redis's certificate is checked against
+	// instead of the system's.
+	CAFile string
 	// Prefix starts every channel name (default DefaultPrefix).
 	Prefix string
 	// Queue is how many events per topic wait to be sent while Redis is slow (default
@@ -93,6 +99,23 @@ func Connect(o Options) (*Client, error) {
 	opts, err := redis.ParseURL(o.URL)
 	if err != nil {
 		return nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), o.URL))
+	}
+	if o.CAFile != "" {
+		if opts.TLSConfig == nil {
+			return nil, errors.New("bus.ca_file: only with a rediss:// URL")
+		}
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("bus.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("bus.ca_file %s: no PEM certificate in it", o.CAFile)
+		}
+		opts.TLSConfig.RootCAs = pool
+	}
+	if opts.TLSConfig != nil {
+		opts.TLSConfig.MinVersion = tls.VersionTLS12
 	}
 	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
 	opts.MaxRetries = 0 // a failed publish is counted, not retried behind the queue's back
@@ -345,18 +368,28 @@ type Config struct {
 	Redis string `yaml:"redis"`
 	// Prefix starts the Redis channel names (default "berth.").
 	Prefix string `yaml:"prefix"`
+	// CAFile, with a rediss:// URL, is the CA (PEM) Redis's certificate is checked
+	// against instead of the system's.
+	CAFile string `yaml:"ca_file"`
 }
+
+// Options are c's connection options.
+func (c Config) Options() Options { return Options{URL: c.Redis, Prefix: c.Prefix, CAFile: c.CAFile} }
 
 // Validate checks the URL (the error never shows its password).
 func (c Config) Validate() error {
 	if c.Redis == "" {
-		if c.Prefix != "" {
-			return errors.New("bus.prefix: set without bus.redis")
+		if c.Prefix != "" || c.CAFile != "" {
+			return errors.New("bus.prefix, bus.ca_file: set without bus.redis")
 		}
 		return nil
 	}
-	if _, err := redis.ParseURL(c.Redis); err != nil {
+	opts, err := redis.ParseURL(c.Redis)
+	if err != nil {
 		return fmt.Errorf("bus.redis: %s", redactURL(err.Error(), c.Redis))
+	}
+	if c.CAFile != "" && opts.TLSConfig == nil {
+		return errors.New("bus.ca_file: only with a rediss:// URL")
 	}
 	return nil
 }

@@ -2,9 +2,20 @@ package redisbus
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -246,4 +258,133 @@ func TestConnectErrorsHidePasswords(t *testing.T) {
 	if _, err := Connect(Options{URL: "http://127.0.0.1:6379"}); err == nil {
 		t.Fatal("an http URL accepted")
 	}
+}
+
+// TestPassword: with a password in the URL the bus works against a redis-server that
+// requires one; a wrong one is refused, and neither reaches an error or the log.
+func TestPassword(t *testing.T) {
+	const password = "s3cret-bus-pass"
+	r, err := localenv.StartRedisWithPassword(t.Context(), t.TempDir(), password)
+	testenv.Require(t, err)
+	t.Cleanup(r.Stop)
+
+	var logs testenv.Buffer
+	c, err := Connect(Options{URL: "redis://:" + password + "@" + r.Addr, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("with the password: %v", err)
+	}
+	local, err := bus.New[event]("inventory.nodes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := local.Subscribe(8, nil)
+	b := NewBridge(c, "inventory.nodes", local)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	<-b.Subscribed()
+	p := NewPublisher[event](c, "inventory.nodes")
+	pdone := make(chan struct{})
+	go func() { p.Run(ctx); close(pdone) }()
+	p.Publish(event{N: 7})
+	if ev := receive(t, sub, "an event through the password-protected Redis"); ev.N != 7 {
+		t.Fatalf("got %+v", ev)
+	}
+	cancel()
+	<-pdone
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	wrong, err := Connect(Options{URL: "redis://:wrong-" + password + "@" + r.Addr, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = wrong.Close() }()
+	err = wrong.Ping(t.Context())
+	if err == nil || strings.Contains(err.Error(), password) {
+		t.Fatalf("a wrong password: %v", err)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Fatalf("the password in the log:\n%s", logs.String())
+	}
+}
+
+// TestTLS: with a rediss:// URL and the CA of a private Redis, the bus works over TLS
+// against a real redis-server that speaks only TLS; without the CA, the certificate is
+// refused.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeTLSFiles(t, dir)
+	r, err := localenv.StartRedisWith(t.Context(), t.TempDir(), localenv.RedisOptions{CertFile: certFile, KeyFile: keyFile, CAFile: caFile})
+	testenv.Require(t, err)
+	t.Cleanup(r.Stop)
+
+	c, err := Connect(Options{URL: "rediss://" + r.Addr, CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	if err := c.Ping(t.Context()); err != nil {
+		t.Fatalf("over TLS: %v", err)
+	}
+	untrusting, err := Connect(Options{URL: "rediss://" + r.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = untrusting.Close() }()
+	if err := untrusting.Ping(t.Context()); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Fatalf("without the CA: %v", err)
+	}
+	if _, err := Connect(Options{URL: "redis://" + r.Addr, CAFile: caFile}); err == nil {
+		t.Fatal("a CA file with a plain redis:// URL accepted")
+	}
+}
+
+// writeTLSFiles makes a CA and a certificate it signs for 127.0.0.1, as PEM files.
+func writeTLSFiles(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "berth test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("redis.pem", "CERTIFICATE", der), write("redis.key", "EC PRIVATE KEY", keyDER)
 }

@@ -109,7 +109,9 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 		return nil, err
 	}
 	if cfg.Bus.Redis != "" {
-		if c.remote, err = redisbus.Connect(redisbus.Options{URL: cfg.Bus.Redis, Prefix: cfg.Bus.Prefix, Registerer: m.reg, Log: log}); err != nil {
+		o := cfg.Bus.Options()
+		o.Registerer, o.Log = m.reg, log
+		if c.remote, err = redisbus.Connect(o); err != nil {
 			return nil, err
 		}
 	}
