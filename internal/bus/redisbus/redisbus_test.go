@@ -2,20 +2,10 @@ package redisbus
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
 )
@@ -318,8 +309,8 @@ func TestPassword(t *testing.T) {
 // against a real redis-server that speaks only TLS; without the CA, the certificate is
 // refused.
 func TestTLS(t *testing.T) {
-	dir := t.TempDir()
-	caFile, certFile, keyFile := writeTLSFiles(t, dir)
+	tf := authtest.NewCAFiles(t, "127.0.0.1")
+	caFile, certFile, keyFile := tf.CAFile, tf.CertFile, tf.KeyFile
 	r, err := localenv.StartRedisWith(t.Context(), t.TempDir(), localenv.RedisOptions{CertFile: certFile, KeyFile: keyFile, CAFile: caFile})
 	testenv.Require(t, err)
 	t.Cleanup(r.Stop)
@@ -343,48 +334,4 @@ func TestTLS(t *testing.T) {
 	if _, err := Connect(Options{URL: "redis://" + r.Addr, CAFile: caFile}); err == nil {
 		t.Fatal("a CA file with a plain redis:// URL accepted")
 	}
-}
-
-// writeTLSFiles makes a CA and a certificate it signs for 127.0.0.1, as PEM files.
-func writeTLSFiles(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "berth test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "redis"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("redis.pem", "CERTIFICATE", der), write("redis.key", "EC PRIVATE KEY", keyDER)
 }
