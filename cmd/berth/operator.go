@@ -147,13 +147,17 @@ func newInventoryOperatorCommand() *cobra.Command {
 			"discovery and node feature discovery labels (no hand-kept list; gpu.models for odd\n" +
 			"names), and the offered storage classes' capacity (CSIStorageCapacity, a configured\n" +
 			"size, or Rook Ceph). It keeps berth.dev/capabilities.* labels on the nodes, which GPU\n" +
-			"pods' affinity selects on. GET /inventory shows the last report. Flags override the file.",
+			"pods' affinity selects on. GET /inventory shows the last report. Flags override the file;\n" +
+			"$BERTH_BUS_REDIS overrides bus.redis.",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cfg := inventoryop.DefaultConfig()
 			log, err := f.load(cmd, "inventory", func(b []byte) (err error) { cfg, err = inventoryop.DecodeConfig(b); return err }, &cfg.Kubeconfig, &cfg.Listen)
 			if err != nil {
 				return err
+			}
+			if v := os.Getenv("BERTH_BUS_REDIS"); v != "" {
+				cfg.Bus.Redis = v // a URL with a password, from a secret
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)

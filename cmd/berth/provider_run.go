@@ -21,7 +21,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			"kept under --home), rebuilds its open bids and leases, catches up on open orders, and\n" +
 			"bids on the orders its cluster can serve at its configured prices. Settings come from\n" +
 			"the config file, then the environment (BERTH_HOME, BERTH_NODE, BERTH_FROM,\n" +
-			"BERTH_KUBECONFIG, BERTH_LOG_LEVEL), then flags. See docs/bidding.md.",
+			"BERTH_KUBECONFIG, BERTH_LOG_LEVEL, BERTH_BUS_REDIS), then flags. See docs/bidding.md.",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cfg, err := app.LoadProviderConfig(configPath, os.Getenv)

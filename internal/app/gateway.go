@@ -42,6 +42,9 @@ type gatewayService struct {
 	own       *auth.Certificate
 	hostname  string
 	statusInt time.Duration
+	// statusEvery is how often, with bus.redis, the status topics carry the status
+	// even when it has not changed (for subscribers that joined or lost events).
+	statusEvery time.Duration
 }
 
 // newGateway builds the gateway; it listens but serves nothing until run.
@@ -52,7 +55,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 		return nil, err
 	}
 	addr := p.bcast.Address()
-	gw := &gatewayService{statusInt: time.Second}
+	gw := &gatewayService{statusInt: time.Second, statusEvery: 30 * time.Second}
 	closeBid := func(ctx context.Context, id market.BidID, reason string) error {
 		_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id, Reason: reason})
 		return err

@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -58,6 +59,8 @@ type Provider struct {
 	// (nil once it has); ledger checks the ledger node for /status.
 	early  *startupServer
 	ledger *ledgerWatch
+	// remote, with bus.redis, carries the status topics to other processes.
+	remote *redisbus.Client
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -182,16 +185,29 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
 		return nil, err
 	}
+	// From here on, a failure releases the gateway's listeners and the bus's connection.
+	fail := func(err error) (*Provider, error) {
+		p.gw.close()
+		if p.remote != nil {
+			_ = p.remote.Close()
+		}
+		return nil, err
+	}
+	if cfg.Bus.Redis != "" {
+		o := cfg.Bus.Options()
+		o.Registerer, o.Log = p.reg, log.With(slog.String("component", "bus"))
+		if p.remote, err = redisbus.Connect(o); err != nil {
+			return fail(err)
+		}
+	}
 	for _, c := range []prometheus.Collector{newSeedMetrics(p), newInventoryMetrics(p.capacity)} {
 		if err := p.reg.Register(c); err != nil {
-			p.gw.close()
-			return nil, fmt.Errorf("metrics: %w", err)
+			return fail(fmt.Errorf("metrics: %w", err))
 		}
 	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
-			p.gw.close()
-			return nil, fmt.Errorf("metrics listener: %w", err)
+			return fail(fmt.Errorf("metrics listener: %w", err))
 		}
 	}
 	return p, nil
@@ -327,6 +343,14 @@ func (p *Provider) Run(ctx context.Context) error {
 	})
 	p.gw.run(ctx, g, p)
 	g.Go(func() error { return p.removeOrphans(ctx) })
+	if p.remote != nil {
+		// Redis down or gone: the provider bids and serves all the same (statusTopics
+		// never waits for it).
+		g.Go(func() error {
+			defer func() { _ = p.remote.Close() }()
+			return statusTopics(ctx, p.gw.board, p.remote, p.gw.statusEvery)
+		})
+	}
 	g.Go(func() error {
 		// Withdrawals wait for the broadcaster's account to be known (the bid engine
 		// is ready once it has caught up).

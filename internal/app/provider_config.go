@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
@@ -25,7 +26,7 @@ import (
 )
 
 // ProviderConfig is `berth provider run`'s configuration: provider.yaml, then the
-// environment (BERTH_HOME, BERTH_NODE, BERTH_FROM, BERTH_KUBECONFIG, BERTH_LOG_LEVEL),
+// environment (BERTH_HOME, BERTH_NODE, BERTH_FROM, BERTH_KUBECONFIG, BERTH_LOG_LEVEL, BERTH_BUS_REDIS),
 // then flags. Keys are documented in docs/bidding.md.
 type ProviderConfig struct {
 	// Home holds the keyring and the provider's state (the bid engine's cursor).
@@ -52,6 +53,9 @@ type ProviderConfig struct {
 	Cluster   ClusterConfig   `yaml:"cluster"`
 	Gateway   GatewayConfig   `yaml:"gateway"`
 	Balance   BalanceConfig   `yaml:"balance"`
+	// Bus, when its redis URL is set, publishes the provider's status topics on Redis
+	// for other processes (docs/operators.md#the-bus-over-redis).
+	Bus redisbus.Config `yaml:"bus"`
 
 	// Build describes the running binary (set by main, reported by GET /version).
 	Build rest.BuildInfo `yaml:"-"`
@@ -310,6 +314,7 @@ func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig
 	for env, field := range map[string]*string{
 		"BERTH_HOME": &c.Home, "BERTH_NODE": &c.Node, "BERTH_FROM": &c.From,
 		"BERTH_KUBECONFIG": &c.Kubeconfig, "BERTH_LOG_LEVEL": &c.LogLevel,
+		"BERTH_BUS_REDIS": &c.Bus.Redis, // a URL with a password, from a secret
 	} {
 		if v := getenv(env); v != "" {
 			*field = v
@@ -389,6 +394,9 @@ func (c *ProviderConfig) Validate() error {
 		return err
 	}
 	if _, err := c.inventoryMaxAge(); err != nil {
+		return err
+	}
+	if err := c.Bus.Validate(); err != nil {
 		return err
 	}
 	if _, err := c.orphanInterval(); err != nil {

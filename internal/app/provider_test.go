@@ -97,6 +97,11 @@ inventory:
 		{"log level", "log_level: loud\n", nil, `log_level: "loud"`},
 		{"env overrides", "home: /from/file\n", map[string]string{"BERTH_HOME": "/from/env", "BERTH_LOG_LEVEL": "verbose"}, `log_level: "verbose"`},
 		{"wrong type", "kube_burst: many\n", nil, "line 1: kube_burst"},
+		{"bus", "bus: {redis: \"rediss://:s3cret@127.0.0.1:6380/0\", prefix: \"p1.\", ca_file: /etc/ca.pem}\n", nil, ""},
+		{"bus url", "bus: {redis: \"http://:s3cret@127.0.0.1:6379\"}\n", nil, "bus.redis: "},
+		{"bus ca without tls", "bus: {redis: \"redis://127.0.0.1:6379\", ca_file: /etc/ca.pem}\n", nil, "bus.ca_file: only with a rediss:// URL"},
+		{"bus prefix alone", "bus: {prefix: \"p1.\"}\n", nil, "set without bus.redis"},
+		{"bus env", "bus: {redis: \"redis://127.0.0.1:1\"}\n", map[string]string{"BERTH_BUS_REDIS": "redis//:s3cret@nowhere"}, "bus.redis: "},
 		{"overcommit", "cluster:\n  overcommit: {cpu: 2000}\n", nil, "cluster.overcommit.cpu: 2000%"},
 		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
@@ -124,6 +129,8 @@ inventory:
 				t.Fatalf("unexpected error: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "s3cret"):
+				t.Fatalf("the error shows the password: %v", err)
 			}
 			if tc.name == "other prefix" {
 				if _, err := c.policy(ledger.DefaultAddressPrefix); err == nil || !strings.Contains(err.Error(), `prefix "cosmos"`) {

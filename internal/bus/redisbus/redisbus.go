@@ -71,15 +71,20 @@ type Options struct {
 // Client is one process's connection to the bus's Redis.
 type Client struct {
 	rdb    *redis.Client
+	url    string // to redact its password from errors
 	prefix string
 	queue  int
 	source string
 	log    *slog.Logger
 	m      *metrics
+
+	mu   sync.Mutex
+	down bool // the last command to Redis failed (said once per outage)
 }
 
 type metrics struct {
 	sent, dropped, received, lost, decodeErrors *prometheus.CounterVec
+	up                                          prometheus.Gauge
 }
 
 // debugLogger sends go-redis's own messages (each failed dial while Redis is down) to
@@ -132,9 +137,10 @@ func Connect(o Options) (*Client, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: redis.NewClient(opts), prefix: o.Prefix, queue: o.Queue, source: hex.EncodeToString(id[:]), log: o.Log, m: newMetrics()}
+	c := &Client{rdb: redis.NewClient(opts), url: o.URL, prefix: o.Prefix, queue: o.Queue, source: hex.EncodeToString(id[:]), log: o.Log, m: newMetrics()}
+	c.m.up.Set(1)
 	if o.Registerer != nil {
-		for _, col := range []prometheus.Collector{c.m.sent, c.m.dropped, c.m.received, c.m.lost, c.m.decodeErrors} {
+		for _, col := range []prometheus.Collector{c.m.sent, c.m.dropped, c.m.received, c.m.lost, c.m.decodeErrors, c.m.up} {
 			if err := o.Registerer.Register(col); err != nil {
 				return nil, fmt.Errorf("bus.redis: metrics: %w", err)
 			}
@@ -153,6 +159,26 @@ func newMetrics() *metrics {
 		received:     counter("received_total", "Events received from Redis, by topic.", "topic"),
 		lost:         counter("lost_total", "Times a topic's local subscribers were cut off because events may have been lost, by topic and reason (reconnect: the subscription's connection to Redis broke; gap: a publisher's sequence skipped).", "topic", "reason"),
 		decodeErrors: counter("decode_errors_total", "Messages on a topic's channel that are not berth's envelope of this version, by topic.", "topic"),
+		up: prometheus.NewGauge(prometheus.GaugeOpts{Name: "berth_bus_redis_up",
+			Help: "1 while Redis answers the bus's commands (the last publish or subscription worked), 0 after one failed; starts at 1."}),
+	}
+}
+
+// health records whether Redis answered the last command: the first failure of an
+// outage is logged at warn (with why) and berth_bus_redis_up drops to 0; the first
+// success after it is logged and sets it back to 1.
+func (c *Client) health(ctx context.Context, topic string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err != nil && !c.down:
+		c.down = true
+		c.m.up.Set(0)
+		c.log.WarnContext(ctx, "bus: Redis does not answer; events are dropped (and counted) until it does", slog.String("topic", topic), slog.String("error", redactURL(err.Error(), c.url)))
+	case err == nil && c.down:
+		c.down = false
+		c.m.up.Set(1)
+		c.log.InfoContext(ctx, "bus: Redis answers again", slog.String("topic", topic))
 	}
 }
 
@@ -184,7 +210,6 @@ type Publisher[T any] struct {
 	q     chan Envelope
 	seq   uint64 // guarded by mu
 	mu    sync.Mutex
-	down  bool // the last PUBLISH failed (logged once per outage)
 }
 
 // NewPublisher makes the publisher of topic; Run sends its events.
@@ -228,18 +253,11 @@ func (p *Publisher[T]) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			p.c.health(ctx, p.topic, err)
 			if err != nil {
 				p.c.m.dropped.WithLabelValues(p.topic, "redis_error").Inc()
-				if !p.down {
-					p.c.log.WarnContext(ctx, "bus: Redis does not take events; dropping them until it does", slog.String("topic", p.topic), slog.String("error", err.Error()))
-				}
-				p.down = true
 				continue
 			}
-			if p.down {
-				p.c.log.InfoContext(ctx, "bus: Redis takes events again", slog.String("topic", p.topic))
-			}
-			p.down = false
 			p.c.m.sent.WithLabelValues(p.topic).Inc()
 		}
 	}
@@ -285,6 +303,7 @@ func (b *Bridge[T]) Run(ctx context.Context) error {
 		if err != nil {
 			// go-redis reconnects and subscribes again by itself; what was published
 			// meanwhile is gone.
+			b.c.health(ctx, b.topic, err)
 			if subscribed {
 				b.lost("reconnect", "the connection to Redis broke")
 				subscribed = false
@@ -301,6 +320,7 @@ func (b *Bridge[T]) Run(ctx context.Context) error {
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			if m.Kind == "subscribe" {
+				b.c.health(ctx, b.topic, nil)
 				if subscribed {
 					b.lost("reconnect", "the subscription to Redis was made again")
 				}

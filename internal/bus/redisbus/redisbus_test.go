@@ -162,6 +162,11 @@ func TestRedisRestart(t *testing.T) {
 		return testutil.ToFloat64(pub.c.m.dropped.WithLabelValues("inventory.cluster", "queue_full"))+
 			testutil.ToFloat64(pub.c.m.dropped.WithLabelValues("inventory.cluster", "redis_error")) == 200
 	})
+	for name, side := range map[string]*side{"publisher": pub, "subscriber": subSide} {
+		if up := testutil.ToFloat64(side.c.m.up); up != 0 {
+			t.Errorf("%s: berth_bus_redis_up = %v with Redis down", name, up)
+		}
+	}
 
 	if err := r.Restart(t.Context()); err != nil {
 		t.Fatal(err)
@@ -196,6 +201,11 @@ func TestRedisRestart(t *testing.T) {
 	})
 	if n := testutil.ToFloat64(subSide.c.m.lost.WithLabelValues("inventory.cluster", "reconnect")); n < 1 {
 		t.Errorf("lost{reconnect} = %v", n)
+	}
+	for name, side := range map[string]*side{"publisher": pub, "subscriber": subSide} {
+		if up := testutil.ToFloat64(side.c.m.up); up != 1 {
+			t.Errorf("%s: berth_bus_redis_up = %v with Redis back", name, up)
+		}
 	}
 }
 

@@ -1,0 +1,222 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/bus/redisbus"
+	"berth.dev/berth/internal/fixture"
+	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestStatusTopicsOverRedis: with bus.redis, the provider publishes its status topics
+// (the seeds' akash.provider.*.status) on the real redis-server for other processes;
+// with Redis killed it goes on bidding, counting the events it could not send; when
+// Redis is back, the other process's subscribers are cut off (they may have missed
+// events) and the provider's next round of its status gives them the whole state again.
+func TestStatusTopicsOverRedis(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "app-bus-1", CPU: "8", Memory: "32Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	r := testenv.Redis(t)
+	l := testenv.Ledger(t, testenv.LedgerOptions{})
+	// Unchanged sections are sent again every 300 ms here (30 s by default).
+	p, _ := startTestProvider(t, l, k, fmt.Sprintf("gateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\"}\nbus: {redis: \"redis://%s\"}\n", r.Addr), "",
+		func(p *Provider) { p.gw.statusEvery = 300 * time.Millisecond })
+
+	// Another process's view of the four topics.
+	other, err := redisbus.Connect(redisbus.Options{URL: "redis://" + r.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	bidengine := bridge[status.BidEngine](t, other, TopicBidEngineStatus)
+	cluster := bridge[status.Cluster](t, other, TopicClusterStatus)
+	manifest := bridge[status.Manifest](t, other, TopicManifestStatus)
+	inventory := bridge[status.Inventory](t, other, TopicInventoryStatus)
+	bids, err := bidengine.Subscribe(1024, nil) // ~3 events a second until Redis is killed
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := l.Client(t)
+	me, tenant := l.Address(t, "provider"), l.Address(t, "tenant")
+	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := l.Broadcaster(t, c, "tenant")
+	bidOn := func(dseq uint64) {
+		t.Helper()
+		order := deployWeb(t, tb, dep, tenant, dseq, 5_000_000)
+		testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("a bid on deployment %d", dseq), func() error {
+			var b ledger.Bid
+			return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(me)}, &b)
+		})
+	}
+
+	// The bid shows in the other process: one order decided, one reservation pending.
+	bidOn(11)
+	waitEvent(t, bids, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
+	waitEvent(t, subscribe(t, inventory), "the inventory's status with the reservation", func(s status.Inventory) bool { return len(s.Pending) == 1 })
+	waitEvent(t, subscribe(t, cluster), "the cluster's status with the reservation", func(s status.Cluster) bool { return len(s.Inventory.Pending) == 1 })
+	waitEvent(t, subscribe(t, manifest), "the manifest's status", func(s status.Manifest) bool { return s.Deployments == 0 })
+
+	// Redis gone: the provider bids all the same, and counts what it could not send.
+	r.Kill()
+	bidOn(12)
+	testenv.EventuallyNoError(t, 30*time.Second, "status events counted as dropped", func() error {
+		if n := counterSum(t, p.reg, "berth_bus_redis_dropped_total", "topic", TopicBidEngineStatus); n == 0 {
+			return errors.New("none yet")
+		}
+		if up := gauge(t, p.reg, "berth_bus_redis_up"); up != 0 {
+			return fmt.Errorf("berth_bus_redis_up = %v", up)
+		}
+		return nil
+	})
+	if st, _, _ := p.gw.board.Get(); st.BidEngine.Orders != 2 {
+		t.Fatalf("/status bid engine %+v, want 2 orders", st.BidEngine)
+	}
+	// The other process's subscribers are cut off: events may have been missed.
+	for range bids.Events() {
+	}
+	if !errors.Is(bids.Err(), bus.ErrLost) {
+		t.Fatalf("subscription ended with %v, want bus.ErrLost", bids.Err())
+	}
+
+	// Back: they subscribe again and have the whole state with the provider's next round.
+	if err := r.Restart(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the state after Redis came back", func() error {
+		again, err := bidengine.Subscribe(64, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close()
+		select {
+		case s, ok := <-again.Events():
+			if !ok {
+				return fmt.Errorf("cut off: %w", again.Err())
+			}
+			if s.Orders != 2 {
+				return fmt.Errorf("bid engine status %+v, want 2 orders", s)
+			}
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("no event in 5 s")
+		}
+	})
+	if n := counterSum(t, p.reg, "berth_bus_redis_sent_total", "topic", TopicBidEngineStatus); n < 2 {
+		t.Fatalf("berth_bus_redis_sent_total{topic=%q} = %v", TopicBidEngineStatus, n)
+	}
+	if up := gauge(t, p.reg, "berth_bus_redis_up"); up != 1 {
+		t.Fatalf("berth_bus_redis_up = %v with Redis back", up)
+	}
+}
+
+// bridge receives topic from Redis into a local bus, until the test ends.
+func bridge[T any](t *testing.T, c *redisbus.Client, topic string) *bus.Bus[T] {
+	t.Helper()
+	local, err := bus.New[T](topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := redisbus.NewBridge(c, topic, local)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-b.Subscribed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not subscribed", topic)
+	}
+	return local
+}
+
+func subscribe[T any](t *testing.T, b *bus.Bus[T]) *bus.Subscription[T] {
+	t.Helper()
+	sub, err := b.Subscribe(64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	return sub
+}
+
+// waitEvent waits up to 30 s for an event that ok accepts.
+func waitEvent[T any](t *testing.T, sub *bus.Subscription[T], what string, ok func(T) bool) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	var last []T
+	for {
+		select {
+		case ev, open := <-sub.Events():
+			if !open {
+				t.Fatalf("%s: subscription ended: %v", what, sub.Err())
+			}
+			if ok(ev) {
+				return
+			}
+			last = append(last, ev)
+		case <-timeout:
+			t.Fatalf("%s: not in 30 s; got %+v", what, last)
+		}
+	}
+}
+
+// counterSum adds the values of reg's counter name whose label has value.
+func counterSum(t *testing.T, reg prometheus.Gatherer, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
+}
+
+// gauge is the value of reg's unlabelled gauge name.
+func gauge(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}
