@@ -19,8 +19,8 @@ build: ## build bin/berth
 	go build -ldflags "$(LDFLAGS)" -o bin/berth ./cmd/berth
 
 .PHONY: dev
-dev: build testbin metallb ## run berth dev on its embedded defaults (Ctrl-C stops it)
-	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_METALLB="$$(hack/metallb.sh)" ./bin/berth dev
+dev: deps build testbin metallb ## run berth dev on its embedded defaults (Ctrl-C stops it; DEV_FLAGS=--redis: separate processes over Redis)
+	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_METALLB="$$(hack/metallb.sh)" ./bin/berth dev $(DEV_FLAGS)
 
 .PHONY: testbin
 testbin: ## build (or reuse) the Kubernetes test binaries

@@ -28,7 +28,11 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			"from, node, kubeconfig, host_uri, log_level, gateway.listen, gateway.grpc_listen and\n" +
 			"cluster.install_crds. The file's attributes replace host, region and tier; the dev\n" +
 			"cluster's capabilities are added (the file may not declare capabilities/…). Only a new\n" +
-			"chain's genesis has auditors sign them (docs/dev.md).",
+			"chain's genesis has auditors sign them (docs/dev.md).\n\n" +
+			"--redis runs the provider and the three operators as processes of their own (this\n" +
+			"binary, with the files berth dev writes under HOME/cluster/processes), their bus over\n" +
+			"a redis-server berth dev starts (Debian's redis-server; make dev installs it): the\n" +
+			"layout of a real installation, on one machine. A process that exits is restarted.",
 		GroupID: groupRun,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -52,6 +56,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&cfg.GPUMemoryMiB, "gpu-memory-mib", cfg.GPUMemoryMiB, "memory of each GPU in MiB")
 	f.StringVar(&cfg.NodeCPU, "node-cpu", cfg.NodeCPU, "CPU capacity of every node")
 	f.StringVar(&cfg.NodeMemory, "node-memory", cfg.NodeMemory, "memory capacity of every node")
+	f.BoolVar(&cfg.Redis, "redis", false, "run the provider and the operators as separate processes over a local redis-server")
 	f.DurationVar(&cfg.WithdrawPeriod, "withdraw-period", cfg.WithdrawPeriod, "how often the provider withdraws its earnings (0: only when funds run low; beats the --config file's balance.withdraw_period)")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
@@ -46,6 +47,11 @@ type DevConfig struct {
 	// `berth provider run`.
 	WithdrawPeriod    time.Duration
 	WithdrawPeriodSet bool
+	// Redis runs the provider and the three operators as processes of their own (this
+	// berth binary, or Executable), their bus over a redis-server berth dev starts:
+	// the layout of a real installation, on one machine. Default: one process.
+	Redis      bool
+	Executable string
 	// ProviderConfig is a provider.yaml (--config) whose keys override the dev
 	// provider's defaults, read as `berth provider run` reads it; the keys berth dev
 	// sets itself (devOwnedKeys) are refused. "": none.
@@ -137,6 +143,9 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err != nil {
 		return err
 	}
+	if cfg.Redis && pc.Bus.Redis != "" {
+		return fmt.Errorf("--config %s sets bus.redis: with --redis, berth dev runs its own redis-server; leave bus.redis out", cfg.ProviderConfig)
+	}
 	start := time.Now()
 	// Another berth dev (or chain start, or provider run) on this home is refused before
 	// anything in the home changes: its config.toml names the running node's ports.
@@ -226,24 +235,14 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		<-lbDone
 	}()
 
-	// The provider.
-	p, hostURI, err := startDevProvider(ctx, pc, rpc, kubeconfig, log)
-	if err != nil {
-		return err
-	}
-	provCtx, stopProvider := context.WithCancel(ctx)
-	provDone := make(chan error, 1)
-	go func() { provDone <- p.Run(provCtx) }()
-	defer func() {
-		stopProvider()
-		if err := <-provDone; err != nil && retErr == nil {
-			retErr = fmt.Errorf("provider: %w", err)
-		}
-	}()
 	// watch returns nil once until is closed or ctx ends, or says why the node, the
-	// provider or the cluster stopped first (the node's and the provider's error is put
-	// back for the deferred waits). A cluster process that dies is restarted by the
-	// control plane; the cluster stops when one cannot be (etcd, or too many restarts).
+	// provider (in-process), a process (--redis) or the cluster stopped first (the
+	// node's and the provider's error is put back for the deferred waits). A cluster
+	// process that dies is restarted by the control plane; the cluster stops when one
+	// cannot be (etcd, or too many restarts); so for berth dev's processes.
+	var provDone chan error
+	var procs *devProcesses
+	var procsFailed <-chan struct{}
 	watch := func(until <-chan struct{}, when string) error {
 		select {
 		case <-until:
@@ -256,45 +255,87 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 		case err := <-provDone:
 			provDone <- err
 			return stopped("the provider", when, err)
+		case <-procsFailed:
+			return stopped("a process of berth dev", when, procs.err())
 		case <-cp.Failed():
 			// The control plane logged the process's exit and its restarts.
 			return stopped("the local cluster", when, cp.Err())
 		}
 	}
-	if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
-		return err
-	}
-	// The operators, once the provider has installed the CRDs they watch.
-	ops, err := startDevOperators(ctx, pc, p.bcast.Address(), n.ChainID(), kubeconfig, log)
-	if err != nil {
-		return err
-	}
-	opCtx, stopOperators := context.WithCancel(ctx)
-	var opsDone sync.WaitGroup
-	for _, o := range ops {
-		opsDone.Go(func() { superviseOperator(opCtx, o.name, log, o.op.Run) })
-	}
-	defer func() {
-		stopOperators()
-		opsDone.Wait()
-	}()
-	// Bids wait for the inventory operator's first report: the banner comes after it.
-	if err := p.awaitInventory(ctx, time.Minute); err != nil {
+	banner := devBanner{cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, chainID: n.ChainID(), rpc: rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: DefaultHome()}
+	var client *chain.Client
+	if cfg.Redis {
+		// The provider's lock is the provider process's to take.
+		locks.provider.Release()
+		if procs, err = startDevProcesses(ctx, cfg, pc, rpc, n.ChainID(), kubeconfig, cp.Dir, log); err != nil {
+			return err
+		}
+		defer procs.stop()
+		watchCtx, stopWatching := context.WithCancel(ctx)
+		defer stopWatching()
+		procsFailed = procs.failed(watchCtx)
+		// Bids wait for the inventory operator's first report: the banner comes after it.
+		err := procs.awaitBidding(ctx, 2*time.Minute)
 		if ctx.Err() != nil {
 			return nil
 		}
+		if err != nil {
+			return err
+		}
+		client = procs.client
+		banner.provider, banner.providerAddr, banner.grpc, banner.metrics = procs.hostURI, procs.providerAddr, procs.grpc, procs.metrics
+		banner.manifestTimeout = procs.manifestTimeout
+		banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = procs.operatorAddrs[0], procs.operatorAddrs[1], procs.operatorAddrs[2]
+		banner.processes = procs
+	} else {
+		// The provider.
+		p, hostURI, err := startDevProvider(ctx, pc, rpc, kubeconfig, log)
+		if err != nil {
+			return err
+		}
+		provCtx, stopProvider := context.WithCancel(ctx)
+		provDone = make(chan error, 1)
+		go func() { provDone <- p.Run(provCtx) }()
+		defer func() {
+			stopProvider()
+			if err := <-provDone; err != nil && retErr == nil {
+				retErr = fmt.Errorf("provider: %w", err)
+			}
+		}()
+		if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
+			return err
+		}
+		// The operators, once the provider has installed the CRDs they watch.
+		ops, err := startDevOperators(ctx, pc, p.bcast.Address(), n.ChainID(), kubeconfig, log)
+		if err != nil {
+			return err
+		}
+		opCtx, stopOperators := context.WithCancel(ctx)
+		var opsDone sync.WaitGroup
+		for _, o := range ops {
+			opsDone.Go(func() { superviseOperator(opCtx, o.name, log, o.op.Run) })
+		}
+		defer func() {
+			stopOperators()
+			opsDone.Wait()
+		}()
+		// Bids wait for the inventory operator's first report: the banner comes after it.
+		if err := p.awaitInventory(ctx, time.Minute); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		client = p.client
+		banner.provider, banner.providerAddr, banner.grpc, banner.metrics = hostURI, p.bcast.Address(), p.GRPCGateway(), p.MetricsAddr()
+		banner.manifestTimeout = p.cfg.Gateway.ManifestTimeout
+		banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = ops[0].addr, ops[1].addr, ops[2].addr
+	}
+	if banner.leases, banner.tenant, err = devTenantView(ctx, client, banner.providerAddr, chainInfo.tenant); err != nil {
 		return err
 	}
-	leases, tenant, err := devTenantView(ctx, p, chainInfo.tenant)
-	if err != nil {
-		return err
-	}
-	printDevBanner(out, devBanner{
-		cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, took: time.Since(start), chainID: n.ChainID(), rpc: rpc,
-		resumed: chainInfo.resumed, denoms: chainInfo.denoms, provider: hostURI, providerAddr: p.bcast.Address(), grpc: p.GRPCGateway(), metrics: p.MetricsAddr(),
-		tenant: tenant, leases: leases, manifestTimeout: p.cfg.Gateway.ManifestTimeout, defaultHome: DefaultHome(),
-		hostnameOperator: ops[0].addr, ipOperator: ops[1].addr, inventoryOperator: ops[2].addr,
-	})
+	banner.took = time.Since(start)
+	printDevBanner(out, banner)
 
 	if err := watch(nil, ""); err != nil {
 		return err

@@ -229,7 +229,7 @@ func startDevProvider(ctx context.Context, pc ProviderConfig, rpc, kubeconfig st
 		return nil, "", fmt.Errorf("provider: %w", err)
 	}
 	hostURI := "https://" + p.Gateway()
-	if err := registerDevProvider(ctx, p, hostURI, attrs); err != nil {
+	if err := registerDevProvider(ctx, p.client, p.bcast, hostURI, attrs); err != nil {
 		p.gw.close()
 		return nil, "", err
 	}
@@ -238,14 +238,14 @@ func startDevProvider(ctx context.Context, pc ProviderConfig, rpc, kubeconfig st
 
 // registerDevProvider creates the provider's registration or updates its host URI and
 // attributes.
-func registerDevProvider(ctx context.Context, p *Provider, hostURI string, attrs market.Attributes) error {
-	if err := waitForBlock(ctx, p.client); err != nil {
+func registerDevProvider(ctx context.Context, c *chain.Client, bcast *chain.Broadcaster, hostURI string, attrs market.Attributes) error {
+	if err := waitForBlock(ctx, c); err != nil {
 		return err
 	}
-	m := ledger.MsgCreateProvider{Owner: p.bcast.Address(), HostURI: hostURI, Attributes: attrs,
+	m := ledger.MsgCreateProvider{Owner: bcast.Address(), HostURI: hostURI, Attributes: attrs,
 		Info: ledger.ProviderInfo{Website: "https://berth.dev"}}
 	var existing ledger.Provider
-	err := p.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: m.Owner}, &existing)
+	err := c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: m.Owner}, &existing)
 	var msg ledger.Msg = &m
 	switch {
 	case err == nil:
@@ -254,7 +254,7 @@ func registerDevProvider(ctx context.Context, p *Provider, hostURI string, attrs
 	case !errors.Is(err, ledger.ErrNotFound):
 		return fmt.Errorf("read the provider's registration: %w", err)
 	}
-	if _, err := p.bcast.Broadcast(ctx, msg); err != nil {
+	if _, err := bcast.Broadcast(ctx, msg); err != nil {
 		return fmt.Errorf("register the provider on the ledger: %w", err)
 	}
 	return nil
@@ -283,18 +283,18 @@ type devTenant struct {
 
 // devTenantView reads the tenant's balance and the provider's active leases (from an
 // earlier run: their workloads were on the cluster that run made).
-func devTenantView(ctx context.Context, p *Provider, tenant keys.Info) ([]ledger.LeaseResponse, devTenant, error) {
+func devTenantView(ctx context.Context, c *chain.Client, provider string, tenant keys.Info) ([]ledger.LeaseResponse, devTenant, error) {
 	t := devTenant{Info: tenant}
 	var acct ledger.AccountResponse
-	if err := p.client.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: tenant.Address}, &acct); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	if err := c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: tenant.Address}, &acct); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return nil, t, fmt.Errorf("tenant account: %w", err)
 	}
 	t.balance = acct.Balances
 	var leases []ledger.LeaseResponse
-	req := ledger.LeasesRequest{Provider: p.bcast.Address(), State: ledger.LeaseActive}
+	req := ledger.LeasesRequest{Provider: provider, State: ledger.LeaseActive}
 	for {
 		var r ledger.LeasesResponse
-		if err := p.client.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
+		if err := c.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
 			return nil, t, fmt.Errorf("provider leases: %w", err)
 		}
 		leases = append(leases, r.Leases...)
@@ -338,6 +338,8 @@ type devBanner struct {
 	leases                                          []ledger.LeaseResponse
 	manifestTimeout, defaultHome                    string
 	hostnameOperator, ipOperator, inventoryOperator string
+	// processes, with --redis: the provider's and the operators' processes.
+	processes *devProcesses
 }
 
 func printDevBanner(out io.Writer, d devBanner) {
@@ -374,6 +376,12 @@ func printDevBanner(out io.Writer, d devBanner) {
 	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
 	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", DevMetalLBAddresses, d.ipOperator)
 	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", DevInventoryName, d.inventoryOperator)
+	if pr := d.processes; pr != nil {
+		fmt.Fprintf(&b, "  processes     the provider and each operator run as processes of their own (restarted if they exit),\n")
+		fmt.Fprintf(&b, "                their files and logs in %s\n", pr.dir)
+		fmt.Fprintf(&b, "  bus           redis-server at redis://%s; watch a topic live:\n", pr.redisAddr)
+		fmt.Fprintf(&b, "                %s bus watch akash.provider.bidengine.status --redis redis://%s\n", cmp.Or(d.cfg.Command, "berth"), pr.redisAddr)
+	}
 	// In genesis order (uakt, uact, then IBC USDC), not the ledger's sorted one.
 	coins := slices.Clone(d.tenant.balance)
 	rank := func(denom string) int {

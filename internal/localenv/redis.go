@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -52,6 +53,11 @@ type RedisOptions struct {
 	// CertFile and KeyFile (PEM), when set, make the server speak TLS only; CAFile is
 	// the CA its certificate is checked against when it is pinged.
 	CertFile, KeyFile, CAFile string
+	// ReplicaOf (host:port) makes the server a replica of that master.
+	ReplicaOf string
+	// SentinelOf (host:port) with SentinelMaster (its name) makes the server a Redis
+	// Sentinel monitoring that master alone (quorum 1), which it calls down after 1 s.
+	SentinelOf, SentinelMaster string
 }
 
 // StartRedisWith starts redis-server as StartRedis does, with o.
@@ -78,8 +84,8 @@ func StartRedisWith(ctx context.Context, dir string, o RedisOptions) (*RedisServ
 	return nil, fmt.Errorf("redis-server: no free port after %d attempts", attempts)
 }
 
-// start runs the server on r's port and waits until it answers PING.
-func (r *RedisServer) start(ctx context.Context) error {
+// args are redis-server's arguments for r (its password goes to a file in r.Dir).
+func (r *RedisServer) args() ([]string, error) {
 	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(r.port),
 		"--dir", r.Dir, "--save", "", "--appendonly", "no",
 		"--protected-mode", "yes", "--daemonize", "no", "--loglevel", "warning"}
@@ -87,15 +93,45 @@ func (r *RedisServer) start(ctx context.Context) error {
 		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(r.port),
 			"--tls-cert-file", o.CertFile, "--tls-key-file", o.KeyFile, "--tls-auth-clients", "no")
 	}
-	if r.opts.Password != "" {
-		// In a config file, not on the command line, where ps would show it.
-		conf := filepath.Join(r.Dir, "auth.conf")
-		if err := os.WriteFile(conf, []byte("requirepass "+r.opts.Password+"\n"), 0o600); err != nil {
-			return err
+	if o := r.opts; o.ReplicaOf != "" {
+		host, port, err := net.SplitHostPort(o.ReplicaOf)
+		if err != nil {
+			return nil, fmt.Errorf("redis-server: replica of %q: %w", o.ReplicaOf, err)
 		}
-		args = append([]string{conf}, args...)
+		args = append(args, "--replicaof", host, port)
 	}
-	var err error
+	// Passwords and Sentinel's settings go in a config file (Sentinel rewrites its own),
+	// not on the command line, where ps would show them.
+	var conf strings.Builder
+	if r.opts.Password != "" {
+		conf.WriteString("requirepass " + r.opts.Password + "\n")
+	}
+	if o := r.opts; o.SentinelOf != "" {
+		host, port, err := net.SplitHostPort(o.SentinelOf)
+		if err != nil {
+			return nil, fmt.Errorf("redis sentinel: master %q: %w", o.SentinelOf, err)
+		}
+		fmt.Fprintf(&conf, "sentinel monitor %[1]s %[2]s %[3]s 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 10000\n", o.SentinelMaster, host, port)
+	}
+	if conf.Len() > 0 {
+		path := filepath.Join(r.Dir, "redis.conf")
+		if err := os.WriteFile(path, []byte(conf.String()), 0o600); err != nil {
+			return nil, err
+		}
+		args = append([]string{path}, args...)
+		if r.opts.SentinelOf != "" {
+			args = append(args, "--sentinel")
+		}
+	}
+	return args, nil
+}
+
+// start runs the server on r's port and waits until it answers PING.
+func (r *RedisServer) start(ctx context.Context) error {
+	args, err := r.args()
+	if err != nil {
+		return err
+	}
 	r.proc, err = startProcess("redis", r.Dir, r.bin, args...)
 	if err != nil {
 		return err
@@ -107,6 +143,43 @@ func (r *RedisServer) start(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// StartRedisService starts redis-server on a free loopback port with its files in dir
+// (persistence off), kept running as a Service — restarted on the same address when it
+// exits — and returns once it answers PING, with its address.
+func StartRedisService(ctx context.Context, dir string, log *slog.Logger) (*Service, string, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: redis-server not found in PATH; install it with `apt-get install redis-server` (make dev and make test do this as root)", ErrMissingDependency)
+	}
+	const attempts = 3
+	for range attempts {
+		ports, err := FreePorts(ctx, 1)
+		if err != nil {
+			return nil, "", err
+		}
+		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0]}
+		args, err := r.args()
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := StartService(ServiceOptions{Name: "redis", Bin: bin, Args: args, LogDir: dir, Log: log})
+		if err != nil {
+			return nil, "", err
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err = waitFor(wctx, "redis-server", 20*time.Millisecond, anyExited(s.current()), r.ping)
+		cancel()
+		if err == nil {
+			return s, r.Addr, nil
+		}
+		s.Stop()
+		if !strings.Contains(err.Error(), "Address already in use") && !strings.Contains(err.Error(), "address already in use") {
+			return nil, "", err
+		}
+	}
+	return nil, "", fmt.Errorf("redis-server: no free port after %d attempts", attempts)
 }
 
 // Kill stops the server as a crash would (its clients see their connections drop);

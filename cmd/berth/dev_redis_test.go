@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/bus/redisbus"
+	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/testenv"
+)
+
+// TestDevRedis: `berth dev --redis` runs the provider and the three operators as
+// processes of their own (this test binary as berth) over a real redis-server. A
+// tenant's deployment goes all the way (the provider process bids on the inventory
+// operator process's report, the hostname operator process routes it); the provider's
+// and the inventory operator's topics reach another process (this test); the provider
+// process killed is restarted and serves again; redis-server killed is restarted and
+// the topics flow again; Ctrl-C leaves no process behind.
+func TestDevRedis(t *testing.T) {
+	if _, err := localenv.FindBinaries(t.Context()); err != nil {
+		testenv.Require(t, err)
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		testenv.Require(t, fmt.Errorf("%w: redis-server: %w", localenv.ErrMissingDependency, err))
+	}
+	t.Setenv(asBerthEnv, "1") // the processes berth dev starts are this binary as berth
+	home := filepath.Join(t.TempDir(), "home")
+	procs := filepath.Join(home, "cluster", "processes")
+	// Each process by its command line; redis-server shows its address instead.
+	var redisTitle string
+	t.Cleanup(func() {
+		// After berth dev's own cleanup (registered later, run first): nothing left.
+		if left := processes(t, procs); len(left) > 0 {
+			t.Errorf("processes left after berth dev stopped: %v", left)
+		}
+		if left := processes(t, redisTitle); redisTitle != "" && len(left) > 0 {
+			t.Errorf("redis-server left after berth dev stopped: %v", left)
+		}
+	})
+	banner := startDev(t, "--home", home, "--redis", "--nodes", "1", "--gpu-nodes", "1", "--gpus-per-node", "2")
+	m := regexp.MustCompile(`redis-server at (redis://(\S+));`).FindStringSubmatch(banner)
+	if m == nil || !strings.Contains(banner, procs) {
+		t.Fatalf("banner lacks the bus and the processes:\n%s", banner)
+	}
+	redisTitle = "redis-server " + m[2]
+	providerCmd := filepath.Join(procs, "provider.yaml")
+	for _, needle := range []string{providerCmd, filepath.Join(procs, "hostname-operator.yaml"), filepath.Join(procs, "ip-operator.yaml"), filepath.Join(procs, "inventory-operator.yaml"), redisTitle} {
+		if n := len(processes(t, needle)); n != 1 {
+			t.Fatalf("%d processes with %s in their command line, want 1", n, needle)
+		}
+	}
+
+	// This test as another process on the bus.
+	c, err := redisbus.Connect(redisbus.Options{URL: m[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	bids := watchTopic[status.BidEngine](t, c, app.TopicBidEngineStatus)
+	manifests := watchTopic[status.Manifest](t, c, app.TopicManifestStatus)
+	clusterTopic := watchTopic[inventory.ClusterEvent](t, c, "inventory.cluster")
+	bidSub, clusterSub := subscribeTopic(t, bids), subscribeTopic(t, clusterTopic)
+
+	// A deployment all the way, through the processes.
+	out, progress, err := runSplit(t, "tenant", "deploy", filepath.Join("..", "..", "examples", "web.yaml"), "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy: %v\n%s%s", err, progress, out)
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	if len(res.Leases) != 1 || !res.Leases[0].Status.Berth.Ready {
+		t.Fatalf("deploy: want one ready lease, got %+v", res)
+	}
+	dseq := strconv.FormatUint(res.DSeq, 10)
+	awaitTopic(t, bidSub, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
+	awaitTopic(t, clusterSub, "inventory.cluster with the lease's pods", func(e inventory.ClusterEvent) bool {
+		used := e.Used[corev1.ResourceCPU]
+		return e.Inventory == app.DevInventoryName && e.Nodes == 2 && !used.IsZero()
+	})
+
+	// The provider process killed: restarted, it serves the lease again.
+	provider := processes(t, providerCmd)
+	if err := syscall.Kill(provider[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 2*time.Minute, "the provider process back", func() error {
+		if now := processes(t, providerCmd); len(now) != 1 || now[0] == provider[0] {
+			return fmt.Errorf("provider processes %v (killed %d)", now, provider[0])
+		}
+		_, err := run(t, "tenant", "lease", "status", dseq, "--home", home)
+		return err
+	})
+
+	// redis-server killed: restarted on its address, the topics flow again.
+	redis := processes(t, redisTitle)
+	if err := syscall.Kill(redis[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var closed bool
+	testenv.EventuallyNoError(t, 2*time.Minute, "status topics after redis-server came back", func() error {
+		sub, err := manifests.Subscribe(16, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		if !closed { // a change to publish: the lease closed
+			if out, err := run(t, "tenant", "close", dseq, "--home", home); err != nil {
+				return fmt.Errorf("close: %w: %s", err, out)
+			}
+			closed = true
+		}
+		select {
+		case s, ok := <-sub.Events():
+			if !ok {
+				return fmt.Errorf("cut off: %w", sub.Err())
+			}
+			if s.Deployments != 0 {
+				return fmt.Errorf("manifest status %+v", s)
+			}
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("no akash.provider.manifest.status event in 10 s")
+		}
+	})
+	if now := processes(t, redisTitle); len(now) != 1 || now[0] == redis[0] {
+		t.Fatalf("redis processes %v (killed %d)", now, redis[0])
+	}
+}
+
+// processes are the PIDs of processes whose command line contains needle.
+func processes(t *testing.T, needle string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(strings.ReplaceAll(string(b), "\x00", " "), needle) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// watchTopic receives topic from Redis into a local bus until the test ends.
+func watchTopic[T any](t *testing.T, c *redisbus.Client, topic string) *bus.Bus[T] {
+	t.Helper()
+	local, err := bus.New[T](topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := redisbus.NewBridge(c, topic, local)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-b.Subscribed():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not subscribed", topic)
+	}
+	return local
+}
+
+func subscribeTopic[T any](t *testing.T, b *bus.Bus[T]) *bus.Subscription[T] {
+	t.Helper()
+	sub, err := b.Subscribe(1024, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Close)
+	return sub
+}
+
+// awaitTopic waits up to 2 minutes for an event ok accepts.
+func awaitTopic[T any](t *testing.T, sub *bus.Subscription[T], what string, ok func(T) bool) {
+	t.Helper()
+	timeout := time.After(2 * time.Minute)
+	var seen []T
+	for {
+		select {
+		case ev, open := <-sub.Events():
+			if !open {
+				t.Fatalf("%s: subscription ended: %v", what, sub.Err())
+			}
+			if ok(ev) {
+				return
+			}
+			seen = append(seen, ev)
+		case <-timeout:
+			t.Fatalf("%s: not in 2 minutes; got %+v", what, seen)
+		}
+	}
+}

@@ -1,0 +1,302 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/yaml"
+)
+
+// devProcesses is berth dev's multi-process layout (--redis): redis-server, and the
+// provider and the three operators each a process of its own (this berth binary, as
+// `berth provider run` and `berth operator NAME` with files berth dev writes), their
+// bus topics over Redis. Each is restarted when it exits on its own (logged, with its
+// log's last lines); one that keeps exiting stops berth dev.
+type devProcesses struct {
+	dir                string // configuration files and logs
+	redis              *localenv.Service
+	redisAddr          string
+	provider           *localenv.Service
+	operators          []*localenv.Service // hostname, ip, inventory
+	client             *chain.Client
+	providerAddr       string
+	hostURI, grpc      string
+	metrics            string
+	operatorAddrs      [3]string // hostname, ip, inventory: probes and metrics
+	manifestTimeout    string
+	providerConfigFile string
+}
+
+// all are the processes started, the provider first, Redis last.
+func (d *devProcesses) all() []*localenv.Service {
+	var out []*localenv.Service
+	if d.provider != nil {
+		out = append(out, d.provider)
+	}
+	out = append(out, d.operators...)
+	if d.redis != nil {
+		out = append(out, d.redis)
+	}
+	return out
+}
+
+// failed is closed when one of the processes is no longer restarted (err says why),
+// until ctx ends.
+func (d *devProcesses) failed(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	for _, s := range d.all() {
+		go func() {
+			select {
+			case <-s.Failed():
+				once.Do(func() { close(ch) })
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ch
+}
+
+// err is why the first failed process is no longer restarted (nil: none failed).
+func (d *devProcesses) err() error {
+	for _, s := range d.all() {
+		if err := s.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stop ends the processes, the provider first (it finishes what it was doing on
+// SIGTERM), Redis last.
+func (d *devProcesses) stop() {
+	for _, s := range d.all() {
+		s.Stop()
+	}
+}
+
+// startDevProcesses starts the multi-process layout on the running ledger (rpc) and
+// cluster: it installs berth's CRDs and the operators' namespace, registers the
+// provider with its gateway's address, writes each process's file under
+// HOME/cluster/processes, and starts them. On error nothing it started is left.
+func startDevProcesses(ctx context.Context, cfg DevConfig, pc ProviderConfig, rpc, chainID, kubeconfig, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
+	bin := cfg.Executable
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("--redis: this berth binary: %w", err)
+		}
+		bin = exe
+	}
+	d := &devProcesses{dir: filepath.Join(clusterDir, "processes")}
+	if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			d.stop()
+		}
+	}()
+	redisDir := filepath.Join(d.dir, "redis")
+	if err := os.MkdirAll(redisDir, 0o700); err != nil {
+		return nil, err
+	}
+	var err error
+	if d.redis, d.redisAddr, err = localenv.StartRedisService(ctx, redisDir, log.With(slog.String("component", "redis"))); err != nil {
+		return nil, err
+	}
+	bus := "redis://" + d.redisAddr
+	if err := prepareDevCluster(ctx, kubeconfig); err != nil {
+		return nil, err
+	}
+
+	// The provider: its gateway's address is chosen here, to register it first.
+	ports, err := localenv.FreePorts(ctx, 7)
+	if err != nil {
+		return nil, err
+	}
+	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
+	if d.client, err = chain.Dial(ctx, rpc); err != nil {
+		return nil, fmt.Errorf("ledger node: %w", err)
+	}
+	kr, err := keys.Open(node.KeyringDir(pc.Home), d.client.Params().AddressPrefix)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := kr.Signer(pc.From)
+	if err != nil {
+		return nil, fmt.Errorf("key %q: %w", pc.From, err)
+	}
+	bcast, err := chain.NewBroadcaster(d.client, signer, chain.BroadcastOptions{})
+	if err != nil {
+		return nil, err
+	}
+	d.providerAddr, d.hostURI, d.grpc, d.metrics = bcast.Address(), "https://"+addr(0), addr(1), addr(2)
+	attrs, err := attributes("attributes", pc.Attributes)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerDevProvider(ctx, d.client, bcast, d.hostURI, attrs); err != nil {
+		return nil, err
+	}
+	pc.Node, pc.Kubeconfig, pc.LogLevel = rpc, kubeconfig, "info"
+	pc.Gateway.Listen, pc.Gateway.GRPCListen = addr(0), addr(1)
+	pc.Bus.Redis = bus
+	d.manifestTimeout = pc.Gateway.ManifestTimeout
+	if d.providerConfigFile, err = writeDevFile(d.dir, "provider.yaml", pc); err != nil {
+		return nil, err
+	}
+	start := func(name string, args ...string) (*localenv.Service, error) {
+		return localenv.StartService(localenv.ServiceOptions{Name: name, Bin: bin, Args: args, LogDir: d.dir, Log: log})
+	}
+	if d.provider, err = start("provider", "provider", "run", "--config", d.providerConfigFile, "--metrics-listen", d.metrics); err != nil {
+		return nil, err
+	}
+
+	// The operators, on the CRDs installed above.
+	hc := devHostnameConfig(pc, d.providerAddr, chainID, kubeconfig)
+	hc.Listen = addr(3)
+	ic := devIPConfig(d.providerAddr, chainID, kubeconfig, addr(4))
+	vc := devInventoryConfig(kubeconfig, addr(5))
+	vc.Bus.Redis = bus
+	for i, op := range []struct {
+		name string
+		cfg  any
+	}{{"hostname", hc}, {"ip", ic}, {"inventory", vc}} {
+		file, err := writeDevFile(d.dir, op.name+"-operator.yaml", op.cfg)
+		if err != nil {
+			return nil, err
+		}
+		s, err := start(op.name+"-operator", "operator", op.name, "--config", file)
+		if err != nil {
+			return nil, err
+		}
+		d.operators = append(d.operators, s)
+		d.operatorAddrs[i] = addr(3 + i)
+	}
+	return d, nil
+}
+
+// prepareDevCluster installs berth's CRDs and the operators' namespace, so that the
+// provider and the operators, starting together, find them.
+func prepareDevCluster(ctx context.Context, kubeconfig string) error {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	if err := kube.InstallCRDs(ctx, dc); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
+	}
+	return nil
+}
+
+// writeDevFile writes a process's configuration (YAML, the keys it reads) in dir.
+func writeDevFile(dir, name string, cfg any) (string, error) {
+	b, err := yaml.Encode(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, append([]byte("# written by berth dev --redis at each start\n"), b...), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// devStatusClient reads the provider process's GET /status (public, no credentials).
+// Its certificate is not checked: berth dev started the process on this machine's
+// loopback itself.
+var devStatusClient = &http.Client{
+	Timeout:   5 * time.Second,
+	Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}}, //nolint:gosec // G402: see above
+}
+
+// providerStatus reads the provider process's status: an error until it serves.
+func (d *devProcesses) providerStatus(ctx context.Context) (status.Status, error) {
+	var st status.Status
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.hostURI+"/status", http.NoBody)
+	if err != nil {
+		return st, err
+	}
+	resp, err := devStatusClient.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return st, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET /status: %s", resp.Status)
+	}
+	err = json.Unmarshal(b, &st)
+	return st, err
+}
+
+// awaitBidding waits until the provider process serves and bids (its inventory
+// operator's first report has arrived), or says why not after timeout; a process that
+// stops being restarted ends the wait at once.
+func (d *devProcesses) awaitBidding(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	failed := d.failed(ctx)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		st, err := d.providerStatus(ctx)
+		switch {
+		case err != nil:
+			last = err
+		case st.Berth.NotBidding != "":
+			last = errors.New(st.Berth.NotBidding)
+		default:
+			return nil
+		}
+		select {
+		case <-failed:
+			return d.err()
+		case <-ctx.Done():
+			return fmt.Errorf("the provider process is not bidding after %s: %w (its log: %s)", timeout, last, d.provider.LogPath())
+		case <-tick.C:
+		}
+	}
+}
