@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -53,7 +54,8 @@ type Envelope struct {
 
 // Options configure a Client.
 type Options struct {
-	// URL is Redis's: redis://[user:password@]host:port[/db], rediss:// for TLS.
+	// URL is Redis's: redis://[user:password@]host:port[/db], rediss:// for TLS, or
+	// Redis Sentinel's, with a master_name parameter (see parseURL).
 	URL string
 	// CAFile (PEM), with rediss://, is the CA Redis's certificate is checked against
 	// instead of the system's.
@@ -97,16 +99,50 @@ func (debugLogger) Printf(ctx context.Context, format string, v ...any) {
 
 var quietRedis sync.Once
 
+// parseURL reads a bus.redis URL: redis://[user:password@]host:port[/db] (rediss://
+// for TLS), or, with a master_name parameter, Redis Sentinel's:
+// redis://[user:password@]sentinel:26379[/db]?master_name=NAME[&addr=sentinel2:26379…]
+// [&username=U&password=P] — the user information is the sentinels' credentials, the
+// username and password parameters the master's (go-redis's failover URL). Errors
+// never show a password.
+func parseURL(raw string) (*redis.Options, *redis.FailoverOptions, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+	}
+	if u.Query().Has("master_name") {
+		fo, err := redis.ParseFailoverURL(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+		}
+		if fo.MasterName == "" {
+			return nil, nil, errors.New("bus.redis: master_name is empty")
+		}
+		return nil, fo, nil
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+	}
+	return opts, nil, nil
+}
+
 // Connect makes a client (it does not wait for Redis: publishing works, counting
 // drops, while Redis is down). The URL's password never reaches a log or an error.
 func Connect(o Options) (*Client, error) {
 	quietRedis.Do(func() { redis.SetLogger(debugLogger{}) })
-	opts, err := redis.ParseURL(o.URL)
+	opts, fo, err := parseURL(o.URL)
 	if err != nil {
-		return nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), o.URL))
+		return nil, err
+	}
+	tlsConfig := func() *tls.Config {
+		if fo != nil {
+			return fo.TLSConfig
+		}
+		return opts.TLSConfig
 	}
 	if o.CAFile != "" {
-		if opts.TLSConfig == nil {
+		if tlsConfig() == nil {
 			return nil, errors.New("bus.ca_file: only with a rediss:// URL")
 		}
 		pem, err := os.ReadFile(o.CAFile)
@@ -117,13 +153,11 @@ func Connect(o Options) (*Client, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("bus.ca_file %s: no PEM certificate in it", o.CAFile)
 		}
-		opts.TLSConfig.RootCAs = pool
+		tlsConfig().RootCAs = pool
 	}
-	if opts.TLSConfig != nil {
-		opts.TLSConfig.MinVersion = tls.VersionTLS12
+	if tc := tlsConfig(); tc != nil {
+		tc.MinVersion = tls.VersionTLS12
 	}
-	opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout = 2*time.Second, 2*time.Second, 2*time.Second
-	opts.MaxRetries = 0 // a failed publish is counted, not retried behind the queue's back
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
@@ -137,7 +171,16 @@ func Connect(o Options) (*Client, error) {
 	if _, err := rand.Read(id[:]); err != nil {
 		return nil, err
 	}
-	c := &Client{rdb: redis.NewClient(opts), url: o.URL, prefix: o.Prefix, queue: o.Queue, source: hex.EncodeToString(id[:]), log: o.Log, m: newMetrics()}
+	// A failed publish is counted, not retried behind the queue's back.
+	var rdb *redis.Client
+	if fo != nil {
+		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.MaxRetries = 2*time.Second, 2*time.Second, 2*time.Second, 0
+		rdb = redis.NewFailoverClient(fo)
+	} else {
+		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.MaxRetries = 2*time.Second, 2*time.Second, 2*time.Second, 0
+		rdb = redis.NewClient(opts)
+	}
+	c := &Client{rdb: rdb, url: o.URL, prefix: o.Prefix, queue: o.Queue, source: hex.EncodeToString(id[:]), log: o.Log, m: newMetrics()}
 	c.m.up.Set(1)
 	if o.Registerer != nil {
 		for _, col := range []prometheus.Collector{c.m.sent, c.m.dropped, c.m.received, c.m.lost, c.m.decodeErrors, c.m.up} {
@@ -182,13 +225,32 @@ func (c *Client) health(ctx context.Context, topic string, err error) {
 	}
 }
 
-// redactURL removes a URL's password from s.
+// redactURL removes a URL's passwords (its user information's, and a password
+// parameter's) from s.
 func redactURL(s, raw string) string {
+	var secrets []string
 	if i := strings.Index(raw, "://"); i >= 0 {
-		if at := strings.LastIndex(raw, "@"); at > i {
-			if _, pass, ok := strings.Cut(raw[i+3:at], ":"); ok && pass != "" {
-				s = strings.ReplaceAll(s, pass, "REDACTED")
+		rest := raw[i+3:]
+		if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+			rest = rest[:end]
+		}
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			if _, pass, ok := strings.Cut(rest[:at], ":"); ok && pass != "" {
+				secrets = append(secrets, pass)
 			}
+		}
+	}
+	if _, query, ok := strings.Cut(raw, "?"); ok {
+		for kv := range strings.SplitSeq(query, "&") {
+			if k, v, ok := strings.Cut(kv, "="); ok && strings.HasSuffix(k, "password") && v != "" {
+				secrets = append(secrets, v)
+			}
+		}
+	}
+	for _, secret := range secrets {
+		s = strings.ReplaceAll(s, secret, "REDACTED")
+		if dec, err := url.QueryUnescape(secret); err == nil && dec != secret {
+			s = strings.ReplaceAll(s, dec, "REDACTED")
 		}
 	}
 	return s
@@ -383,8 +445,8 @@ func Forward[T any](ctx context.Context, local *bus.Bus[T], p *Publisher[T]) {
 // Config is the bus section of berth's configuration files.
 type Config struct {
 	// Redis is the URL of the Redis that carries the bus between processes
-	// (redis://[user:password@]host:port[/db], rediss:// for TLS); empty: the bus is
-	// in-process only.
+	// (redis://[user:password@]host:port[/db], rediss:// for TLS; with master_name,
+	// Redis Sentinel's: see parseURL); empty: the bus is in-process only.
 	Redis string `yaml:"redis"`
 	// Prefix starts the Redis channel names (default "berth.").
 	Prefix string `yaml:"prefix"`
@@ -404,11 +466,11 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
-	opts, err := redis.ParseURL(c.Redis)
+	opts, fo, err := parseURL(c.Redis)
 	if err != nil {
-		return fmt.Errorf("bus.redis: %s", redactURL(err.Error(), c.Redis))
+		return err
 	}
-	if c.CAFile != "" && opts.TLSConfig == nil {
+	if c.CAFile != "" && (fo == nil && opts.TLSConfig == nil || fo != nil && fo.TLSConfig == nil) {
 		return errors.New("bus.ca_file: only with a rediss:// URL")
 	}
 	return nil

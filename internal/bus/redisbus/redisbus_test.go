@@ -259,6 +259,21 @@ func TestConnectErrorsHidePasswords(t *testing.T) {
 	if _, err := Connect(Options{URL: "http://127.0.0.1:6379"}); err == nil {
 		t.Fatal("an http URL accepted")
 	}
+	// Sentinel's URL: the sentinels' password and the master's (a parameter).
+	for _, bad := range []string{
+		"redis://:s3cret-pass@127.0.0.1:26379?master_name=m&password=master-s3cret&bogus=1",
+		"redis://:s3cret-pass@127.0.0.1:26379/x?master_name=m&password=master-s3cret",
+		"redis://:s3cret-pass@127.0.0.1:26379?master_name=&password=master-s3cret",
+	} {
+		for _, err := range []error{Config{Redis: bad}.Validate(), func() error { _, err := Connect(Options{URL: bad}); return err }()} {
+			if err == nil || strings.Contains(err.Error(), "s3cret") {
+				t.Fatalf("%s: error %v", bad, err)
+			}
+		}
+	}
+	if err := (Config{Redis: "redis://127.0.0.1:26379?master_name=m&addr=127.0.0.1:26380", CAFile: "/ca.pem"}).Validate(); err == nil || !strings.Contains(err.Error(), "only with a rediss:// URL") {
+		t.Fatalf("a CA without TLS (Sentinel): %v", err)
+	}
 }
 
 // TestPassword: with a password in the URL the bus works against a redis-server that
@@ -343,5 +358,96 @@ func TestTLS(t *testing.T) {
 	}
 	if _, err := Connect(Options{URL: "redis://" + r.Addr, CAFile: caFile}); err == nil {
 		t.Fatal("a CA file with a plain redis:// URL accepted")
+	}
+}
+
+// TestSentinelFailover: with a Sentinel URL (master_name), the bus follows the master
+// Sentinel names: events flow through the master; when it is killed, Sentinel
+// promotes its replica, the subscriber's side is cut off (events may be lost) and
+// subscribes again on the new master by itself, and events flow again.
+func TestSentinelFailover(t *testing.T) {
+	master := testenv.Redis(t)
+	replica, err := localenv.StartRedisWith(t.Context(), t.TempDir(), localenv.RedisOptions{ReplicaOf: master.Addr})
+	testenv.Require(t, err)
+	t.Cleanup(replica.Stop)
+	sentinel, err := localenv.StartRedisWith(t.Context(), t.TempDir(), localenv.RedisOptions{SentinelOf: master.Addr, SentinelMaster: "berth"})
+	testenv.Require(t, err)
+	t.Cleanup(sentinel.Stop)
+	url := "redis://" + sentinel.Addr + "?master_name=berth"
+	if err := (Config{Redis: url}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// The replica must be in sync, and known to Sentinel, before the master goes.
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinel.Addr})
+	defer func() { _ = sc.Close() }()
+	testenv.EventuallyNoError(t, 30*time.Second, "Sentinel knows the replica", func() error {
+		replicas, err := sc.Replicas(t.Context(), "berth").Result()
+		if err != nil {
+			return err
+		}
+		for _, r := range replicas {
+			if r["port"] == strings.Split(replica.Addr, ":")[1] && !strings.Contains(r["flags"], "disconnected") && r["master-link-status"] == "ok" {
+				return nil
+			}
+		}
+		return fmt.Errorf("replicas %v", replicas)
+	})
+
+	pub, subSide := newSide(t, url, 64), newSide(t, url, 64)
+	local := subSide.bridge(t, "inventory.nodes")
+	sub, err := local.Subscribe(64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPublisher[event](pub.c, "inventory.nodes")
+	pub.run(t, p.Run)
+	p.Publish(event{N: 1})
+	if ev := receive(t, sub, "an event through the master"); ev.N != 1 {
+		t.Fatalf("got %+v", ev)
+	}
+
+	master.Kill()
+	testenv.EventuallyNoError(t, 60*time.Second, "Sentinel promotes the replica", func() error {
+		addr, err := sc.GetMasterAddrByName(t.Context(), "berth").Result()
+		if err != nil {
+			return err
+		}
+		if got := strings.Join(addr, ":"); got != replica.Addr {
+			return fmt.Errorf("master %s", got)
+		}
+		return nil
+	})
+	for ev, ok := <-sub.Events(); ok; ev, ok = <-sub.Events() {
+		t.Logf("an event before the cut-off: %+v", ev)
+	}
+	if !errors.Is(sub.Err(), bus.ErrLost) {
+		t.Fatalf("the subscription ended with %v, want ErrLost", sub.Err())
+	}
+	again, err := local.Subscribe(64, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 1000
+	testenv.EventuallyNoError(t, 60*time.Second, "events through the new master", func() error {
+		n++
+		p.Publish(event{N: n})
+		select {
+		case ev, ok := <-again.Events():
+			if !ok {
+				if again, err = local.Subscribe(64, nil); err != nil {
+					t.Fatal(err)
+				}
+				return fmt.Errorf("cut off again: %w", again.Err())
+			}
+			if ev.N <= 1000 {
+				return fmt.Errorf("an old event %+v", ev)
+			}
+			return nil
+		case <-time.After(200 * time.Millisecond):
+			return errors.New("nothing yet")
+		}
+	})
+	if up := testutil.ToFloat64(pub.c.m.up); up != 1 {
+		t.Errorf("publisher: berth_bus_redis_up = %v on the new master", up)
 	}
 }
