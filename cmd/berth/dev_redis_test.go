@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"berth.dev/berth/internal/app"
-	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
+	"berth.dev/berth/internal/bus/redisbus/redisbustest"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
@@ -73,10 +72,10 @@ func TestDevRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	bids := watchTopic[status.BidEngine](t, c, app.TopicBidEngineStatus)
-	manifests := watchTopic[status.Manifest](t, c, app.TopicManifestStatus)
-	clusterTopic := watchTopic[inventory.ClusterEvent](t, c, "inventory.cluster")
-	bidSub, clusterSub := subscribeTopic(t, bids), subscribeTopic(t, clusterTopic)
+	bids := redisbustest.Topic[status.BidEngine](t, c, app.TopicBidEngineStatus)
+	manifests := redisbustest.Topic[status.Manifest](t, c, app.TopicManifestStatus)
+	clusterTopic := redisbustest.Topic[inventory.ClusterEvent](t, c, "inventory.cluster")
+	bidSub, clusterSub := redisbustest.Subscribe(t, bids), redisbustest.Subscribe(t, clusterTopic)
 
 	// A deployment all the way, through the processes.
 	out, progress, err := runSplit(t, "tenant", "deploy", filepath.Join("..", "..", "examples", "web.yaml"), "-o", "json", "--home", home)
@@ -91,8 +90,8 @@ func TestDevRedis(t *testing.T) {
 		t.Fatalf("deploy: want one ready lease, got %+v", res)
 	}
 	dseq := strconv.FormatUint(res.DSeq, 10)
-	awaitTopic(t, bidSub, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
-	awaitTopic(t, clusterSub, "inventory.cluster with the lease's pods", func(e inventory.ClusterEvent) bool {
+	redisbustest.Await(t, bidSub, 2*time.Minute, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
+	redisbustest.Await(t, clusterSub, 2*time.Minute, "inventory.cluster with the lease's pods", func(e inventory.ClusterEvent) bool {
 		used := e.Used[corev1.ResourceCPU]
 		return e.Inventory == app.DevInventoryName && e.Nodes == 2 && !used.IsZero()
 	})
@@ -165,60 +164,4 @@ func processes(t *testing.T, needle string) []int {
 		}
 	}
 	return pids
-}
-
-// watchTopic receives topic from Redis into a local bus until the test ends.
-func watchTopic[T any](t *testing.T, c *redisbus.Client, topic string) *bus.Bus[T] {
-	t.Helper()
-	local, err := bus.New[T](topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := redisbus.NewBridge(c, topic, local)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-b.Subscribed():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not subscribed", topic)
-	}
-	return local
-}
-
-func subscribeTopic[T any](t *testing.T, b *bus.Bus[T]) *bus.Subscription[T] {
-	t.Helper()
-	sub, err := b.Subscribe(1024, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
-	return sub
-}
-
-// awaitTopic waits up to 2 minutes for an event ok accepts.
-func awaitTopic[T any](t *testing.T, sub *bus.Subscription[T], what string, ok func(T) bool) {
-	t.Helper()
-	timeout := time.After(2 * time.Minute)
-	var seen []T
-	for {
-		select {
-		case ev, open := <-sub.Events():
-			if !open {
-				t.Fatalf("%s: subscription ended: %v", what, sub.Err())
-			}
-			if ok(ev) {
-				return
-			}
-			seen = append(seen, ev)
-		case <-timeout:
-			t.Fatalf("%s: not in 2 minutes; got %+v", what, seen)
-		}
-	}
 }

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
+	"berth.dev/berth/internal/bus/redisbus/redisbustest"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/ledger"
@@ -41,14 +41,11 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = other.Close() }()
-	bidengine := bridge[status.BidEngine](t, other, TopicBidEngineStatus)
-	cluster := bridge[status.Cluster](t, other, TopicClusterStatus)
-	manifest := bridge[status.Manifest](t, other, TopicManifestStatus)
-	inventory := bridge[status.Inventory](t, other, TopicInventoryStatus)
-	bids, err := bidengine.Subscribe(1024, nil) // ~3 events a second until Redis is killed
-	if err != nil {
-		t.Fatal(err)
-	}
+	bidengine := redisbustest.Topic[status.BidEngine](t, other, TopicBidEngineStatus)
+	cluster := redisbustest.Topic[status.Cluster](t, other, TopicClusterStatus)
+	manifest := redisbustest.Topic[status.Manifest](t, other, TopicManifestStatus)
+	inventory := redisbustest.Topic[status.Inventory](t, other, TopicInventoryStatus)
+	bids := redisbustest.Subscribe(t, bidengine) // ~3 events a second until Redis is killed
 
 	c := l.Client(t)
 	me, tenant := l.Address(t, "provider"), l.Address(t, "tenant")
@@ -68,10 +65,10 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 
 	// The bid shows in the other process: one order decided, one reservation pending.
 	bidOn(11)
-	waitEvent(t, bids, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
-	waitEvent(t, subscribe(t, inventory), "the inventory's status with the reservation", func(s status.Inventory) bool { return len(s.Pending) == 1 })
-	waitEvent(t, subscribe(t, cluster), "the cluster's status with the reservation", func(s status.Cluster) bool { return len(s.Inventory.Pending) == 1 })
-	waitEvent(t, subscribe(t, manifest), "the manifest's status", func(s status.Manifest) bool { return s.Deployments == 0 })
+	redisbustest.Await(t, bids, 30*time.Second, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
+	redisbustest.Await(t, redisbustest.Subscribe(t, inventory), 30*time.Second, "the inventory's status with the reservation", func(s status.Inventory) bool { return len(s.Pending) == 1 })
+	redisbustest.Await(t, redisbustest.Subscribe(t, cluster), 30*time.Second, "the cluster's status with the reservation", func(s status.Cluster) bool { return len(s.Inventory.Pending) == 1 })
+	redisbustest.Await(t, redisbustest.Subscribe(t, manifest), 30*time.Second, "the manifest's status", func(s status.Manifest) bool { return s.Deployments == 0 })
 
 	// Redis gone: the provider bids all the same, and counts what it could not send.
 	r.Kill()
@@ -123,62 +120,6 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 	}
 	if up := gauge(t, p.reg, "berth_bus_redis_up"); up != 1 {
 		t.Fatalf("berth_bus_redis_up = %v with Redis back", up)
-	}
-}
-
-// bridge receives topic from Redis into a local bus, until the test ends.
-func bridge[T any](t *testing.T, c *redisbus.Client, topic string) *bus.Bus[T] {
-	t.Helper()
-	local, err := bus.New[T](topic, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := redisbus.NewBridge(c, topic, local)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-b.Subscribed():
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not subscribed", topic)
-	}
-	return local
-}
-
-func subscribe[T any](t *testing.T, b *bus.Bus[T]) *bus.Subscription[T] {
-	t.Helper()
-	sub, err := b.Subscribe(64, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Close)
-	return sub
-}
-
-// waitEvent waits up to 30 s for an event that ok accepts.
-func waitEvent[T any](t *testing.T, sub *bus.Subscription[T], what string, ok func(T) bool) {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	var last []T
-	for {
-		select {
-		case ev, open := <-sub.Events():
-			if !open {
-				t.Fatalf("%s: subscription ended: %v", what, sub.Err())
-			}
-			if ok(ev) {
-				return
-			}
-			last = append(last, ev)
-		case <-timeout:
-			t.Fatalf("%s: not in 30 s; got %+v", what, last)
-		}
 	}
 }
 

@@ -147,10 +147,7 @@ func (s *Service) restart(p *process) bool {
 		s.fail(fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", o.Name, status, why, p.logPath, tail))
 		return false
 	}
-	backoff := o.Restart.Backoff << recent
-	if backoff > o.Restart.MaxBackoff || backoff <= 0 {
-		backoff = o.Restart.MaxBackoff
-	}
+	backoff := o.Restart.pause(recent)
 	o.Log.Error("process exited; restarting it", append(attrs, slog.Duration("in", backoff))...)
 	t := time.NewTimer(backoff)
 	defer t.Stop()

@@ -47,6 +47,16 @@ func (r *RestartPolicy) defaults() {
 	}
 }
 
+// pause is the wait before a restart after recent others within the window: Backoff
+// doubled for each, at most MaxBackoff.
+func (r *RestartPolicy) pause(recent int) time.Duration {
+	d := r.Backoff << recent
+	if d > r.MaxBackoff || d <= 0 {
+		d = r.MaxBackoff
+	}
+	return d
+}
+
 // restartable are the processes a control plane restarts (RestartPolicy says why).
 var restartable = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
 
@@ -129,10 +139,7 @@ func (cp *ControlPlane) exited(p *process) *process {
 		cp.fail(fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", p.name, status, why, p.logPath, tail))
 		return nil
 	}
-	backoff := cp.restart.Backoff << len(recent)
-	if backoff > cp.restart.MaxBackoff || backoff <= 0 {
-		backoff = cp.restart.MaxBackoff
-	}
+	backoff := cp.restart.pause(len(recent))
 	cp.log.Error("control plane process exited; restarting it", append(attrs, slog.Duration("in", backoff))...)
 	t := time.NewTimer(backoff)
 	defer t.Stop()
