@@ -6,6 +6,7 @@
 #   hack/tool.sh controller-gen
 #   hack/tool.sh protoc-gen-go
 #   hack/tool.sh protoc-gen-go-grpc
+#   hack/tool.sh helm
 set -euo pipefail
 
 case "${1:-}" in
@@ -25,8 +26,12 @@ protoc-gen-go-grpc)
 	pkg=google.golang.org/grpc/cmd/protoc-gen-go-grpc
 	version=v1.5.1
 	;;
+helm)
+	pkg=helm.sh/helm/v3/cmd/helm
+	version=v3.22.0
+	;;
 *)
-	echo "usage: hack/tool.sh golangci-lint|controller-gen|protoc-gen-go|protoc-gen-go-grpc" >&2
+	echo "usage: hack/tool.sh golangci-lint|controller-gen|protoc-gen-go|protoc-gen-go-grpc|helm" >&2
 	exit 2
 	;;
 esac

@@ -30,6 +30,7 @@ func newOperatorCommand() *cobra.Command {
 // operatorFlags are the flags every operator command takes.
 type operatorFlags struct {
 	config, kubeconfig, listen, logLevel string
+	check                                bool
 }
 
 func (f *operatorFlags) register(cmd *cobra.Command, file, listen string) {
@@ -38,6 +39,7 @@ func (f *operatorFlags) register(cmd *cobra.Command, file, listen string) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "the cluster's kubeconfig (default: the config's, else in-cluster)")
 	fl.StringVar(&f.listen, "listen", "", "address of /healthz, /readyz and /metrics (default: the config's, "+listen+")")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fl.BoolVar(&f.check, "check", false, "validate the settings (file, flags) and exit, connecting to nothing")
 }
 
 // load reads the file (if any) with decode, then the flags over it into *kubeconfig
@@ -93,6 +95,9 @@ func newHostnameOperatorCommand() *cobra.Command {
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
 			}
+			if f.check {
+				return printValid(cmd, f.config)
+			}
 			op, err := app.NewHostnameOperator(cfg, log, started(cmd, ""))
 			if err != nil {
 				return err
@@ -124,6 +129,9 @@ func newIPOperatorCommand() *cobra.Command {
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
+			}
+			if f.check {
+				return printValid(cmd, f.config)
 			}
 			op, err := app.NewIPOperator(cfg, log, started(cmd, ",usage"))
 			if err != nil {
@@ -161,6 +169,9 @@ func newInventoryOperatorCommand() *cobra.Command {
 			}
 			if err := cfg.Validate(); err != nil {
 				return usageError("%w", err)
+			}
+			if f.check {
+				return printValid(cmd, f.config)
 			}
 			op, _, err := app.NewInventoryOperator(cfg, log, started(cmd, ",inventory"))
 			if err != nil {

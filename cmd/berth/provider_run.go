@@ -14,6 +14,7 @@ import (
 
 func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 	var configPath, kubeconfig, metricsListen, logLevel, gatewayListen string
+	var check bool
 	cmd := &cobra.Command{
 		Use:   "run --config provider.yaml",
 		Short: "Run the provider: watch the ledger, bid on the orders the cluster can serve",
@@ -21,7 +22,11 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			"kept under --home), rebuilds its open bids and leases, catches up on open orders, and\n" +
 			"bids on the orders its cluster can serve at its configured prices. Settings come from\n" +
 			"the config file, then the environment (BERTH_HOME, BERTH_NODE, BERTH_FROM,\n" +
-			"BERTH_KUBECONFIG, BERTH_LOG_LEVEL, BERTH_BUS_REDIS), then flags. See docs/bidding.md.",
+			"BERTH_KUBECONFIG, BERTH_LOG_LEVEL, BERTH_BUS_REDIS), then flags. See docs/bidding.md.\n\n" +
+			"--check reads and validates the settings as run would (file, environment, flags) and\n" +
+			"exits: 0 and \"valid\" when run would start with them, 2 and the first wrong key otherwise.\n" +
+			"It connects to nothing (the ledger's own rules, such as the deposit's denomination, are\n" +
+			"checked at start).",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			cfg, err := app.LoadProviderConfig(configPath, os.Getenv)
@@ -49,6 +54,9 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
 				return usageError("log_level: %w", err)
+			}
+			if check {
+				return printValid(cmd, configPath)
 			}
 			// One provider per home: a second one would write the same state files.
 			lock, err := node.LockHome(cfg.Home, node.PartProvider)
@@ -81,5 +89,15 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 	fl.StringVar(&metricsListen, "metrics-listen", "", "serve Prometheus /metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.StringVar(&gatewayListen, "gateway-listen", "", "serve the tenant gateway (HTTPS) on this address (default: the config's gateway.listen, else 0.0.0.0:8443)")
 	fl.StringVar(&logLevel, "log-level", "", "debug, info, warn or error (default: the config's, else info)")
+	fl.BoolVar(&check, "check", false, "validate the settings and exit, connecting to nothing")
 	return cmd
+}
+
+// printValid says that a --check found the settings valid.
+func printValid(cmd *cobra.Command, file string) error {
+	if file == "" {
+		file = "the settings"
+	}
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: valid\n", file)
+	return err
 }
