@@ -34,6 +34,10 @@ ingressctl: ## build (or reuse) the ingress controller the routing tests run (Tr
 metallb: ## build (or reuse) the load-balancer IP allocator the IP operator tests run (MetalLB's controller)
 	@hack/metallb.sh >/dev/null
 
+.PHONY: helm
+helm: ## build (or reuse) helm, which the chart's tests render charts/berth with
+	@hack/tool.sh helm >/dev/null
+
 .PHONY: deps
 deps: ## install missing system packages (redis-server, jq, bc)
 	@hack/deps.sh
@@ -60,15 +64,17 @@ PROTOS := provider/v1/provider.proto \
 	k8s.io/apimachinery/pkg/api/resource/generated.proto
 
 .PHONY: generate
-generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the gRPC code in api/provider and api/akash (protogen)
+generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the chart's copy, the chart's values.yaml and values.schema.json (hack/chartgen), and the gRPC code in api/provider and api/akash (protogen)
 	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/v1/... && "$$cg" crd paths=./api/v1/... output:crd:dir=config/crd
+	cp config/crd/berth.dev_*.yaml charts/berth/crds/
+	go run ./hack/chartgen -chart charts/berth
 	go -C hack/protogen run . -root "$$PWD/api" -out "$$PWD/api" -go "$$(hack/tool.sh protoc-gen-go)" -go-grpc "$$(hack/tool.sh protoc-gen-go-grpc)" $(PROTOS)
 
 .PHONY: generate-check
 generate-check: generate ## fail if the generated files differ from what is committed
-	@if ! git diff --quiet -- api config/crd || [ -n "$$(git status --porcelain -- api config/crd)" ]; then \
-		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd; exit 1; fi
+	@if ! git diff --quiet -- api config/crd charts || [ -n "$$(git status --porcelain -- api config/crd charts)" ]; then \
+		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd charts; exit 1; fi
 
 .PHONY: test
-test: deps testbin ingressctl metallb fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
-	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" go test $(GO_TEST_FLAGS) ./...
+test: deps testbin ingressctl metallb helm fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
+	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" BERTH_HELM="$$(hack/tool.sh helm)" go test $(GO_TEST_FLAGS) ./...

@@ -118,7 +118,11 @@ func encodeValue(v reflect.Value, path string) (*yamlv3.Node, error) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return scalar("!!int", strconv.FormatUint(v.Uint(), 10)), nil
 	case reflect.Float32, reflect.Float64:
-		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, v.Type().Bits())), nil
+		f := strconv.FormatFloat(v.Float(), 'g', -1, v.Type().Bits())
+		if !strings.ContainsAny(f, ".eEnN") {
+			f += ".0" // "100" would read as an integer
+		}
+		return scalar("!!float", f), nil
 	}
 	return nil, fmt.Errorf("yaml: %s: cannot encode a %s", path, v.Type())
 }

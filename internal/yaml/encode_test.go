@@ -18,6 +18,7 @@ type encConfig struct {
 	N        int           `yaml:"n"`
 	U        uint32        `yaml:"u"`
 	F        float64       `yaml:"f"`
+	Whole    float64       `yaml:"whole"`
 	Wait     time.Duration `yaml:"wait"`
 	List     []string      `yaml:"list"`
 	Empty    []string      `yaml:"empty"`
@@ -40,7 +41,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 	tricky := []string{"", "yes", "no", "true", "1", "0x10", "1e3", "~", "null", "a: b", "#x", "- y", "[z]", "{w}", "'q'", `"d"`, "line\nbreak", " lead", "trail ", "tab\there", "ünï", "*alias", "&anchor", "!tag", "%dir", "@at", "`tick`", "|", ">"}
 	for _, s := range tricky {
 		v := defaults()
-		v.Text, v.Flag, v.N, v.U, v.F, v.Wait = s, true, -42, 7, 0.0002, 90*time.Second
+		v.Text, v.Flag, v.N, v.U, v.F, v.Whole, v.Wait = s, true, -42, 7, 0.0002, 100, 90*time.Second
 		v.List, v.Empty, v.Kept = []string{s, "x"}, []string{}, nil
 		v.Inner.Rates = map[string]string{"*": "1", s: s, "beta3": "0.01"}
 		v.Items = []encInner{{Name: s}, {Name: "b", Rates: map[string]string{}}}
@@ -60,7 +61,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q: round trip\n got %+v\nwant %+v\n%s", s, got, want, b)
 		}
-		if strings.Contains(string(b), "nil_ptr") || strings.Contains(string(b), "kept") {
+		if strings.Contains(string(b), "!!") || strings.Contains(string(b), "nil_ptr") || strings.Contains(string(b), "kept") {
 			t.Fatalf("%q: nil values written:\n%s", s, b)
 		}
 	}
