@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -20,58 +18,20 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chartspec"
-	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
-	"berth.dev/berth/internal/testenv"
 )
 
-const chartDir = "../../charts/berth"
+var chartDir = charttest.Dir()
 
-// helmBinary is helm (hack/tool.sh helm, $BERTH_HELM in make test).
-func helmBinary(t *testing.T) string {
+// render renders the chart with values over charttest.Values; it returns the documents.
+func render(t *testing.T, values ...map[string]any) ([]map[string]any, error) {
 	t.Helper()
-	if h := os.Getenv("BERTH_HELM"); h != "" {
-		return h
-	}
-	if h, err := exec.LookPath("helm"); err == nil {
-		return h
-	}
-	testenv.Require(t, fmt.Errorf("%w: helm: set BERTH_HELM=$(hack/tool.sh helm) (make test does)", localenv.ErrMissingDependency))
-	return ""
-}
-
-// baseValues are the values every render starts from: what the chart requires.
-func baseValues() map[string]any {
-	return map[string]any{
-		"image":    map[string]any{"repository": "registry.example.com/berth"},
-		"owner":    map[string]any{"address": "akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq7cdc78", "chainID": "akashnet-2"},
-		"provider": map[string]any{"settings": map[string]any{"node": "tcp://ledger.example.com:26657"}, "key": map[string]any{"json": `{"name":"provider"}`}},
-	}
-}
-
-// render runs helm template with values over baseValues; it returns the documents.
-func render(t *testing.T, helm string, values ...map[string]any) ([]map[string]any, error) {
-	t.Helper()
-	v := baseValues()
-	for _, o := range values {
-		merge(v, o)
-	}
-	b, err := yaml.Marshal(v)
+	out, err := charttest.Render(t, values...)
 	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "values.yaml")
-	if err := os.WriteFile(file, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(t.Context(), helm, "template", "rel", chartDir, "--namespace", "berth-system", "--values", file)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("helm template: %w: %s", err, stderr.String())
+		return nil, err
 	}
 	var docs []map[string]any
 	dec := yamlv3.NewDecoder(bytes.NewReader(out))
@@ -90,20 +50,7 @@ func render(t *testing.T, helm string, values ...map[string]any) ([]map[string]a
 	return docs, nil
 }
 
-// merge sets o's leaves into v (maps merged, everything else replaced).
-func merge(v, o map[string]any) {
-	for k, ov := range o {
-		if om, ok := ov.(map[string]any); ok {
-			if vm, ok := v[k].(map[string]any); ok {
-				merge(vm, om)
-				continue
-			}
-			v[k] = deepCopy(om)
-			continue
-		}
-		v[k] = ov
-	}
-}
+var merge = charttest.Merge
 
 func deepCopy(m map[string]any) map[string]any {
 	out := map[string]any{}
@@ -286,7 +233,7 @@ var operatorChanges = map[string]map[string]change{
 // exactly as the same setting written by hand — and `berth … --check` accepts that
 // file; a setting the binary does not read is refused by helm, naming it.
 func TestChartSettingsReachTheBinary(t *testing.T) {
-	helm := helmBinary(t)
+	charttest.Helm(t) // skipped here when missing
 	defaults := chartspec.Defaults()
 	type process struct {
 		name, configMap, key string
@@ -347,7 +294,7 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 	}
 	for _, p := range processes {
 		t.Run(p.name, func(t *testing.T) {
-			base, err := render(t, helm, p.values(map[string]any{}))
+			base, err := render(t, p.values(map[string]any{}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -363,7 +310,7 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 				}
 				settings := at(path, c.value)
 				merge(settings, c.also)
-				docs, err := render(t, helm, p.values(deepCopy(settings)), c.chart)
+				docs, err := render(t, p.values(deepCopy(settings)), c.chart)
 				if err != nil {
 					t.Errorf("%s = %v: %v", path, c.value, err)
 					continue
@@ -408,7 +355,7 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 				}
 			}
 			// A setting the binary does not read: refused, named.
-			if _, err := render(t, helm, p.values(map[string]any{"no_such_setting": 1})); err == nil || !strings.Contains(err.Error(), "no_such_setting") {
+			if _, err := render(t, p.values(map[string]any{"no_such_setting": 1})); err == nil || !strings.Contains(err.Error(), "no_such_setting") {
 				t.Errorf("an unknown setting: %v", err)
 			}
 		})
@@ -418,8 +365,8 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 // TestChartRBAC: the chart's roles are config/'s, rule for rule (the files the RBAC
 // tests run each process with).
 func TestChartRBAC(t *testing.T) {
-	helm := helmBinary(t)
-	docs, err := render(t, helm, at("operators.ip.enabled", true), at("operators.ip.settings.pool", "leased-ips"))
+	charttest.Helm(t) // skipped here when missing
+	docs, err := render(t, at("operators.ip.enabled", true), at("operators.ip.settings.pool", "leased-ips"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -529,7 +476,7 @@ func operatorValues(name string) map[string]struct {
 // TestChartValues: every value of the chart (its settings aside) changes what it
 // renders where it should; values.yaml has no value the test does not know.
 func TestChartValues(t *testing.T) {
-	helm := helmBinary(t)
+	charttest.Helm(t) // skipped here when missing
 	b, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -583,7 +530,7 @@ func TestChartValues(t *testing.T) {
 		}
 	}
 	for path, c := range chartValues {
-		docs, err := render(t, helm, at(path, c.value), c.also)
+		docs, err := render(t, at(path, c.value), c.also)
 		if err != nil {
 			t.Errorf("%s = %v: %v", path, c.value, err)
 			continue
@@ -599,7 +546,7 @@ func TestChartValues(t *testing.T) {
 					o["enabled"] = true
 				}
 			}
-			docs, err := render(t, helm, map[string]any{"operators": map[string]any{name: o}})
+			docs, err := render(t, map[string]any{"operators": map[string]any{name: o}})
 			if err != nil {
 				t.Errorf("operators.%s.%s: %v", name, k, err)
 				continue

@@ -76,7 +76,6 @@ func readKustomization(t *testing.T, dir string) kustomization {
 // folders its kustomization lists, in order (generated ConfigMaps left out).
 func readConfig(t *testing.T, dir string) []configObject {
 	t.Helper()
-	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 	var out []configObject
 	for _, r := range readKustomization(t, dir).Resources {
 		path := filepath.Join(dir, r)
@@ -88,31 +87,39 @@ func readConfig(t *testing.T, dir string) []configObject {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(f))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			j, err := yaml.YAMLToJSON(doc)
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
-				continue // comments only
-			}
-			obj, _, err := strict.Decode(j, nil, nil)
-			if err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-			out = append(out, configObject{file: path, json: j, obj: obj})
-		}
+		out = append(out, decodeManifests(t, path, f)...)
 		_ = f.Close()
 	}
 	return out
+}
+
+// decodeManifests reads the YAML documents of r (from file), strictly.
+func decodeManifests(t *testing.T, file string, r io.Reader) []configObject {
+	t.Helper()
+	strict := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	var out []configObject
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		j, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+			continue // comments only
+		}
+		obj, _, err := strict.Decode(j, nil, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		out = append(out, configObject{file: file, json: j, obj: obj})
+	}
 }
 
 // applyConfig server-side applies config objects as the cluster's admin (dryRun: the

@@ -28,6 +28,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
@@ -129,6 +130,35 @@ func parseGroup(t *testing.T, text string) market.ManifestGroup {
 // be refused, and every verb on every resource the roles grant must have been used.
 // What berth never does is checked to be forbidden.
 func TestRBAC(t *testing.T) {
+	runProviderRBAC(t, readConfig(t, "../../config/rbac"), "config/rbac")
+}
+
+// TestChartProviderRBAC is TestRBAC with the service account and roles the Helm chart
+// installs (charts/berth, rendered by helm): the provider runs under them with no
+// request refused, and uses every permission they grant.
+func TestChartProviderRBAC(t *testing.T) {
+	out, err := charttest.Render(t, map[string]any{"operators": map[string]any{
+		"hostname": map[string]any{"enabled": false}, "inventory": map[string]any{"enabled": false}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []configObject
+	for _, o := range decodeManifests(t, "charts/berth", bytes.NewReader(out)) {
+		switch o.obj.(type) {
+		case *corev1.ServiceAccount, *rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding:
+			objs = append(objs, o)
+		}
+	}
+	// The release's namespace (helm install --create-namespace, or made by hand).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: charttest.Namespace}}
+	if _, err := testenv.Cluster(t).Clientset(t).CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	runProviderRBAC(t, objs, "the chart's roles")
+}
+
+// runProviderRBAC is TestRBAC with objs: the provider's service account and roles.
+func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	k := testenv.Cluster(t)
 	ctx := t.Context()
 	admin := k.Clientset(t)
@@ -136,7 +166,6 @@ func TestRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := readConfig(t, "../../config/rbac")
 	sa := providerAccount(t, objs)
 	// The installer role names exactly the CRDs berth installs.
 	for _, o := range objs {
@@ -591,5 +620,5 @@ func TestRBAC(t *testing.T) {
 	if r := calls.Refused(); len(r) > 0 {
 		t.Errorf("requests refused to %s: %q", sa.Name, r)
 	}
-	calls.CheckGrants(t, granted, "config/rbac", false)
+	calls.CheckGrants(t, granted, what, false)
 }
