@@ -537,6 +537,13 @@ func TestChartValues(t *testing.T) {
 		}
 		check(path, docs, c.kind, c.name, c.want, c.absent)
 	}
+	// No gateway (a provider that only bids): no gateway ports, no gateway Service.
+	docs, err := render(t, at("provider.settings.gateway", map[string]any{"listen": "", "grpc_listen": ""}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("no gateway", docs, "Service", "rel-gateway", "", true)
+	check("no gateway", docs, "Deployment", "rel-provider", `"readinessProbe":{"periodSeconds":10,"tcpSocket":{"port":"metrics"}}`, false)
 	for _, name := range []string{"hostname", "ip", "inventory"} {
 		for k, c := range operatorValues(name) {
 			o := map[string]any{k: c.value}
