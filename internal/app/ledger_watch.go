@@ -20,8 +20,9 @@ type ledgerWatch struct {
 	every  time.Duration
 	log    *slog.Logger
 
-	mu  sync.Mutex
-	cur status.Ledger
+	mu   sync.Mutex
+	cur  status.Ledger
+	last int64 // the last height the node reported
 }
 
 func newLedgerWatch(node string, height func(context.Context) (int64, error), log *slog.Logger) *ledgerWatch {
@@ -44,13 +45,16 @@ func (w *ledgerWatch) run(ctx context.Context) error {
 
 func (w *ledgerWatch) check(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, w.every)
-	_, err := w.height(cctx)
+	h, err := w.height(cctx)
 	cancel()
 	if ctx.Err() != nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err == nil {
+		w.last = h
+	}
 	was := w.cur.Reachable
 	w.cur.Reachable, w.cur.Error = err == nil, ""
 	if err != nil {
@@ -66,6 +70,13 @@ func (w *ledgerWatch) check(ctx context.Context) {
 			slog.Duration("after", time.Since(w.cur.Since).Round(time.Millisecond)))
 		w.cur.Since = time.Now()
 	}
+}
+
+// latest is the last height the node reported (0 before the first check).
+func (w *ledgerWatch) latest() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }
 
 func (w *ledgerWatch) state() status.Ledger {

@@ -59,6 +59,8 @@ type Provider struct {
 	// (nil once it has); ledger checks the ledger node for /status.
 	early  *startupServer
 	ledger *ledgerWatch
+	// readyClock measures berth_lease_ready_seconds.
+	readyClock *leaseReadyClock
 	// remote, with bus.redis, carries the status topics to other processes.
 	remote *redisbus.Client
 }
@@ -129,12 +131,14 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	p.unhealthy, p.unhealthyOn, p.unhealthyTick = cluster.NewUnhealthy(window), window > 0, time.Minute
+	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
 	rc, err := kubeConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: c.ChainID()}
 	if p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s kube.LeaseStatus) {
+		p.readyClock.observe(s)
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
 		} else {
@@ -204,6 +208,9 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		if err := p.reg.Register(c); err != nil {
 			return fail(fmt.Errorf("metrics: %w", err))
 		}
+	}
+	if err := p.registerProviderMetrics(); err != nil {
+		return fail(fmt.Errorf("metrics: %w", err))
 	}
 	if metricsListen != "" {
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {

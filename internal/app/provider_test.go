@@ -337,7 +337,10 @@ func TestProviderRun(t *testing.T) {
 	wants := []string{`berth_bid_decisions_total{reason="priced",result="bid"} 3`, `berth_bid_decisions_total{reason="leased",result="won"} 3`,
 		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 3`,
 		`berth_manifests_received_total{outcome="accepted"} 2`, `berth_manifests_received_total{outcome="invalid"} 1`, "provider_deployment_manager 0", "provider_order_manager 0",
-		`provider_order_handler_total{action="start"} 3`, `provider_order_handler_total{action="stop"} 3`, "provider_manifest_manager 0", "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total"}
+		`provider_order_handler_total{action="start"} 3`, `provider_order_handler_total{action="stop"} 3`, "provider_manifest_manager 0", "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total",
+		// One lease became ready (the stuck one never did); the ledger answers; the
+		// balance is above its reserve; the process's own metrics.
+		"berth_lease_ready_seconds_count 1", "berth_ledger_reachable 1", "berth_balance_low 0", "# HELP berth_ledger_height", "# HELP go_goroutines", "# HELP process_start_time_seconds"}
 	var missing []string
 	metricsHave := func(body []byte) bool {
 		missing = missing[:0]

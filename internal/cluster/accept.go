@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"berth.dev/berth/internal/market"
 )
@@ -116,6 +117,9 @@ func (m *Manager) endAccept(leases []LeaseManifest, version []byte, n int) error
 			}
 			closed = fmt.Errorf("lease %s: %w", id, ErrLeaseClosed)
 			continue
+		}
+		if l := m.leaseLocked(id); l != nil && l.state.Version == nil {
+			l.firstManifest = time.Now()
 		}
 		m.setManifestLocked(id, version, leases[i].Group)
 	}

@@ -112,6 +112,9 @@ type leaseState struct {
 	// gen counts changes of what the lease must run (manifest, routes): a sync
 	// reports the lease deployed only if none happened while it applied.
 	gen uint64
+	// firstManifest is when the lease's first manifest was accepted (zero for a lease
+	// rebuilt at start, whose first manifest came before).
+	firstManifest time.Time
 }
 
 // NewManager returns a manager; it starts nothing.
@@ -341,6 +344,19 @@ func (m *Manager) setManifestLocked(id market.LeaseID, version []byte, group mar
 	l.state.Phase, l.state.Attempts, l.state.Error = PhaseDeploying, 0, ""
 	m.reapplyLocked(m.routes.set(id, RoutesOf(&group)))
 	m.enqueueLocked(id)
+}
+
+// FirstManifestAt is when the lease's first manifest was accepted by this process
+// (false for a lease rebuilt at start, or without a manifest yet): where its time to
+// first ready starts.
+func (m *Manager) FirstManifestAt(id market.LeaseID) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[id]
+	if !ok || l.firstManifest.IsZero() {
+		return time.Time{}, false
+	}
+	return l.firstManifest, true
 }
 
 // LeaseClosed tears a lease down (whether or not it had a manifest). Before Run has
