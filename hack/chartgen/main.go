@@ -1,8 +1,9 @@
 // Command chartgen writes the parts of charts/berth that follow from berth's code
 // (make generate): values.yaml, from values.yaml.tmpl with each process's settings at
-// the binary's own defaults, and values.schema.json, whose settings' schemas come from
+// the binary's own defaults; values.schema.json, whose settings' schemas come from
 // the configuration types, so that a key the binary does not read (a typo) fails
-// `helm install` instead of being silently ignored.
+// `helm install` instead of being silently ignored; and the Grafana dashboard
+// (dashboards/berth.json).
 //
 //	go run ./hack/chartgen -chart charts/berth
 package main
@@ -18,6 +19,7 @@ import (
 	"text/template"
 
 	"berth.dev/berth/internal/chartspec"
+	"berth.dev/berth/internal/grafana"
 	"berth.dev/berth/internal/yaml"
 )
 
@@ -60,5 +62,15 @@ func run(dir string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, "values.schema.json"), append(schema, '\n'), 0o644) //nolint:gosec // as above
+	if err := os.WriteFile(filepath.Join(dir, "values.schema.json"), append(schema, '\n'), 0o644); err != nil { //nolint:gosec // as above
+		return err
+	}
+	dash, err := json.MarshalIndent(grafana.Dashboard(), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "dashboards"), 0o755); err != nil { //nolint:gosec // a source directory
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "dashboards", "berth.json"), append(dash, '\n'), 0o644) //nolint:gosec // as above
 }

@@ -127,6 +127,13 @@ func Schema() map[string]any {
 		"bus":            object(map[string]any{"existingSecret": str}),
 		"redis":          object(map[string]any{"enabled": boolean, "image": str, "resources": anyObject}),
 		"serviceMonitor": object(map[string]any{"enabled": boolean, "interval": str, "labels": anyObject}),
+		"grafana":        object(map[string]any{"dashboard": object(map[string]any{"enabled": boolean, "labels": anyObject})}),
+		"prometheusRule": object(map[string]any{"enabled": boolean, "labels": anyObject,
+			"noBidsFor":               map[string]any{"type": "string", "pattern": "^[0-9]+[smhd]$"},
+			"leaseReadyP99Seconds":    map[string]any{"type": "number", "exclusiveMinimum": 0},
+			"manifestTimeoutsPerHour": map[string]any{"type": "number", "minimum": 0},
+			"ledgerBehindBlocks":      map[string]any{"type": "integer", "minimum": 1},
+			"inventoryStaleSeconds":   map[string]any{"type": "number", "exclusiveMinimum": 0}}),
 	})
 	s["$schema"] = "http://json-schema.org/draft-07/schema#"
 	s["title"] = "berth chart values"
