@@ -38,6 +38,10 @@ metallb: ## build (or reuse) the load-balancer IP allocator the IP operator test
 helm: ## build (or reuse) helm, which the chart's tests render charts/berth with
 	@hack/tool.sh helm >/dev/null
 
+.PHONY: promtool
+promtool: ## build (or reuse) Prometheus's promtool, which checks and unit-tests the chart's alert rules and the dashboard's queries
+	@hack/tool.sh promtool >/dev/null
+
 .PHONY: deps
 deps: ## install missing system packages (redis-server, jq, bc)
 	@hack/deps.sh
@@ -76,5 +80,5 @@ generate-check: generate ## fail if the generated files differ from what is comm
 		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd charts; exit 1; fi
 
 .PHONY: test
-test: deps testbin ingressctl metallb helm fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
-	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" BERTH_HELM="$$(hack/tool.sh helm)" go test $(GO_TEST_FLAGS) ./...
+test: deps testbin ingressctl metallb helm promtool fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
+	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" BERTH_HELM="$$(hack/tool.sh helm)" BERTH_PROMTOOL="$$(hack/tool.sh promtool)" go test $(GO_TEST_FLAGS) ./...

@@ -7,6 +7,7 @@
 #   hack/tool.sh protoc-gen-go
 #   hack/tool.sh protoc-gen-go-grpc
 #   hack/tool.sh helm
+#   hack/tool.sh promtool
 set -euo pipefail
 
 case "${1:-}" in
@@ -30,8 +31,12 @@ helm)
 	pkg=helm.sh/helm/v3/cmd/helm
 	version=v3.22.0
 	;;
+promtool)
+	pkg=github.com/prometheus/prometheus/cmd/promtool
+	version=v0.316.0
+	;;
 *)
-	echo "usage: hack/tool.sh golangci-lint|controller-gen|protoc-gen-go|protoc-gen-go-grpc|helm" >&2
+	echo "usage: hack/tool.sh golangci-lint|controller-gen|protoc-gen-go|protoc-gen-go-grpc|helm|promtool" >&2
 	exit 2
 	;;
 esac

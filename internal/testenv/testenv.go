@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -148,6 +149,20 @@ func Redis(t testing.TB) *localenv.RedisServer {
 	Require(t, err)
 	t.Cleanup(r.Stop)
 	return r
+}
+
+// Tool is a tool binary a test runs: $env, else name on the PATH; missing, the test
+// is skipped saying how to get it (hint), or failed with CI=true.
+func Tool(t testing.TB, env, name, hint string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	Require(t, fmt.Errorf("%w: %s: %s", localenv.ErrMissingDependency, name, hint))
+	return ""
 }
 
 // Require ends the test when err is not nil: a missing dependency skips it with the

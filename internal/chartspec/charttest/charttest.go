@@ -13,7 +13,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -33,14 +32,7 @@ func Dir() string {
 // skipped (failed with CI=true).
 func Helm(t *testing.T) string {
 	t.Helper()
-	if h := os.Getenv("BERTH_HELM"); h != "" {
-		return h
-	}
-	if h, err := exec.LookPath("helm"); err == nil {
-		return h
-	}
-	testenv.Require(t, fmt.Errorf("%w: helm: set BERTH_HELM=$(hack/tool.sh helm) (make test does)", localenv.ErrMissingDependency))
-	return ""
+	return testenv.Tool(t, "BERTH_HELM", "helm", "set BERTH_HELM=$(hack/tool.sh helm) (make test does)")
 }
 
 // Values are the values every render starts from: what the chart requires.
