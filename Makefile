@@ -68,7 +68,7 @@ PROTOS := provider/v1/provider.proto \
 	k8s.io/apimachinery/pkg/api/resource/generated.proto
 
 .PHONY: generate
-generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the chart's copy, the chart's values.yaml and values.schema.json (hack/chartgen), and the gRPC code in api/provider and api/akash (protogen)
+generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controller-gen) and the chart's copy, the chart's values.yaml, values.schema.json, dashboard and docs/helm-values.md (hack/chartgen), and the gRPC code in api/provider and api/akash (protogen)
 	cg="$$(hack/tool.sh controller-gen)"; "$$cg" object paths=./api/v1/... && "$$cg" crd paths=./api/v1/... output:crd:dir=config/crd
 	cp config/crd/berth.dev_*.yaml charts/berth/crds/
 	go run ./hack/chartgen -chart charts/berth
@@ -76,8 +76,8 @@ generate: ## regenerate api/v1's deepcopy code, the CRDs in config/crd (controll
 
 .PHONY: generate-check
 generate-check: generate ## fail if the generated files differ from what is committed
-	@if ! git diff --quiet -- api config/crd charts || [ -n "$$(git status --porcelain -- api config/crd charts)" ]; then \
-		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd charts; exit 1; fi
+	@if ! git diff --quiet -- api config/crd charts docs/helm-values.md || [ -n "$$(git status --porcelain -- api config/crd charts docs/helm-values.md)" ]; then \
+		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd charts docs/helm-values.md; exit 1; fi
 
 .PHONY: test
 test: deps testbin ingressctl metallb helm promtool fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race

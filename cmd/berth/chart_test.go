@@ -521,6 +521,16 @@ func TestChartValues(t *testing.T) {
 		}
 	}
 	walk("", values)
+	// The values reference lists them all.
+	ref, err := os.ReadFile("../../docs/helm-values.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range known {
+		if !strings.Contains(string(ref), "`"+path+"`") {
+			t.Errorf("docs/helm-values.md lacks %s (make generate)", path)
+		}
+	}
 
 	check := func(what string, docs []map[string]any, kind, name, want string, absent bool) {
 		t.Helper()

@@ -3,7 +3,7 @@
 // the binary's own defaults; values.schema.json, whose settings' schemas come from
 // the configuration types, so that a key the binary does not read (a typo) fails
 // `helm install` instead of being silently ignored; and the Grafana dashboard
-// (dashboards/berth.json).
+// (dashboards/berth.json); and docs/helm-values.md, the values' reference.
 //
 //	go run ./hack/chartgen -chart charts/berth
 package main
@@ -25,12 +25,15 @@ import (
 
 func main() {
 	chart := flag.String("chart", "charts/berth", "the chart's directory")
+	docs = flag.String("docs", "docs/helm-values.md", "the values reference to write")
 	flag.Parse()
 	if err := run(*chart); err != nil {
 		fmt.Fprintln(os.Stderr, "chartgen:", err)
 		os.Exit(1)
 	}
 }
+
+var docs *string
 
 func run(dir string) error {
 	tmpl, err := template.New("values.yaml.tmpl").Funcs(template.FuncMap{
@@ -56,6 +59,13 @@ func run(dir string) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "values.yaml"), values.Bytes(), 0o644); err != nil { //nolint:gosec // a chart file, world-readable like the rest of the source
+		return err
+	}
+	ref, err := chartspec.ValuesReference(values.Bytes())
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*docs, []byte(ref), 0o644); err != nil { //nolint:gosec // documentation
 		return err
 	}
 	schema, err := json.MarshalIndent(chartspec.Schema(), "", "  ")
