@@ -62,7 +62,7 @@ func ValuesReference(values []byte) (string, error) {
 func walkValues(path string, k, v *yamlv3.Node, rows *[]string) error {
 	name := path[strings.LastIndex(path, ".")+1:]
 	if ref, ok := settingsRef[path]; ok {
-		*rows = append(*rows, fmt.Sprintf("| `%s` | the binary's | %s |\n", path, ref))
+		*rows = append(*rows, fmt.Sprintf("| %#q | the binary's | %s |\n", path, ref))
 		return nil
 	}
 	if v.Kind == yamlv3.MappingNode && len(v.Content) > 0 && !opaque[name] && v.Style&yamlv3.FlowStyle == 0 {
@@ -85,7 +85,7 @@ func walkValues(path string, k, v *yamlv3.Node, rows *[]string) error {
 		return err
 	}
 	meaning := strings.TrimSpace(comment(k.HeadComment) + " " + comment(v.LineComment))
-	*rows = append(*rows, fmt.Sprintf("| `%s` | `%s` | %s |\n", path, strings.ReplaceAll(string(def), "|", "\\|"), strings.ReplaceAll(meaning, "|", "\\|")))
+	*rows = append(*rows, fmt.Sprintf("| %#q | %#q | %s |\n", path, strings.ReplaceAll(string(def), "|", "\\|"), strings.ReplaceAll(meaning, "|", "\\|")))
 	return nil
 }
 
