@@ -16,6 +16,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -149,6 +150,16 @@ func applyConfig(t *testing.T, cs kubernetes.Interface, objs []configObject, dry
 			_, err = cs.RbacV1().ClusterRoleBindings().Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
 		case *appsv1.Deployment:
 			_, err = cs.AppsV1().Deployments(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
+		case *corev1.ConfigMap:
+			_, err = cs.CoreV1().ConfigMaps(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
+		case *corev1.Secret:
+			_, err = cs.CoreV1().Secrets(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
+		case *rbacv1.Role:
+			_, err = cs.RbacV1().Roles(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
+		case *rbacv1.RoleBinding:
+			_, err = cs.RbacV1().RoleBindings(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
+		case *policyv1.PodDisruptionBudget:
+			_, err = cs.PolicyV1().PodDisruptionBudgets(v.Namespace).Patch(ctx, v.Name, types.ApplyPatchType, o.json, opts)
 		default:
 			t.Fatalf("%s: no test knows how to apply a %T", o.file, o.obj)
 		}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,89 @@ func TestChartProviderRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	runProviderRBAC(t, objs, "the chart's roles")
+}
+
+// TestChartOnTheAPIServer: everything the chart renders (the provider, the three
+// operators, the reference Redis) is accepted by the real API server (a server-side
+// dry run of every object); its roles, applied, give each operator's service account
+// exactly its rules — the cluster's, the leader-election Lease's in the release's
+// namespace, the IP operator's MetalLB pools' — and not what it lacks.
+func TestChartOnTheAPIServer(t *testing.T) {
+	out, err := charttest.Render(t, map[string]any{"redis": map[string]any{"enabled": true}, "operators": map[string]any{
+		"ip": map[string]any{"enabled": true, "settings": map[string]any{"pool": "leased-ips"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeManifests(t, "charts/berth", bytes.NewReader(out))
+	k := testenv.Cluster(t)
+	admin := k.Clientset(t)
+	ctx := t.Context()
+	for _, ns := range []string{charttest.Namespace, "metallb-system"} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	applyConfig(t, admin, objs, true)
+	var rbac []configObject
+	rules := map[string][]rbacv1.PolicyRule{} // by service account
+	for _, o := range objs {
+		switch v := o.obj.(type) {
+		case *corev1.ServiceAccount, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding:
+			rbac = append(rbac, o)
+		case *rbacv1.ClusterRole:
+			rbac = append(rbac, o)
+			rules[v.Labels["app.kubernetes.io/component"]] = v.Rules
+		}
+	}
+	applyConfig(t, admin, rbac, false)
+	allowed := func(user string, attr authorizationv1.ResourceAttributes) bool {
+		r, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + charttest.Namespace}, ResourceAttributes: &attr}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Status.Allowed
+	}
+	for _, name := range []string{"hostname", "ip", "inventory"} {
+		component := name + "-operator"
+		user := "system:serviceaccount:" + charttest.Namespace + ":" + charttest.Release + "-" + component
+		want := []authorizationv1.ResourceAttributes{}
+		for _, r := range rules[component] {
+			for _, res := range r.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				for _, verb := range r.Verbs {
+					want = append(want, authorizationv1.ResourceAttributes{Group: r.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb})
+				}
+			}
+		}
+		for _, verb := range []string{"get", "create", "update"} {
+			want = append(want, authorizationv1.ResourceAttributes{Namespace: charttest.Namespace, Group: "coordination.k8s.io", Resource: "leases", Verb: verb})
+		}
+		if name == "ip" {
+			want = append(want, authorizationv1.ResourceAttributes{Namespace: "metallb-system", Group: "metallb.io", Resource: "ipaddresspools", Verb: "list"})
+		}
+		if len(want) < 6 {
+			t.Fatalf("%s: %d permissions rendered", component, len(want))
+		}
+		// The authorizer sees new bindings a moment after they are written.
+		testenv.EventuallyNoError(t, 30*time.Second, component+"'s permissions in force", func() error {
+			for _, a := range want {
+				if !allowed(user, a) {
+					return fmt.Errorf("%s may not %s %s/%s (%s) in %q", user, a.Verb, a.Group, a.Resource, a.Subresource, a.Namespace)
+				}
+			}
+			return nil
+		})
+		for _, a := range []authorizationv1.ResourceAttributes{
+			{Resource: "secrets", Verb: "get", Namespace: charttest.Namespace},
+			{Resource: "nodes", Verb: "delete"},
+			{Group: "coordination.k8s.io", Resource: "leases", Verb: "delete", Namespace: charttest.Namespace},
+		} {
+			if allowed(user, a) {
+				t.Errorf("%s may %s %s: not in its rules", user, a.Verb, a.Resource)
+			}
+		}
+	}
 }
 
 // runProviderRBAC is TestRBAC with objs: the provider's service account and roles.
