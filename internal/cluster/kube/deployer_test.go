@@ -172,6 +172,19 @@ func TestDeployUpdateTeardown(t *testing.T) {
 		t.Fatal("no Manifest resource for the lease")
 	}
 
+	// Two more versions: the deployment controller keeps one old ReplicaSet, not a pile.
+	for i, image := range []string{"nginx:1.29", "nginx:1.30"} {
+		g.Services[0].Image = image
+		if err := d.Deploy(ctx, id, bytes.Repeat([]byte{byte(3 + i)}, 32), g, routesOf(g)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, image+" rolled out", running(image, 2))
+	}
+	eventually(t, "one old ReplicaSet kept", func() bool {
+		rs, err := cs.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: LabelService + "=web"})
+		return err == nil && len(rs.Items) == 2
+	})
+
 	if err := d.Teardown(ctx, id); err != nil {
 		t.Fatal(err)
 	}

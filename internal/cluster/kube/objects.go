@@ -161,10 +161,14 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 		})
 	} else {
 		zero, one := intstr.FromInt32(0), intstr.FromInt32(1)
+		// One old ReplicaSet kept (the version before, for a look or a rollback by
+		// hand): manifest updates leave no pile of them behind (Kubernetes keeps 10).
+		history := int32(1)
 		objs.Deployments = append(objs.Deployments, &appsv1.Deployment{
 			TypeMeta: typeMeta("apps/v1", "Deployment"), ObjectMeta: meta(svc.Name, LabelService, svc.Name),
 			Spec: appsv1.DeploymentSpec{
 				Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: selector}, Template: tmpl,
+				RevisionHistoryLimit: &history,
 				// No extra capacity during an update: replace one replica at a time.
 				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 					RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &one}},
