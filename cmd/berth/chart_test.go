@@ -173,6 +173,7 @@ var providerChanges = map[string]change{
 	"cluster.ingress_domain":                {value: "ingress.example.com"},
 	"cluster.egress_deny":                   {value: []any{"10.0.0.0/8"}},
 	"cluster.orphan_interval":               {value: "5m"},
+	"cluster.failed_pod_ttl":                {value: "1h"},
 	"cluster.orphan_dry_run":                {value: true},
 	"cluster.unhealthy_close_after":         {value: "2h"},
 	"cluster.deploy_concurrency":            {value: 8},

@@ -572,4 +572,13 @@ func (p *Provider) orphanPass(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		p.log.WarnContext(ctx, "orphan check incomplete", slog.String("error", err.Error()))
 	}
+	if ttl, _ := p.cfg.failedPodTTL(); ttl > 0 { // validated at start
+		removed, err := p.deploy.RemoveFailedPods(ctx, ttl)
+		if len(removed) > 0 {
+			p.log.InfoContext(ctx, "failed pods removed (their ReplicaSets replaced them)", slog.Any("pods", removed))
+		}
+		if err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "failed pods not all removed", slog.String("error", err.Error()))
+		}
+	}
 }

@@ -150,6 +150,9 @@ type ClusterConfig struct {
 	// EgressDeny lists CIDRs tenants may not reach (empty: the private ranges).
 	EgressDeny []string `yaml:"egress_deny"`
 	// OrphanInterval is how often lease namespaces are checked against the ledger;
+	// FailedPodTTL is how long after it failed a Deployment's pod (evicted, its node
+	// lost) is deleted ("0s": never).
+	FailedPodTTL string `yaml:"failed_pod_ttl"`
 	// OrphanDryRun only reports what would be removed.
 	OrphanInterval string `yaml:"orphan_interval"`
 	OrphanDryRun   bool   `yaml:"orphan_dry_run"`
@@ -295,7 +298,7 @@ func DefaultProviderConfig() ProviderConfig {
 	c.Inventory.MaxAge = "2m"
 	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
 	c.Balance = BalanceConfig{WithdrawPeriod: "1h", CheckInterval: "1m", LowFundsBlocks: balance.DefaultLowFundsBlocks}
-	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
+	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", FailedPodTTL: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
 
@@ -402,6 +405,9 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.orphanInterval(); err != nil {
 		return err
 	}
+	if _, err := c.failedPodTTL(); err != nil {
+		return err
+	}
 	if _, err := c.unhealthyWindow(); err != nil {
 		return err
 	}
@@ -491,6 +497,15 @@ func (c *ProviderConfig) orphanInterval() (time.Duration, error) {
 	d, err := time.ParseDuration(c.Cluster.OrphanInterval)
 	if err != nil || d < 10*time.Second {
 		return 0, fmt.Errorf("cluster.orphan_interval %q: want a duration of at least 10s (e.g. 10m)", c.Cluster.OrphanInterval)
+	}
+	return d, nil
+}
+
+// failedPodTTL is how long a failed Deployment pod is kept (0: for ever).
+func (c *ProviderConfig) failedPodTTL() (time.Duration, error) {
+	d, err := time.ParseDuration(c.Cluster.FailedPodTTL)
+	if err != nil || d < 0 || d > 30*24*time.Hour {
+		return 0, fmt.Errorf("cluster.failed_pod_ttl %q: want a duration from 0s (never) to 720h (e.g. 10m)", c.Cluster.FailedPodTTL)
 	}
 	return d, nil
 }

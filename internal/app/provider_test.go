@@ -105,6 +105,8 @@ inventory:
 		{"overcommit", "cluster:\n  overcommit: {cpu: 2000}\n", nil, "cluster.overcommit.cpu: 2000%"},
 		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
 		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
+		{"failed pods", "cluster:\n  failed_pod_ttl: -1s\n", nil, `cluster.failed_pod_ttl "-1s"`},
+		{"failed pods kept", "cluster:\n  failed_pod_ttl: 0s\n", nil, ""},
 		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
 		{"deploy concurrency", "cluster:\n  deploy_concurrency: 0\n", nil, "cluster.deploy_concurrency: 0 is outside 1–1024"},
 		{"ingress domain", "cluster: {ingress_domain: ingress.example.com}\n", nil, ""},

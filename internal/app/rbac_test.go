@@ -653,6 +653,40 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		t.Fatalf("manifest status %q after the update", p)
 	}
 
+	// A pod of the lease's Deployment that failed (evicted) is removed (its
+	// ReplicaSet has replaced it); the running ones stay.
+	var evicted string
+	testenv.EventuallyNoError(t, time.Minute, "a pod of the lease failed", func() error {
+		pods, err := admin.CoreV1().Pods(nsA).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if ref := metav1.GetControllerOf(p); ref == nil || ref.Kind != "ReplicaSet" || p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+			if _, err := admin.CoreV1().Pods(nsA).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				return err // changed meanwhile: again
+			}
+			evicted = p.Name
+			return nil
+		}
+		return errors.New("no running pod of a ReplicaSet")
+	})
+	removed, err := svc.deploy.RemoveFailedPods(ctx, 0)
+	if err != nil || !slices.Equal(removed, []string{nsA + "/" + evicted}) {
+		t.Fatalf("failed pods removed: %v, %v (want %s)", removed, err, evicted)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the evicted pod gone", func() error {
+		p, err := admin.CoreV1().Pods(nsA).Get(ctx, evicted, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) || err == nil && p.DeletionTimestamp != nil {
+			return nil
+		}
+		return fmt.Errorf("still there (%w)", err)
+	})
+
 	// The orphan check removes a lease the ledger no longer shows active.
 	mu.Lock()
 	closed[b] = true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -394,6 +395,57 @@ func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive
 		out = append(out, o)
 	}
 	return out, errors.Join(errs...)
+}
+
+// RemoveFailedPods deletes this provider's lease pods that failed (evicted, or their
+// node lost) at least olderThan ago and that a ReplicaSet replaces — a Deployment's:
+// Kubernetes keeps failed pods until thousands pile up across the cluster, so
+// providers ran clean-up jobs for them. Pods of StatefulSets (their controller replaces
+// them itself) and pods without a controller are left. It returns the pods deleted.
+func (d *Deployer) RemoveFailedPods(ctx context.Context, olderThan time.Duration) ([]string, error) {
+	list, err := d.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector(), FieldSelector: "status.phase=Failed"})
+	if err != nil {
+		return nil, fmt.Errorf("list failed pods: %w", err)
+	}
+	var out []string
+	var errs []error
+	for i := range list.Items {
+		p := &list.Items[i]
+		ref := metav1.GetControllerOf(p)
+		if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodFailed || !d.owner.Owns(p.Labels) || ref == nil || ref.Kind != "ReplicaSet" {
+			continue
+		}
+		if time.Since(failedAt(p)) < olderThan {
+			continue
+		}
+		uid := p.UID
+		err := d.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case err == nil:
+			out = append(out, p.Namespace+"/"+p.Name)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		default:
+			errs = append(errs, fmt.Errorf("delete failed pod %s/%s: %w", p.Namespace, p.Name, err))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// failedAt is when a pod failed, as well as it says: its latest condition change or
+// container end, else its creation.
+func failedAt(p *corev1.Pod) time.Time {
+	at := p.CreationTimestamp.Time
+	for _, c := range p.Status.Conditions {
+		if c.LastTransitionTime.After(at) {
+			at = c.LastTransitionTime.Time
+		}
+	}
+	for i := range p.Status.ContainerStatuses {
+		if t := p.Status.ContainerStatuses[i].State.Terminated; t != nil && t.FinishedAt.After(at) {
+			at = t.FinishedAt.Time
+		}
+	}
+	return at
 }
 
 var _ cluster.Deployer = (*Deployer)(nil)
