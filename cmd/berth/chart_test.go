@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -579,6 +580,22 @@ func TestChartValues(t *testing.T) {
 				continue
 			}
 			check("operators."+name+"."+k, docs, "Deployment", "rel-"+name+"-operator", c.want, c.absent)
+		}
+	}
+}
+
+// TestChartLint: helm lint --strict finds nothing to say of the chart, with the
+// required values and with everything optional turned on.
+func TestChartLint(t *testing.T) {
+	helm := charttest.Helm(t)
+	for _, values := range []map[string]any{{}, {
+		"redis": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true},
+		"grafana": map[string]any{"dashboard": map[string]any{"enabled": true}}, "prometheusRule": map[string]any{"enabled": true},
+		"operators": map[string]any{"ip": map[string]any{"enabled": true, "settings": map[string]any{"pool": "leased-ips"}}},
+	}} {
+		cmd := exec.CommandContext(t.Context(), helm, "lint", "--strict", chartDir, "--values", charttest.ValuesFile(t, values))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("helm lint --strict: %v\n%s", err, out)
 		}
 	}
 }

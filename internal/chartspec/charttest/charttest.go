@@ -44,10 +44,8 @@ func Values() map[string]any {
 	}
 }
 
-// Render runs helm template for Release in Namespace with Values and then each of
-// values merged over them, and returns the manifests (helm's error, with its message,
-// when it refuses the values).
-func Render(t *testing.T, values ...map[string]any) ([]byte, error) {
+// ValuesFile writes Values with each of values merged over them into a file.
+func ValuesFile(t *testing.T, values ...map[string]any) string {
 	t.Helper()
 	v := Values()
 	for _, o := range values {
@@ -61,6 +59,15 @@ func Render(t *testing.T, values ...map[string]any) ([]byte, error) {
 	if err := os.WriteFile(file, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return file
+}
+
+// Render runs helm template for Release in Namespace with Values and then each of
+// values merged over them, and returns the manifests (helm's error, with its message,
+// when it refuses the values).
+func Render(t *testing.T, values ...map[string]any) ([]byte, error) {
+	t.Helper()
+	file := ValuesFile(t, values...)
 	cmd := exec.CommandContext(t.Context(), Helm(t), "template", Release, Dir(), "--namespace", Namespace, "--values", file) //nolint:gosec // G204: the helm the test environment names
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
