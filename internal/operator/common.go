@@ -51,8 +51,9 @@ type ReconcileMetrics struct {
 
 // NewReconcileMetrics names the metrics berth_<prefix>_syncs_total,
 // berth_<prefix>_sync_duration_seconds and berth_<prefix>_<written>_writes_total; item
-// is what one reconcile is of, objects what is written (for the help texts).
-func NewReconcileMetrics(prefix, item, written, objects string) *ReconcileMetrics {
+// is what one reconcile is of, objects what is written and ops the write operations
+// (for the help texts).
+func NewReconcileMetrics(prefix, item, written, objects, ops string) *ReconcileMetrics {
 	return &ReconcileMetrics{
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_" + prefix + "_syncs_total", Help: item + " reconciles by result (ok, error).",
@@ -62,7 +63,7 @@ func NewReconcileMetrics(prefix, item, written, objects string) *ReconcileMetric
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
 		}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "berth_" + prefix + "_" + written + "_writes_total", Help: objects + " writes by operation (apply, delete) and result (ok, error).",
+			Name: "berth_" + prefix + "_" + written + "_writes_total", Help: objects + " writes by operation (" + ops + ") and result (ok, error).",
 		}, []string{"op", "result"}),
 	}
 }

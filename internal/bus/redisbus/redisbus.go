@@ -198,7 +198,7 @@ func newMetrics() *metrics {
 	}
 	return &metrics{
 		sent:         counter("sent_total", "Events published to Redis, by topic.", "topic"),
-		dropped:      counter("dropped_total", "Events not published to Redis, by topic and reason (queue_full: Redis too slow or gone for longer than the queue; redis_error: the PUBLISH failed).", "topic", "reason"),
+		dropped:      counter("dropped_total", "Events not published to Redis, by topic and reason (queue_full: Redis too slow or gone for longer than the queue; redis_error: the PUBLISH failed; encode: the event cannot be encoded).", "topic", "reason"),
 		received:     counter("received_total", "Events received from Redis, by topic.", "topic"),
 		lost:         counter("lost_total", "Times a topic's local subscribers were cut off because events may have been lost, by topic and reason (reconnect: the subscription's connection to Redis broke; gap: a publisher's sequence skipped).", "topic", "reason"),
 		decodeErrors: counter("decode_errors_total", "Messages on a topic's channel that are not berth's envelope of this version, by topic.", "topic"),

@@ -15,7 +15,7 @@ type Metrics struct {
 // NewMetrics registers the metrics with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		ReconcileMetrics: operator.NewReconcileMetrics("hostname", "Hostname", "route", "Route (Ingress or HTTPRoute)"),
+		ReconcileMetrics: operator.NewReconcileMetrics("hostname", "Hostname", "route", "Route (Ingress or HTTPRoute)", "apply, delete"),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_hostname_probes_total", Help: "Health probes of routed hostnames by result (ready, unready).",
 		}, []string{"result"}),

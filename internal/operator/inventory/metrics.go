@@ -25,7 +25,7 @@ type Metrics struct {
 
 // NewMetrics registers the metrics with reg (nil: not registered).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{ReconcileMetrics: operator.NewReconcileMetrics("inventory_operator", "Inventory report", "object", "Inventory report and node label"), reg: reg}
+	m := &Metrics{ReconcileMetrics: operator.NewReconcileMetrics("inventory_operator", "Inventory report", "object", "Inventory report and node label", "report: the Inventory, label: a node's labels"), reg: reg}
 	if reg != nil {
 		reg.MustRegister(m.Collectors()...)
 		reg.MustRegister(reportCollector{m})

@@ -153,7 +153,7 @@ type Metrics struct {
 // NewMetrics registers the metrics with reg (nil: not registered), the pool gauges
 // read from the controller at each scrape.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{ReconcileMetrics: operator.NewReconcileMetrics("ip", "Leased IP", "service", "LoadBalancer Service")}
+	m := &Metrics{ReconcileMetrics: operator.NewReconcileMetrics("ip", "Leased IP", "service", "LoadBalancer Service", "apply, delete")}
 	if reg != nil {
 		reg.MustRegister(append(m.Collectors(), usageCollector{m})...)
 	}
