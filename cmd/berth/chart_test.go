@@ -356,6 +356,7 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 					t.Errorf("%s = %v: berth %s: %v\n%s", path, c.value, strings.Join(args, " "), err, out)
 				}
 			}
+			t.Logf("%s: %d settings, each rendered with another value, read back and checked", p.name, len(settingPaths(p.typ, "")))
 			// A setting the binary does not read: refused, named.
 			if _, err := render(t, p.values(map[string]any{"no_such_setting": 1})); err == nil || !strings.Contains(err.Error(), "no_such_setting") {
 				t.Errorf("an unknown setting: %v", err)
