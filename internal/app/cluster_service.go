@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/wait"
 )
 
 // clusterService is the provider's side of the cluster: the inventory the bid engine
@@ -119,12 +120,8 @@ func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.L
 			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
 		}
 		log.WarnContext(ctx, "installing berth's CRDs: the API server does not answer; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, backoff) {
 			return nil
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}

@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
+	"berth.dev/berth/internal/wait"
 )
 
 // operatorRESTConfig loads an operator's kubeconfig ("": in-cluster).
@@ -169,12 +170,8 @@ func superviseOperator(ctx context.Context, name string, log *slog.Logger, run f
 			backoff = time.Second
 		}
 		log.ErrorContext(ctx, "operator stopped; restarting it", slog.String("operator", name), slog.Any("error", err), slog.Duration("in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, backoff) {
 			return
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
 	}
@@ -300,12 +297,8 @@ func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconf
 		case <-m.Done():
 		}
 		log.ErrorContext(ctx, "MetalLB's controller exited; restarting it", slog.Any("error", m.Err()), slog.Duration("in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, backoff) {
 			return
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
 		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir)

@@ -27,6 +27,7 @@ import (
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/wait"
 )
 
 // Provider is the provider daemon: the ledger client and broadcaster, the cluster
@@ -235,21 +236,10 @@ func dialLedger(ctx context.Context, addr string, log *slog.Logger, waiting func
 		}
 		waiting(err)
 		log.WarnContext(ctx, "the ledger node does not answer; retrying", slog.String("node", addr), slog.String("error", err.Error()), slog.Duration("in", backoff))
-		if !sleepCtx(ctx, backoff) {
+		if !wait.Sleep(ctx, backoff) {
 			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 		}
 		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	cmttypes "github.com/cometbft/cometbft/types"
 
 	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/wait"
 )
 
 // BroadcastOptions tune a Broadcaster.
@@ -297,7 +298,7 @@ func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64)
 		// trying again, so that those racing for the account's next sequences spread
 		// out instead of colliding again.
 		if learnt {
-			if !sleepCtx(ctx, rand.N(pause)+time.Millisecond) { //nolint:gosec // G404: jitter, not a secret
+			if !wait.Sleep(ctx, rand.N(pause)+time.Millisecond) { //nolint:gosec // G404: jitter, not a secret
 				return nil, fmt.Errorf("%w (while repairing the sequence)", ctx.Err())
 			}
 			pause = min(2*pause, repairPauseLongest)
@@ -388,7 +389,7 @@ func (b *Broadcaster) Run(ctx context.Context) error {
 		case <-b.kick:
 		}
 		// Requests arriving together (a block's bids) go out together.
-		if b.opts.Linger > 0 && !sleepCtx(ctx, b.opts.Linger) {
+		if b.opts.Linger > 0 && !wait.Sleep(ctx, b.opts.Linger) {
 			b.failQueued(ctx.Err())
 			return nil
 		}

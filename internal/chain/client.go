@@ -25,6 +25,7 @@ import (
 	ctypes "github.com/cometbft/cometbft/rpc/core/types"
 
 	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/wait"
 )
 
 // Client queries a ledger node over its RPC endpoint.
@@ -145,7 +146,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !wait.Sleep(ctx, backoff) {
 			return nil
 		}
 		backoff = min(2*backoff, 5*time.Second)

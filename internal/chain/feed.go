@@ -7,6 +7,8 @@ import (
 	"time"
 
 	abci "github.com/cometbft/cometbft/abci/types"
+
+	"berth.dev/berth/internal/wait"
 )
 
 // Event is one ledger event: its type ("lease.created") and attributes (owner, dseq, …).
@@ -54,7 +56,7 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 	// pause waits before retrying after a node error (the node may be restarting),
 	// longer each time; it reports false when ctx ends.
 	pause := func() bool {
-		if !sleepCtx(ctx, backoff) {
+		if !wait.Sleep(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -122,15 +124,4 @@ func convertEvents(evs []abci.Event, txIndex int) []Event {
 		out = append(out, ev)
 	}
 	return out
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

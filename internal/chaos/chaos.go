@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"berth.dev/berth/internal/wait"
 )
 
 // Config tunes a chaos run. Zero values take the defaults (DefaultConfig).
@@ -283,7 +285,7 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 	// 13… (in the last round when there are fewer).
 	if cfg.APIOutage > 0 && (round%5 == 1 || round == lastRound && lastRound < 1) {
 		g.Go(func() error {
-			sleep(context.WithoutCancel(ctx), apiAt)
+			wait.Sleep(context.WithoutCancel(ctx), apiAt)
 			progress(cfg.Out, "chaos: the API server goes down for %s", cfg.APIOutage)
 			if err := w.cp.RestartAPIServer(context.WithoutCancel(ctx), cfg.APIOutage); err != nil {
 				return fmt.Errorf("API server outage: %w", err)
@@ -296,7 +298,7 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 	}
 	if cfg.LedgerDown > 0 && (round%5 == 2 || round == lastRound && lastRound < 2) {
 		g.Go(func() error {
-			sleep(context.WithoutCancel(ctx), ledgerAt)
+			wait.Sleep(context.WithoutCancel(ctx), ledgerAt)
 			progress(cfg.Out, "chaos: the ledger node stops (%s) for %s", map[bool]string{true: "SIGKILL", false: "SIGTERM"}[ledgerKill], cfg.LedgerDown)
 			if err := w.restartLedger(ctx, cfg.LedgerDown, ledgerKill); err != nil {
 				return fmt.Errorf("ledger restart: %w", err)
@@ -313,7 +315,7 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(3*round+1))) //nolint:gosec // G404: reproducible chaos, not secrets
 		for {
-			if !sleep(ctx, time.Duration(rng.Int64N(int64(cfg.KillPause)))+200*time.Millisecond) {
+			if !wait.Sleep(ctx, time.Duration(rng.Int64N(int64(cfg.KillPause)))+200*time.Millisecond) {
 				return nil
 			}
 			// Provider a is the one mostly killed; b, now and then, too.
@@ -337,7 +339,7 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 			}
 			mu.Unlock()
 			// Down for a moment, sometimes none.
-			sleep(context.WithoutCancel(ctx), time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
+			wait.Sleep(context.WithoutCancel(ctx), time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
 			if err := p.start(w.run); err != nil {
 				return err
 			}

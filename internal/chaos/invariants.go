@@ -12,6 +12,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/internal/wait"
 )
 
 // converge checks the invariants until they all hold, up to cfg.Converge: it returns
@@ -31,7 +32,7 @@ func (w *world) converge(ctx context.Context, cfg Config) (time.Duration, []stri
 		if len(last) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
-		if !sleep(ctx, 250*time.Millisecond) {
+		if !wait.Sleep(ctx, 250*time.Millisecond) {
 			break
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/wait"
 )
 
 // lifecycleSDL is each lifecycle's deployment: one web service, its image tagged with
@@ -358,7 +359,7 @@ func (w *world) txOnce(ctx context.Context, msg ledger.Msg, done func(context.Co
 			return err
 		}
 		w.log.InfoContext(ctx, "tenant transaction; retrying", slog.String("msg", fmt.Sprintf("%T", msg)), slog.String("error", err.Error()))
-		if !sleep(ctx, pause) {
+		if !wait.Sleep(ctx, pause) {
 			return ctx.Err()
 		}
 		pause = min(2*pause, 2*time.Second)
@@ -375,7 +376,7 @@ func (w *world) retry(ctx context.Context, fn func(context.Context) error) error
 		if err == nil || errors.As(err, &lerr) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		if !sleep(ctx, 250*time.Millisecond) {
+		if !wait.Sleep(ctx, 250*time.Millisecond) {
 			return ctx.Err()
 		}
 	}
@@ -408,22 +409,11 @@ func (w *world) waitFor(ctx context.Context, timeout time.Duration, what string,
 		if err != nil {
 			last = err
 		}
-		if !sleep(ctx, 200*time.Millisecond) {
+		if !wait.Sleep(ctx, 200*time.Millisecond) {
 			if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return &timeoutError{what: what, last: last}
 			}
 			return ctx.Err()
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

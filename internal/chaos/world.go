@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/wait"
 )
 
 // chainID is the chaos ledger's chain.
@@ -190,7 +191,7 @@ func (w *world) restartLedger(ctx context.Context, down time.Duration, kill bool
 	if _, err := w.ledger.signal(sig, time.Minute); err != nil {
 		return err
 	}
-	sleep(context.WithoutCancel(ctx), down)
+	wait.Sleep(context.WithoutCancel(ctx), down)
 	if err := w.ledger.start(w.run); err != nil {
 		return err
 	}

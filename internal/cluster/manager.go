@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/wait"
 )
 
 // Deployed is a lease the cluster runs, as its Manifest resource records it, and the
@@ -214,7 +215,7 @@ func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
 			return d, nil
 		}
 		m.log.WarnContext(ctx, "reading the cluster's leases; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
-		if !sleep(ctx, backoff) {
+		if !wait.Sleep(ctx, backoff) {
 			return nil, ctx.Err()
 		}
 		backoff = min(2*backoff, m.cfg.RetryMax)
@@ -517,15 +518,4 @@ func (m *Manager) States() []DeploymentState {
 	}
 	slices.SortFunc(out, func(a, b DeploymentState) int { return strings.Compare(a.Lease.String(), b.Lease.String()) })
 	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/wait"
 )
 
 // Version is the envelope's wire version.
@@ -370,12 +371,8 @@ func (b *Bridge[T]) Run(ctx context.Context) error {
 				b.lost("reconnect", "the connection to Redis broke")
 				subscribed = false
 			}
-			t := time.NewTimer(100 * time.Millisecond)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !wait.Sleep(ctx, 100*time.Millisecond) {
 				return nil
-			case <-t.C:
 			}
 			continue
 		}

@@ -32,6 +32,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/wait"
 )
 
 // FieldManager is the inventory operator's server-side apply field manager.
@@ -378,14 +379,8 @@ func (c *Controller) loop(ctx context.Context) error {
 		case <-heartbeat.C:
 			force, beat = true, true
 		}
-		if wait := c.cfg.MinInterval - time.Since(lastBuild); wait > 0 && !force {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			case <-t.C:
-			}
+		if pause := c.cfg.MinInterval - time.Since(lastBuild); pause > 0 && !force && !wait.Sleep(ctx, pause) {
+			return nil
 		}
 		lastBuild = time.Now()
 		// A cluster the operator cannot watch is not reported as live: no heartbeat
@@ -419,12 +414,8 @@ func (c *Controller) loop(ctx context.Context) error {
 		}
 		pendingForce = force && !wrote
 		c.log.ErrorContext(ctx, "publishing the inventory", slog.Any("error", err), slog.Bool("report_written", wrote), slog.Duration("retry_in", backoff))
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, backoff) {
 			return nil
-		case <-t.C:
 		}
 		backoff = min(2*backoff, 30*time.Second)
 		c.markDirty()
