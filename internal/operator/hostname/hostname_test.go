@@ -1,7 +1,6 @@
 package hostname
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -33,6 +32,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -106,27 +106,12 @@ func (e *env) start(t *testing.T, cfg Config, ns string) (stop func() error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
 	le := cfg.LeaderElection.WithDefaults("hostname-test")
 	if !le.Disabled {
 		le.Namespace = ns
 	}
-	go func() {
-		done <- operator.Run(ctx, e.cs, operator.Options{Name: "hostname", LeaderElection: le, Registry: reg,
-			Identity: fmt.Sprintf("replica-%d", replicas.Add(1))}, c)
-	}()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
+	_, stop = operatortest.Start(t, e.cs, operator.Options{Name: "hostname", LeaderElection: le, Registry: reg,
+		Identity: fmt.Sprintf("replica-%d", replicas.Add(1))}, c)
 	return stop
 }
 

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,6 +40,7 @@ import (
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -355,32 +355,8 @@ func startAs(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, cfg Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		done <- operator.Run(ctx, cs, operator.Options{Name: "inventory", Listen: cfg.Listen, LeaderElection: cfg.LeaderElection.WithDefaults("berth-inventory-test"),
-			Registry: reg, Log: log, Handlers: map[string]http.Handler{"/inventory": c.ReportHandler()}, Started: func(a string) { addr <- a }}, c)
-	}()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
-	select {
-	case a := <-addr:
-		return "http://" + a, stop
-	case err := <-done:
-		once.Do(func() { cancel(); runErr = err })
-		t.Fatalf("operator: %v", err)
-	}
-	return "", stop
+	return operatortest.Start(t, cs, operator.Options{Name: "inventory", Listen: cfg.Listen, LeaderElection: cfg.LeaderElection.WithDefaults("berth-inventory-test"),
+		Registry: reg, Log: log, Handlers: map[string]http.Handler{"/inventory": c.ReportHandler()}}, c)
 }
 
 func httpGet(ctx context.Context, url string) (int, string, error) {

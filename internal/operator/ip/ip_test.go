@@ -1,7 +1,6 @@
 package ip
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -83,31 +83,9 @@ func (e *env) start(t *testing.T, cfg Config) (c *Controller, stop func() error)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	addr := make(chan string, 1)
-	go func() {
-		done <- operator.Run(ctx, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection.WithDefaults("berth-ip-test"), Registry: reg,
-			Handlers: map[string]http.Handler{"/usage": c.UsageHandler()}, Started: func(a string) { addr <- a }}, c)
-	}()
-	var once sync.Once
-	var runErr error
-	stop = func() error {
-		once.Do(func() { cancel(); runErr = <-done })
-		return runErr
-	}
-	t.Cleanup(func() {
-		if err := stop(); err != nil {
-			t.Errorf("operator: %v", err)
-		}
-	})
-	select {
-	case a := <-addr:
-		usageURL.Store(t.Name(), "http://"+a+"/usage")
-	case err := <-done:
-		once.Do(func() { cancel(); runErr = err })
-		t.Fatalf("operator: %v", err)
-	}
+	base, stop := operatortest.Start(t, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection.WithDefaults("berth-ip-test"), Registry: reg,
+		Handlers: map[string]http.Handler{"/usage": c.UsageHandler()}}, c)
+	usageURL.Store(t.Name(), base+"/usage")
 	return c, stop
 }
 
