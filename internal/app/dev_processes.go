@@ -2,13 +2,9 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -240,35 +236,9 @@ func writeDevFile(dir, name string, cfg any) (string, error) {
 	return path, nil
 }
 
-// devStatusClient reads the provider process's GET /status (public, no credentials).
-// Its certificate is not checked: berth dev started the process on this machine's
-// loopback itself.
-var devStatusClient = &http.Client{
-	Timeout:   5 * time.Second,
-	Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}}, //nolint:gosec // G402: see above
-}
-
 // providerStatus reads the provider process's status: an error until it serves.
 func (d *devProcesses) providerStatus(ctx context.Context) (status.Status, error) {
-	var st status.Status
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.hostURI+"/status", http.NoBody)
-	if err != nil {
-		return st, err
-	}
-	resp, err := devStatusClient.Do(req)
-	if err != nil {
-		return st, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET /status: %s", resp.Status)
-	}
-	err = json.Unmarshal(b, &st)
-	return st, err
+	return status.Read(ctx, status.LoopbackClient, d.hostURI)
 }
 
 // awaitBidding waits until the provider process serves and bids (its inventory

@@ -3,13 +3,10 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/exec"
 	"sync"
@@ -18,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/gateway/client"
+	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/ledger"
 )
 
@@ -140,41 +138,11 @@ func (p *providerProc) gateway(tenant ledger.Signer, tenantAddr string) (*client
 	return client.New(client.Options{HostURI: p.hostURI, Provider: p.addr, Certs: certLookup(p.client), Signer: tenant, Tenant: tenantAddr, Timeout: 10 * time.Second})
 }
 
-// providerStatus is what the suite reads of GET /status.
-type providerStatus struct {
-	Berth struct {
-		ReservationsActive  int `json:"reservations_active"`
-		ReservationsPending int `json:"reservations_pending"`
-	} `json:"berth"`
-}
-
-// statusClient reads GET /status, which needs no credentials. The certificate is not
-// checked: the suite started the provider on this machine's loopback itself.
-var statusClient = &http.Client{
-	Timeout:   5 * time.Second,
-	Transport: &http.Transport{TLSClientConfig: &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true}}, //nolint:gosec // G402: see above
-}
-
-// status reads the provider's status.
-func (p *providerProc) status(ctx context.Context) (providerStatus, error) {
-	var st providerStatus
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.hostURI+"/status", http.NoBody)
+// status reads the provider's status (the suite started it on this machine's
+// loopback itself: status.LoopbackClient).
+func (p *providerProc) status(ctx context.Context) (status.Status, error) {
+	st, err := status.Read(ctx, status.LoopbackClient, p.hostURI)
 	if err != nil {
-		return st, err
-	}
-	resp, err := statusClient.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("%s status: %w", p.name, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return st, fmt.Errorf("%s status: %w", p.name, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s status: %s", p.name, resp.Status)
-	}
-	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("%s status: %w", p.name, err)
 	}
 	return st, nil
