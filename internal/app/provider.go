@@ -205,11 +205,6 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 			return fail(err)
 		}
 	}
-	for _, c := range []prometheus.Collector{newSeedMetrics(p), newInventoryMetrics(p.capacity)} {
-		if err := p.reg.Register(c); err != nil {
-			return fail(fmt.Errorf("metrics: %w", err))
-		}
-	}
 	if err := p.registerProviderMetrics(); err != nil {
 		return fail(fmt.Errorf("metrics: %w", err))
 	}

@@ -51,10 +51,12 @@ func (c *leaseReadyClock) observe(s kube.LeaseStatus) {
 }
 
 // registerProviderMetrics registers the provider's own metrics beyond its components':
-// the process's (go_*, process_*), the ledger node's height and reachability, whether
-// the balance is below its reserve, and the lease-ready clock.
+// Akash's names (seed metrics), what the inventory has left, the process's (go_*,
+// process_*), the ledger node's height and reachability, whether the balance is below
+// its reserve, and the lease-ready clock.
 func (p *Provider) registerProviderMetrics() error {
 	for _, c := range []prometheus.Collector{
+		newSeedMetrics(p), newInventoryMetrics(p.capacity),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_ledger_height",
