@@ -106,44 +106,52 @@ var quietRedis sync.Once
 // [&username=U&password=P] — the user information is the sentinels' credentials, the
 // username and password parameters the master's (go-redis's failover URL). Errors
 // never show a password.
-func parseURL(raw string) (*redis.Options, *redis.FailoverOptions, error) {
+func parseURL(raw string) (parsedURL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+		return parsedURL{}, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
 	}
 	if u.Query().Has("master_name") {
 		fo, err := redis.ParseFailoverURL(raw)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+			return parsedURL{}, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
 		}
 		if fo.MasterName == "" {
-			return nil, nil, errors.New("bus.redis: master_name is empty")
+			return parsedURL{}, errors.New("bus.redis: master_name is empty")
 		}
-		return nil, fo, nil
+		return parsedURL{failover: fo}, nil
 	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
+		return parsedURL{}, fmt.Errorf("bus.redis: %s", redactURL(err.Error(), raw))
 	}
-	return opts, nil, nil
+	return parsedURL{plain: opts}, nil
+}
+
+// parsedURL is a bus.redis URL's client options: one Redis's, or Sentinel's.
+type parsedURL struct {
+	plain    *redis.Options
+	failover *redis.FailoverOptions
+}
+
+// tls is the URL's TLS configuration (nil: redis://, no TLS).
+func (p parsedURL) tls() *tls.Config {
+	if p.failover != nil {
+		return p.failover.TLSConfig
+	}
+	return p.plain.TLSConfig
 }
 
 // Connect makes a client (it does not wait for Redis: publishing works, counting
 // drops, while Redis is down). The URL's password never reaches a log or an error.
 func Connect(o Options) (*Client, error) {
 	quietRedis.Do(func() { redis.SetLogger(debugLogger{}) })
-	opts, fo, err := parseURL(o.URL)
+	p, err := parseURL(o.URL)
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig := func() *tls.Config {
-		if fo != nil {
-			return fo.TLSConfig
-		}
-		return opts.TLSConfig
-	}
 	if o.CAFile != "" {
-		if tlsConfig() == nil {
+		if p.tls() == nil {
 			return nil, errors.New("bus.ca_file: only with a rediss:// URL")
 		}
 		pem, err := os.ReadFile(o.CAFile)
@@ -154,9 +162,9 @@ func Connect(o Options) (*Client, error) {
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("bus.ca_file %s: no PEM certificate in it", o.CAFile)
 		}
-		tlsConfig().RootCAs = pool
+		p.tls().RootCAs = pool
 	}
-	if tc := tlsConfig(); tc != nil {
+	if tc := p.tls(); tc != nil {
 		tc.MinVersion = tls.VersionTLS12
 	}
 	if o.Prefix == "" {
@@ -174,10 +182,11 @@ func Connect(o Options) (*Client, error) {
 	}
 	// A failed publish is counted, not retried behind the queue's back.
 	var rdb *redis.Client
-	if fo != nil {
+	if fo := p.failover; fo != nil {
 		fo.DialTimeout, fo.ReadTimeout, fo.WriteTimeout, fo.MaxRetries = 2*time.Second, 2*time.Second, 2*time.Second, 0
 		rdb = redis.NewFailoverClient(fo)
 	} else {
+		opts := p.plain
 		opts.DialTimeout, opts.ReadTimeout, opts.WriteTimeout, opts.MaxRetries = 2*time.Second, 2*time.Second, 2*time.Second, 0
 		rdb = redis.NewClient(opts)
 	}
@@ -463,11 +472,11 @@ func (c Config) Validate() error {
 		}
 		return nil
 	}
-	opts, fo, err := parseURL(c.Redis)
+	p, err := parseURL(c.Redis)
 	if err != nil {
 		return err
 	}
-	if c.CAFile != "" && (fo == nil && opts.TLSConfig == nil || fo != nil && fo.TLSConfig == nil) {
+	if c.CAFile != "" && p.tls() == nil {
 		return errors.New("bus.ca_file: only with a rediss:// URL")
 	}
 	return nil
