@@ -11,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -24,7 +21,6 @@ import (
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
-	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/yaml"
 )
 
@@ -34,18 +30,17 @@ import (
 // bus topics over Redis. Each is restarted when it exits on its own (logged, with its
 // log's last lines); one that keeps exiting stops berth dev.
 type devProcesses struct {
-	dir                string // configuration files and logs
-	redis              *localenv.Service
-	redisAddr          string
-	provider           *localenv.Service
-	operators          []*localenv.Service // hostname, ip, inventory
-	client             *chain.Client
-	providerAddr       string
-	hostURI, grpc      string
-	metrics            string
-	operatorAddrs      [3]string // hostname, ip, inventory: probes and metrics
-	manifestTimeout    string
-	providerConfigFile string
+	dir             string // configuration files and logs
+	redis           *localenv.Service
+	redisAddr       string
+	provider        *localenv.Service
+	operators       []*localenv.Service // hostname, ip, inventory
+	client          *chain.Client
+	providerAddr    string
+	hostURI, grpc   string
+	metrics         string
+	operatorAddrs   [3]string // hostname, ip, inventory: probes and metrics
+	manifestTimeout string
 }
 
 // all are the processes started, the provider first, Redis last.
@@ -164,13 +159,14 @@ func startDevProcesses(ctx context.Context, cfg DevConfig, pc ProviderConfig, rp
 	pc.Gateway.Listen, pc.Gateway.GRPCListen = addr(0), addr(1)
 	pc.Bus.Redis = bus
 	d.manifestTimeout = pc.Gateway.ManifestTimeout
-	if d.providerConfigFile, err = writeDevFile(d.dir, "provider.yaml", pc); err != nil {
+	providerFile, err := writeDevFile(d.dir, "provider.yaml", pc)
+	if err != nil {
 		return nil, err
 	}
 	start := func(name string, args ...string) (*localenv.Service, error) {
 		return localenv.StartService(localenv.ServiceOptions{Name: name, Bin: bin, Args: args, LogDir: d.dir, Log: log})
 	}
-	if d.provider, err = start("provider", "provider", "run", "--config", d.providerConfigFile, "--metrics-listen", d.metrics); err != nil {
+	if d.provider, err = start("provider", "provider", "run", "--config", providerFile, "--metrics-listen", d.metrics); err != nil {
 		return nil, err
 	}
 
@@ -216,11 +212,7 @@ func prepareDevCluster(ctx context.Context, kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
-	}
-	return nil
+	return ensureOperatorNamespace(ctx, cs)
 }
 
 // writeDevFile writes a process's configuration (YAML, the keys it reads) in dir.

@@ -241,11 +241,20 @@ func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID
 	if err != nil {
 		return nil, err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
-	if _, err := hostOp.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
+	if err := ensureOperatorNamespace(ctx, hostOp.cs); err != nil {
+		return nil, err
 	}
 	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}, {"inventory", invOp, listen(2)}}, nil
+}
+
+// ensureOperatorNamespace makes the namespace of berth dev's operators' Leases when
+// it does not exist.
+func ensureOperatorNamespace(ctx context.Context, cs kubernetes.Interface) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
+	}
+	return nil
 }
 
 // Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for
