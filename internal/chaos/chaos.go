@@ -314,8 +314,15 @@ func (w *world) injectFaults(ctx context.Context, cfg Config, round int, rep *fa
 			return nil
 		}
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(3*round+1))) //nolint:gosec // G404: reproducible chaos, not secrets
-		for {
-			if !wait.Sleep(ctx, time.Duration(rng.Int64N(int64(cfg.KillPause)))+200*time.Millisecond) {
+		for first := true; ; first = false {
+			pause := time.Duration(rng.Int64N(int64(cfg.KillPause))) + 200*time.Millisecond
+			if first {
+				// A round's lifecycles take a few seconds: its first kill comes within
+				// one, so that every round kills while lifecycles run (a pause drawn
+				// longer than the round would leave it without any).
+				pause = min(pause, time.Second)
+			}
+			if !wait.Sleep(ctx, pause) {
 				return nil
 			}
 			// Provider a is the one mostly killed; b, now and then, too.
