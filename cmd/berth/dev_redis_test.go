@@ -81,7 +81,7 @@ func TestDevRedis(t *testing.T) {
 	// A deployment all the way, through the processes.
 	out, progress, err := runSplit(t, "tenant", "deploy", filepath.Join("..", "..", "examples", "web.yaml"), "-o", "json", "--home", home)
 	if err != nil {
-		t.Fatalf("deploy: %v\n%s%s", err, progress, out)
+		t.Fatalf("deploy: %v\n%s%s\n%s", err, progress, out, processLogs(procs))
 	}
 	var res deployResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
@@ -158,4 +158,20 @@ func processes(t *testing.T, needle string) []int {
 		}
 	}
 	return pids
+}
+
+// processLogs are the last lines of berth dev's processes' logs, for a failure's
+// message.
+func processLogs(dir string) string {
+	var b strings.Builder
+	for _, name := range []string{"provider", "inventory-operator", "hostname-operator", "ip-operator"} {
+		data, err := os.ReadFile(filepath.Join(dir, name+".log"))
+		if err != nil {
+			fmt.Fprintf(&b, "--- %s.log: %v\n", name, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		fmt.Fprintf(&b, "--- %s.log ends:\n%s\n", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
+	return b.String()
 }
