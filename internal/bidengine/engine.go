@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -22,6 +24,8 @@ type Capacity interface {
 	Unreserve(order market.OrderID) bool
 	// Fit says where d would go, reserving nothing (Screen).
 	Fit(d cluster.Demand) ([]cluster.Placement, error)
+	// Unavailable is why nothing can be reserved now ("" when capacity is known).
+	Unavailable() string
 }
 
 // Reasons for not bidding that capacity gives, one per exhausted resource.
@@ -80,7 +84,8 @@ type ActionKind int
 
 // Actions.
 const (
-	// ActDecide: an order was created; fetch it and call Decide.
+	// ActDecide: an order was created, or one declined while the inventory was not
+	// known may now be bid on; fetch it and call Decide.
 	ActDecide ActionKind = iota + 1
 	// ActCloseBid: send MsgCloseBid for Bid.
 	ActCloseBid
@@ -144,14 +149,21 @@ type Engine struct {
 	done   map[market.OrderID]struct{}
 	doneQ  []market.OrderID
 	doneAt int
-	budget *Budget
-	audits Audits
+	// deferred holds the orders declined because the cluster's inventory was not
+	// known (inventory_stale): they are decided again once it is (Tick), bounded.
+	deferred map[market.OrderID]time.Time
+	budget   *Budget
+	audits   Audits
 	// started and stopped count orders taken on and let go (Akash's order handlers).
 	started, stopped uint64
 }
 
 // doneSize bounds the memory of finished orders: far more than one feed replay holds.
 const doneSize = 1 << 16
+
+// deferredSize bounds the orders kept to decide again once the inventory is known;
+// past it, later ones keep their decline (the next start's catch-up decides them).
+const deferredSize = 1 << 12
 
 // NewEngine returns an engine. It validates the configuration.
 func NewEngine(cfg EngineConfig, capacity Capacity, history *History) (*Engine, error) {
@@ -170,9 +182,10 @@ func NewEngine(cfg EngineConfig, capacity Capacity, history *History) (*Engine, 
 	}
 	return &Engine{
 		cfg: cfg, cap: capacity, history: history,
-		orders: map[market.OrderID]*tracked{},
-		done:   map[market.OrderID]struct{}{},
-		budget: NewBudget(cfg.BidsPerHour, cfg.TenantBidsPerHour),
+		orders:   map[market.OrderID]*tracked{},
+		done:     map[market.OrderID]struct{}{},
+		deferred: map[market.OrderID]time.Time{},
+		budget:   NewBudget(cfg.BidsPerHour, cfg.TenantBidsPerHour),
 	}, nil
 }
 
@@ -315,6 +328,9 @@ func (e *Engine) declinedLocked(id market.OrderID, now time.Time, err error) {
 		reason, detail = nb.Reason, nb.Detail
 	}
 	e.record(id, now, ResultNoBid, reason, detail, nil)
+	if reason == ReasonInventoryStale {
+		e.deferLocked(id, now)
+	}
 	if e.cfg.Log != nil {
 		e.cfg.Log.Info("order declined", slog.String("order", id.String()), slog.String("reason", reason), slog.String("detail", detail))
 	}
@@ -459,6 +475,15 @@ func (e *Engine) closedLocked(ev chain.Event, now time.Time) []Action {
 			acts = append(acts, Action{Kind: ActCloseBid, Order: id, Bid: id.Bid(e.cfg.Provider)})
 		}
 	}
+	if len(e.deferred) > 0 && e.cap.Unavailable() == "" {
+		ids := slices.Collect(maps.Keys(e.deferred))
+		// Oldest decline first: with bid caps, the longest waiting order goes first.
+		slices.SortFunc(ids, func(a, b market.OrderID) int { return e.deferred[a].Compare(e.deferred[b]) })
+		for _, id := range ids {
+			acts = append(acts, Action{Kind: ActDecide, Order: id})
+		}
+		clear(e.deferred)
+	}
 	return acts
 }
 
@@ -485,7 +510,9 @@ func (e *Engine) finishLocked(id market.OrderID) {
 	e.done[id] = struct{}{}
 }
 
-// Tick closes the bids that waited longer than the bid timeout.
+// Tick closes the bids that waited longer than the bid timeout and, once the
+// cluster's inventory is known again, asks for the orders declined while it was not
+// to be decided again (ActDecide; the orders closed since are skipped by Decide).
 func (e *Engine) Tick(now time.Time) []Action {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -496,7 +523,32 @@ func (e *Engine) Tick(now time.Time) []Action {
 			acts = append(acts, Action{Kind: ActCloseBid, Order: id, Bid: id.Bid(e.cfg.Provider)})
 		}
 	}
+	if len(e.deferred) > 0 && e.cap.Unavailable() == "" {
+		ids := slices.Collect(maps.Keys(e.deferred))
+		// Oldest decline first: with bid caps, the longest waiting order goes first.
+		slices.SortFunc(ids, func(a, b market.OrderID) int { return e.deferred[a].Compare(e.deferred[b]) })
+		for _, id := range ids {
+			acts = append(acts, Action{Kind: ActDecide, Order: id})
+		}
+		clear(e.deferred)
+	}
 	return acts
+}
+
+// Defer keeps orders to decide again at a Tick once the inventory is known (their
+// decision could not be made: the ledger could not be read).
+func (e *Engine) Defer(now time.Time, ids ...market.OrderID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, id := range ids {
+		e.deferLocked(id, now.Add(time.Duration(i))) // keeps their order
+	}
+}
+
+func (e *Engine) deferLocked(id market.OrderID, at time.Time) {
+	if _, ok := e.deferred[id]; ok || len(e.deferred) < deferredSize {
+		e.deferred[id] = at
+	}
 }
 
 // NextDeadline is when the earliest open bid times out (zero: none open).

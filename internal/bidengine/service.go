@@ -148,7 +148,7 @@ func (s *Service) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			case <-t.C:
-				s.act(ctx, s.engine.Tick(time.Now()))
+				s.tick(ctx)
 			}
 		}
 	})
@@ -166,14 +166,8 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) handleBlock(ctx context.Context, b chain.Block, replay bool) error {
 	start := time.Now()
 	acts := s.engine.Apply(b, start)
-	var orders []market.OrderID
-	for _, a := range acts {
-		if a.Kind == ActDecide {
-			orders = append(orders, a.Order)
-		}
-	}
 	s.act(ctx, acts)
-	if err := s.decideAll(ctx, orders, start, replay); err != nil {
+	if err := s.decideAll(ctx, decisions(acts), start, replay); err != nil {
 		return err
 	}
 	if err := s.cfg.Cursor.Save(b.Height); err != nil {
@@ -181,6 +175,34 @@ func (s *Service) handleBlock(ctx context.Context, b chain.Block, replay bool) e
 	}
 	s.height.Set(float64(b.Height))
 	return nil
+}
+
+// tick closes timed-out bids and decides again the orders declined while the
+// inventory was not known, now that it is (those still open, without a bid of ours).
+func (s *Service) tick(ctx context.Context) {
+	start := time.Now()
+	acts := s.engine.Tick(start)
+	s.act(ctx, acts)
+	ids := decisions(acts)
+	if len(ids) == 0 {
+		return
+	}
+	s.log.InfoContext(ctx, "deciding again the orders declined while the inventory was not known", slog.Int("orders", len(ids)))
+	if err := s.decideAll(ctx, ids, start, true); err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "orders declined while the inventory was not known: trying again in a moment", slog.Int("orders", len(ids)), slog.String("error", err.Error()))
+		s.engine.Defer(start, ids...)
+	}
+}
+
+// decisions are the orders acts asks to decide.
+func decisions(acts []Action) []market.OrderID {
+	var ids []market.OrderID
+	for _, a := range acts {
+		if a.Kind == ActDecide {
+			ids = append(ids, a.Order)
+		}
+	}
+	return ids
 }
 
 // decideAll reads the orders (one query per thousand) and decides them.

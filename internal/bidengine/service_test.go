@@ -3,6 +3,7 @@ package bidengine
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -327,5 +328,52 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	}
 	if err := p2.cap.Check(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOrdersDeclinedWhileInventoryUnknownAreBidLater: orders that arrive while the
+// cluster's inventory is not known (the inventory operator has not reported yet, or
+// its report is too old) are declined with inventory_stale, and decided again once it
+// is: those still open get their bid, those closed meanwhile get nothing.
+func TestOrdersDeclinedWhileInventoryUnknownAreBidLater(t *testing.T) {
+	k := testenv.Cluster(t)
+	if err := k.AddNodes(t.Context(), localenv.NodeSpec{Name: "late-inventory-1", CPU: "4", Memory: "16Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	l := testenv.Ledger(t, testenv.LedgerOptions{Accounts: []string{"tenant", "provider"}})
+	admin := newTenant(t, l, "provider")
+	me := l.Address(t, "provider")
+	if _, err := admin.b.Broadcast(t.Context(), &ledger.MsgCreateProvider{Owner: me, HostURI: "https://provider.example:8443"}); err != nil {
+		t.Fatal(err)
+	}
+	p := startProvider(t, l, k, filepath.Join(t.TempDir(), "bidengine.cursor"), nil)
+	p.cap.SetUnavailable("no report in Inventory test on the cluster")
+	tenant := newTenant(t, l, "tenant")
+
+	small := groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: 64 << 20})
+	kept, closed := tenant.deploy(1, small), tenant.deploy(2, small)
+	for _, o := range []market.OrderID{kept, closed} {
+		if d := decisionFor(t, p.engine, o); d.Result != ResultNoBid || d.Reason != ReasonInventoryStale {
+			t.Fatalf("order %s while the inventory is unknown: %+v, want no bid for %s", o, d, ReasonInventoryStale)
+		}
+	}
+	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCloseDeployment{ID: closed.Group().Deployment()}); err != nil {
+		t.Fatal(err)
+	}
+
+	p.cap.SetUnavailable("")
+	b := bidOf(t, tenant.c, kept, me)
+	if b.State != ledger.BidOpen || !p.cap.Reserved(kept) {
+		t.Fatalf("bid %+v (reserved %v), want an open bid holding its capacity", b, p.cap.Reserved(kept))
+	}
+	if d := decisionFor(t, p.engine, kept); d.Result != ResultBid || d.Reason != ReasonPriced {
+		t.Errorf("order %s once the inventory is known: %+v, want a bid", kept, d)
+	}
+	var none ledger.Bid
+	if err := tenant.c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: closed.Bid(me)}, &none); !errors.Is(err, ledger.ErrNotFound) {
+		t.Errorf("order %s closed while the inventory was unknown: bid %+v, %v; want none", closed, none, err)
+	}
+	if p.cap.Reserved(closed) {
+		t.Errorf("order %s closed while the inventory was unknown holds capacity", closed)
 	}
 }
