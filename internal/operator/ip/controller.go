@@ -246,9 +246,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		c.setCondition(&st, p, metav1.ConditionTrue, "Assigned", st.Message)
 	default:
 		st.Phase = berthv1.LeasedIPPending
+		pinned, sharing := svc.Annotations[AnnotationRequestIPs], SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name)
 		if e := c.lastFailure(svc); e != nil {
+			if wait := c.releasedSince(sharing, pinned); pinned != "" && wait < releaseGrace {
+				// The endpoint's address was released moments ago (a migration: the old
+				// lease's Service went). MetalLB gives it to the Services waiting for it;
+				// its refusal may be from while the old Service held it.
+				c.queue.AddAfter(key, releaseGrace-wait)
+				st.Message = fmt.Sprintf("waiting for MetalLB to give the endpoint its address %s back", pinned)
+				c.setCondition(&st, p, metav1.ConditionFalse, "Waiting", st.Message)
+				break
+			}
 			// A recalled address someone else took: ask for any address instead.
-			if pinned := svc.Annotations[AnnotationRequestIPs]; pinned != "" && c.forget(SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name), pinned) {
+			if pinned != "" && c.forget(sharing, pinned) {
 				return fmt.Errorf("MetalLB refused the endpoint's former address %s: asking for another", pinned)
 			}
 			st.Message = "MetalLB cannot assign an address: " + e.Message
@@ -328,6 +338,22 @@ func (c *Controller) recalled(key string) string {
 		return r.ip
 	}
 	return ""
+}
+
+// releaseGrace is how long after an endpoint's address was released MetalLB's refusal
+// to give it back is not taken for someone else having it: MetalLB tries every waiting
+// Service again when one is deleted, and its refusals from before linger as events.
+const releaseGrace = 5 * time.Second
+
+// releasedSince is how long ago the endpoint released ip (releaseGrace or more: not
+// lately, or not this address).
+func (c *Controller) releasedSince(key, ip string) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.released[key]; ok && r.ip == ip {
+		return min(time.Since(r.at), releaseGrace)
+	}
+	return releaseGrace
 }
 
 // forget drops an endpoint's released address that MetalLB will not give back (it

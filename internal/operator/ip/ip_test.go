@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -340,5 +341,92 @@ func TestEndpointMigrationDeleteFirst(t *testing.T) {
 	e.createLeasedIP(t, ns, "api-tcp-80", b, "pub", "api", 80, "TCP")
 	if got := e.waitAssigned(t, ns, "api-tcp-80"); got.Status.IP != held.Status.IP {
 		t.Errorf("the endpoint's address %s, it had %s (the lower %s was free)", got.Status.IP, held.Status.IP, first.Status.IP)
+	}
+}
+
+// TestEndpointMigrationLateRefusal: MetalLB refused the new lease's port while the old
+// one held the endpoint's address; the old one goes, and the operator syncs the new
+// one before MetalLB gives it the address: the refusal from before the release is not
+// taken for someone else having it, and the endpoint keeps its address. MetalLB is
+// played by hand (a load-balancer class no controller serves) to fix that order.
+func TestEndpointMigrationLateRefusal(t *testing.T) {
+	e := newEnv(t, localenv.IPAddressPool{Name: "migrate3", Addresses: []string{"192.0.2.112/30"}})
+	cfg := e.cfg
+	cfg.LoadBalancerClass = "berth.dev/test-played-by-hand"
+	e.start(t, cfg)
+	nsA, nsB := e.k.Namespace(t), e.k.Namespace(t)
+	const addr = "192.0.2.113"
+	service := func(ns string) *corev1.Service {
+		t.Helper()
+		var s *corev1.Service
+		testenv.EventuallyNoError(t, 30*time.Second, "Service "+ns+"/web-tcp-80-ip", func() (err error) {
+			s, err = e.cs.CoreV1().Services(ns).Get(t.Context(), "web-tcp-80-ip", metav1.GetOptions{})
+			return err
+		})
+		return s
+	}
+	assign := func(s *corev1.Service) {
+		t.Helper()
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr}}
+		if _, err := e.cs.CoreV1().Services(s.Namespace).UpdateStatus(t.Context(), s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.createLeasedIP(t, nsA, "web-tcp-80", lease(e.owner.Provider, 50), "pub", "web", 80, "TCP")
+	assign(service(nsA))
+	e.waitAssigned(t, nsA, "web-tcp-80")
+
+	e.createLeasedIP(t, nsB, "web-tcp-80", lease(e.owner.Provider, 51), "pub", "web", 80, "TCP")
+	b := service(nsB)
+	if pin := b.Annotations[AnnotationRequestIPs]; pin != addr {
+		t.Fatalf("the new lease's Service asks for %q, want the endpoint's %s", pin, addr)
+	}
+	now := metav1.Now()
+	if _, err := e.cs.CoreV1().Events(nsB).Create(t.Context(), &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: "web-tcp-80-ip."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: nsB, Name: b.Name, UID: b.UID},
+		Reason:         reasonAllocationFailed, Type: corev1.EventTypeWarning, Count: 1,
+		Message:        `Failed to allocate IP for "web-tcp-80-ip": can't change sharing key, address already in use by the port 80/TCP`,
+		FirstTimestamp: now, LastTimestamp: now, Source: corev1.EventSource{Component: "metallb-controller"},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status := func(what, want string) {
+		t.Helper()
+		testenv.EventuallyNoError(t, 30*time.Second, what, func() error {
+			p, err := e.leased(t, nsB, "web-tcp-80")
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != berthv1.LeasedIPPending || !strings.Contains(p.Status.Message, want) {
+				return fmt.Errorf("%s: %s", p.Status.Phase, p.Status.Message)
+			}
+			return nil
+		})
+	}
+	status("the refusal reported", "MetalLB cannot assign")
+
+	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the old lease's Service gone", func() error {
+		if _, err := e.cs.CoreV1().Services(nsA).Get(t.Context(), "web-tcp-80-ip", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%w)", err)
+		}
+		return nil
+	})
+	// Anything that syncs the new port now (here: a label) must not give up the address.
+	if _, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsB).Patch(t.Context(), "web-tcp-80", types.MergePatchType,
+		[]byte(`{"metadata":{"annotations":{"test/touched":"1"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	status("waiting for the address", "waiting for MetalLB to give the endpoint its address "+addr+" back")
+	b = service(nsB)
+	if pin := b.Annotations[AnnotationRequestIPs]; pin != addr {
+		t.Fatalf("after the release the new lease's Service asks for %q, want %s", pin, addr)
+	}
+	assign(b)
+	if p := e.waitAssigned(t, nsB, "web-tcp-80"); p.Status.IP != addr {
+		t.Errorf("the endpoint moved from %s to %s", addr, p.Status.IP)
 	}
 }

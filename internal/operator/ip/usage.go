@@ -2,7 +2,6 @@ package ip
 
 import (
 	"cmp"
-	"encoding/json"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/metallb"
 	"berth.dev/berth/internal/operator"
 )
@@ -194,10 +194,10 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 // with the lease ports on each, as JSON.
 func (c *Controller) UsageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
+		code := http.StatusOK
 		if err := c.Ready(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
+			code = http.StatusServiceUnavailable
 		}
-		_ = json.NewEncoder(w).Encode(c.Usage())
+		httpjson.Write(w, code, c.Usage())
 	})
 }
