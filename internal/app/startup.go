@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/httpjson"
 )
 
 // startupServer answers on the gateway's address while the provider waits for its
@@ -93,14 +93,12 @@ func (s *startupServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	st.Berth.Ledger = &l
 	st.Berth.Starting = "waiting for the ledger node"
 	s.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", "5")
-	w.WriteHeader(http.StatusServiceUnavailable)
-	var body any = st
 	if r.URL.Path != "/status" {
-		body = map[string]string{"message": fmt.Sprintf("the provider is starting: waiting for the ledger node %s (%s)", l.Node, l.Error)}
+		httpjson.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("the provider is starting: waiting for the ledger node %s (%s)", l.Node, l.Error))
+		return
 	}
-	_ = json.NewEncoder(w).Encode(body)
+	httpjson.Write(w, http.StatusServiceUnavailable, st)
 }
 
 // handOver stops serving and returns the listener, still open, for the gateway. The

@@ -98,14 +98,17 @@ type Checker struct {
 	m      *metrics
 	now    func() time.Time
 
-	pass   sync.Mutex // one check or WithdrawAll at a time
-	saveMu sync.Mutex // orders writes of the earnings file
-
-	// Used under pass only.
+	// Two locks, always taken in this order: pass, then mu.
+	//
+	// pass makes a check (or WithdrawAll) one at a time; it is held across the
+	// ledger's reads and broadcasts, and guards the fields below it.
+	pass          sync.Mutex
 	lowDeps       map[market.DeploymentID]bool // below LowFundsBlocks at the last check
 	low           bool                         // the balance was below MinBalance when last read
 	accountDenoms map[string]bool              // denominations in berth_balance_account
 
+	// mu guards the state below it and the earnings file's writes (save); it is
+	// never held across a call to the ledger.
 	mu     sync.Mutex
 	rec    *earnings
 	dirty  bool                    // rec differs from the file
@@ -508,25 +511,19 @@ func (c *Checker) accountGauges(balances []market.Coin) {
 
 // save writes the record when it changed.
 func (c *Checker) save() error {
-	c.saveMu.Lock()
-	defer c.saveMu.Unlock()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if !c.dirty {
-		c.mu.Unlock()
 		return nil
 	}
 	b, err := c.rec.marshal()
-	c.dirty = false
-	c.mu.Unlock()
 	if err == nil {
 		err = writeFileAtomic(c.cfg.EarningsFile, b)
 	}
 	if err != nil {
-		c.mu.Lock()
-		c.dirty = true
-		c.mu.Unlock()
 		return fmt.Errorf("balance: earnings file %s: %w", c.cfg.EarningsFile, err)
 	}
+	c.dirty = false
 	return nil
 }
 

@@ -34,25 +34,34 @@ var (
 // stops at the first object the API server refuses and says which. Only the namespace
 // is required; the rest may be empty.
 func Apply(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects) error {
-	ns := o.Namespace.Name
-	if err := applyObject("namespace", ns, o.Namespace, func(b []byte, opts metav1.PatchOptions) error {
-		_, err := cs.CoreV1().Namespaces().Patch(ctx, ns, types.ApplyPatchType, b, opts)
-		return err
-	}); err != nil {
+	if err := applyObject(ctx, "namespace", o.Namespace, cs.CoreV1().Namespaces().Patch); err != nil {
 		return err
 	}
 	return applyInNamespace(ctx, cs, dc, o)
 }
 
-// applyObject server-side applies one object through patch, forcing berth's fields.
-func applyObject(kind, name string, obj any, patch func(b []byte, opts metav1.PatchOptions) error) error {
+// patchFunc is a client's Patch (typed clients' and the dynamic client's alike).
+type patchFunc[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+
+// applyObject server-side applies one object through patch, forcing berth's fields;
+// kind names it in errors.
+func applyObject[T any](ctx context.Context, kind string, obj metav1.Object, patch patchFunc[T]) error {
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", kind, name, err)
+		return fmt.Errorf("%s %s: %w", kind, obj.GetName(), err)
 	}
-	force := true
-	if err := patch(b, metav1.PatchOptions{FieldManager: FieldManager, Force: &force}); err != nil {
-		return fmt.Errorf("apply %s %s: %w", kind, name, err)
+	if _, err := patch(ctx, obj.GetName(), types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: FieldManager, Force: ptr.To(true)}); err != nil {
+		return fmt.Errorf("apply %s %s: %w", kind, obj.GetName(), err)
+	}
+	return nil
+}
+
+// applyEach applies objs in order, stopping at the first refused.
+func applyEach[O metav1.Object, T any](ctx context.Context, kind string, objs []O, patch patchFunc[T]) error {
+	for _, obj := range objs {
+		if err := applyObject(ctx, kind, obj, patch); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -60,68 +69,34 @@ func applyObject(kind, name string, obj any, patch func(b []byte, opts metav1.Pa
 // applyInNamespace applies what Apply does but the namespace, which must exist.
 func applyInNamespace(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects) error {
 	ns := o.Namespace.Name
-	if sa := o.ServiceAccount; sa != nil {
-		if err := applyObject("service account", sa.Name, sa, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := cs.CoreV1().ServiceAccounts(ns).Patch(ctx, sa.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	var accounts []*corev1.ServiceAccount
+	if o.ServiceAccount != nil {
+		accounts = append(accounts, o.ServiceAccount)
 	}
-	for _, p := range o.NetworkPolicies {
-		if err := applyObject("network policy", p.Name, p, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := cs.NetworkingV1().NetworkPolicies(ns).Patch(ctx, p.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := applyEach(ctx, "service account", accounts, cs.CoreV1().ServiceAccounts(ns).Patch); err != nil {
+		return err
 	}
-	for _, s := range o.Secrets {
-		if err := applyObject("secret", s.Name, s, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := cs.CoreV1().Secrets(ns).Patch(ctx, s.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := applyEach(ctx, "network policy", o.NetworkPolicies, cs.NetworkingV1().NetworkPolicies(ns).Patch); err != nil {
+		return err
 	}
-	for _, d := range o.Deployments {
-		if err := applyObject("deployment", d.Name, d, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := cs.AppsV1().Deployments(ns).Patch(ctx, d.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := applyEach(ctx, "secret", o.Secrets, cs.CoreV1().Secrets(ns).Patch); err != nil {
+		return err
+	}
+	if err := applyEach(ctx, "deployment", o.Deployments, cs.AppsV1().Deployments(ns).Patch); err != nil {
+		return err
 	}
 	for _, s := range o.StatefulSets {
 		if err := applyStatefulSet(ctx, cs, s); err != nil {
 			return err
 		}
 	}
-	for _, s := range o.Services {
-		if err := applyObject("service", s.Name, s, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := cs.CoreV1().Services(ns).Patch(ctx, s.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := applyEach(ctx, "service", o.Services, cs.CoreV1().Services(ns).Patch); err != nil {
+		return err
 	}
-	for _, h := range o.Hosts {
-		if err := applyObject("provider host", h.Name, h, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := dc.Resource(ProviderHostResource).Namespace(ns).Patch(ctx, h.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
+	if err := applyEach(ctx, "provider host", o.Hosts, dc.Resource(ProviderHostResource).Namespace(ns).Patch); err != nil {
+		return err
 	}
-	for _, ip := range o.LeasedIPs {
-		if err := applyObject("provider leased IP", ip.Name, ip, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := dc.Resource(ProviderLeasedIPResource).Namespace(ns).Patch(ctx, ip.Name, types.ApplyPatchType, b, opts)
-			return err
-		}); err != nil {
-			return err
-		}
-	}
-	return nil
+	return applyEach(ctx, "provider leased IP", o.LeasedIPs, dc.Resource(ProviderLeasedIPResource).Namespace(ns).Patch)
 }
 
 // applyStatefulSet applies a StatefulSet. Its volume claim templates cannot change
@@ -131,11 +106,7 @@ func applyInNamespace(ctx context.Context, cs kubernetes.Interface, dc dynamic.I
 // template is refused by the API server and reported.
 func applyStatefulSet(ctx context.Context, cs kubernetes.Interface, s *appsv1.StatefulSet) error {
 	sets := cs.AppsV1().StatefulSets(s.Namespace)
-	patch := func(b []byte, opts metav1.PatchOptions) error {
-		_, err := sets.Patch(ctx, s.Name, types.ApplyPatchType, b, opts)
-		return err
-	}
-	err := applyObject("statefulset", s.Name, s, patch)
+	err := applyObject(ctx, "statefulset", s, sets.Patch)
 	if !apierrors.IsInvalid(err) {
 		return err
 	}
@@ -148,7 +119,7 @@ func applyStatefulSet(ctx context.Context, cs kubernetes.Interface, s *appsv1.St
 	for i := range kept.Spec.VolumeClaimTemplates {
 		kept.Spec.VolumeClaimTemplates[i].Labels = have.Spec.VolumeClaimTemplates[i].Labels
 	}
-	return applyObject("statefulset", s.Name, &kept, patch)
+	return applyObject(ctx, "statefulset", &kept, sets.Patch)
 }
 
 func hasLabels(have, want map[string]string) bool {

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/internal/market"
@@ -124,10 +123,7 @@ func TestProviderHostProxyBufferSize(t *testing.T) {
 	for _, size := range []int32{market.MaxProxyBufferSize + 1, -1} {
 		h := *o.Hosts[0]
 		h.Spec.ProxyBufferSize = size
-		err := applyObject("provider host", h.Name, &h, func(b []byte, opts metav1.PatchOptions) error {
-			_, err := hosts.Patch(ctx, h.Name, types.ApplyPatchType, b, opts)
-			return err
-		})
+		err := applyObject(ctx, "provider host", &h, hosts.Patch)
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.proxyBufferSize") {
 			t.Errorf("proxy buffer size %d: %v, want the API server to refuse spec.proxyBufferSize", size, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
 )
 
@@ -79,5 +80,5 @@ func (s *Server) decisions(w http.ResponseWriter, r *http.Request) {
 			out = append(out, d)
 		}
 	}
-	writeJSON(w, http.StatusOK, Decisions{Decisions: out})
+	httpjson.Write(w, http.StatusOK, Decisions{Decisions: out})
 }

@@ -2,14 +2,13 @@ package rest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 
-	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
 )
 
@@ -72,21 +71,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.log.WarnContext(r.Context(), "gateway request failed", slog.String("route", r.Pattern), slog.Int("status", code), slog.String("error", err.Error()))
 	}
-	writeJSON(w, code, api.Error{Message: msg})
-}
-
-// writeJSON answers with v encoded as compact JSON, as Akash's provider does.
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		code, b = http.StatusInternalServerError, []byte(`{"message":"internal error"}`)
-	}
-	writeRaw(w, code, b)
-}
-
-func writeRaw(w http.ResponseWriter, code int, b []byte) {
-	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	_, _ = w.Write(b)
+	httpjson.Error(w, code, msg)
 }

@@ -13,6 +13,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 )
@@ -25,15 +26,15 @@ const submitTimeout = 2 * time.Minute
 const submitDrain = 30 * time.Second
 
 func (s *Server) version(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, s.cfg.Version)
+	httpjson.Write(w, http.StatusOK, s.cfg.Version)
 }
 
 func (s *Server) address(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, api.Address{Address: s.cfg.Provider})
+	httpjson.Write(w, http.StatusOK, api.Address{Address: s.cfg.Provider})
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	writeRaw(w, http.StatusOK, s.deps.Status.StatusJSON())
+	httpjson.Raw(w, http.StatusOK, s.deps.Status.StatusJSON())
 }
 
 // putManifest accepts the deployment's manifest: 200 with an empty body once every
@@ -129,7 +130,7 @@ func (s *Server) migrate(w http.ResponseWriter, r *http.Request, scope auth.Scop
 	if moved == nil {
 		moved = []string{}
 	}
-	writeJSON(w, http.StatusOK, api.Transferred{Transferred: moved})
+	httpjson.Write(w, http.StatusOK, api.Transferred{Transferred: moved})
 }
 
 // migrateHostnames moves hostnames between the tenant's deployments: the destination
@@ -179,7 +180,7 @@ func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request, id market.L
 	}
 	st, _ := s.deps.Statuses.Status(id)
 	dep, _ := s.deps.Deployments.State(id)
-	writeJSON(w, http.StatusOK, leaseStatusOf(&g, st, dep, s.deps.Deployments.Routes(id), s.cfg.PublicHostname))
+	httpjson.Write(w, http.StatusOK, leaseStatusOf(&g, st, dep, s.deps.Deployments.Routes(id), s.cfg.PublicHostname))
 }
 
 func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
@@ -192,7 +193,7 @@ func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market
 	for i := range g.Services {
 		if g.Services[i].Name == name {
 			st, _ := s.deps.Statuses.Status(id)
-			writeJSON(w, http.StatusOK, serviceStatusOf(&g.Services[i], findService(st, name), s.deps.Deployments.Routes(id)))
+			httpjson.Write(w, http.StatusOK, serviceStatusOf(&g.Services[i], findService(st, name), s.deps.Deployments.Routes(id)))
 			return
 		}
 	}
@@ -229,5 +230,5 @@ func (s *Server) leaseManifest(w http.ResponseWriter, r *http.Request, id market
 			out.Services[i].Credentials = &redacted
 		}
 	}
-	writeJSON(w, http.StatusOK, market.Manifest{out})
+	httpjson.Write(w, http.StatusOK, market.Manifest{out})
 }

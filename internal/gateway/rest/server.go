@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 
-	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
 )
 
@@ -273,7 +273,7 @@ func (j *jsonError) Write(b []byte) (int, error) {
 		j.code = http.StatusOK
 	}
 	j.ResponseWriter.Header().Del("Content-Length")
-	writeJSON(j.ResponseWriter, j.code, api.Error{Message: strings.TrimSpace(string(b))})
+	httpjson.Error(j.ResponseWriter, j.code, strings.TrimSpace(string(b)))
 	return len(b), nil
 }
 

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -30,6 +29,7 @@ import (
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/wait"
@@ -148,11 +148,10 @@ func (c *Controller) ReportHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		r := c.Report()
 		if r == nil {
-			http.Error(w, "no report written yet", http.StatusServiceUnavailable)
+			httpjson.Error(w, http.StatusServiceUnavailable, "no report written yet")
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(r)
+		httpjson.Write(w, http.StatusOK, r)
 	})
 }
 
