@@ -102,7 +102,7 @@ func newBankBalanceCommand(f *ledgerFlags) *cobra.Command {
 			}
 			var acct ledger.AccountResponse
 			// An address that never received anything has no account: it holds nothing.
-			err = c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: addr}, &acct)
+			err = ledger.QueryAccount.Into(ctx, c, ledger.AccountRequest{Address: addr}, &acct)
 			if err != nil && !errors.Is(err, ledger.ErrNotFound) {
 				return fmt.Errorf("account %s: %w", addr, err)
 			}

@@ -145,7 +145,7 @@ func newProviderRegisterCommand(f *ledgerFlags) *cobra.Command {
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
 				m := ledger.MsgCreateProvider{Owner: s.key.Address, HostURI: hostURI, Attributes: attrs, Info: ledger.ProviderInfo{EMail: email, Website: website}}
 				var existing ledger.Provider
-				err := s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.key.Address}, &existing)
+				err := ledger.QueryProvider.Into(ctx, s.c, ledger.ProviderRequest{Owner: s.key.Address}, &existing)
 				var msg ledger.Msg = &m
 				what := "register provider"
 				switch {
@@ -260,7 +260,7 @@ func newProviderBidCommand(f *ledgerFlags) *cobra.Command {
 					}
 				}
 				var o ledger.Order
-				if err := s.c.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: oid}, &o); err != nil {
+				if err := ledger.QueryOrder.Into(ctx, s.c, ledger.OrderRequest{ID: oid}, &o); err != nil {
 					return fmt.Errorf("order %s: %w", oid, err)
 				}
 				offer := make([]ledger.ResourceOffer, 0, len(o.Spec.Resources))

@@ -273,11 +273,8 @@ func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all, err := listAll(ctx, s, ledger.QueryDeployments,
-					func(p ledger.Page) any { return ledger.DeploymentsRequest{Owner: s.key.Address, State: state, Page: p} },
-					func(r *ledger.DeploymentsResponse) ([]ledger.DeploymentResponse, []byte) {
-						return r.Deployments, r.NextKey
-					})
+				all, err := listAll(ctx, s, ledger.QueryDeployments, ledger.DeploymentsRequest{Owner: s.key.Address, State: state},
+					func(r ledger.DeploymentsResponse) []ledger.DeploymentResponse { return r.Deployments })
 				if err != nil {
 					return err
 				}
@@ -295,23 +292,14 @@ func newDeploymentListCommand(f *ledgerFlags) *cobra.Command {
 	return cmd
 }
 
-// listAll reads every page of a list query: req builds the request for a page, items
-// takes a page's items and next key from the answer.
-func listAll[Resp, T any](ctx context.Context, s *session, path string, req func(ledger.Page) any, items func(*Resp) ([]T, []byte)) ([]T, error) {
+// listAll reads every page of a list query; items takes a page's items.
+func listAll[Req ledger.PagedRequest[Req], Resp ledger.PagedResponse, T any](ctx context.Context, s *session, q ledger.Query[Req, Resp], req Req, items func(Resp) []T) ([]T, error) {
 	all := []T{}
-	var p ledger.Page
-	for {
-		var r Resp
-		if err := s.c.Query(ctx, path, req(p), &r); err != nil {
-			return nil, err
-		}
-		got, next := items(&r)
-		all = append(all, got...)
-		if len(next) == 0 {
-			return all, nil
-		}
-		p.Key = next
-	}
+	err := ledger.List(ctx, s.c, q, req, func(r Resp) error {
+		all = append(all, items(r)...)
+		return nil
+	})
+	return all, err
 }
 
 // printList prints items as JSON or as a table with a row per item.
@@ -338,11 +326,8 @@ func newBidsCommand(f *ledgerFlags) *cobra.Command {
 				return err
 			}
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all, err := listAll(ctx, s, ledger.QueryBids,
-					func(p ledger.Page) any {
-						return ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state, Page: p}
-					},
-					func(r *ledger.BidsResponse) ([]ledger.Bid, []byte) { return r.Bids, r.NextKey })
+				all, err := listAll(ctx, s, ledger.QueryBids, ledger.BidsRequest{Owner: s.key.Address, DSeq: dseq, State: state},
+					func(r ledger.BidsResponse) []ledger.Bid { return r.Bids })
 				if err != nil {
 					return err
 				}
@@ -431,9 +416,7 @@ func newLeasesCommand(f *ledgerFlags) *cobra.Command {
 
 // leases reads every lease the request selects.
 func leases(ctx context.Context, s *session, req ledger.LeasesRequest) ([]ledger.LeaseResponse, error) {
-	return listAll(ctx, s, ledger.QueryLeases,
-		func(p ledger.Page) any { req.Page = p; return req },
-		func(r *ledger.LeasesResponse) ([]ledger.LeaseResponse, []byte) { return r.Leases, r.NextKey })
+	return listAll(ctx, s, ledger.QueryLeases, req, func(r ledger.LeasesResponse) []ledger.LeaseResponse { return r.Leases })
 }
 
 func printLeases(s *session, all []ledger.LeaseResponse) error {

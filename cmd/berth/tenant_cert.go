@@ -94,7 +94,7 @@ func certFromPEM(ctx context.Context, s *session, dir, file string, data []byte,
 // session's key, valid; a revoked one, or another under the serial, is an error.
 func alreadyRegistered(ctx context.Context, s *session, serial string, raw []byte) (bool, error) {
 	var resp ledger.CertificatesResponse
-	if err := s.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: s.key.Address, Serial: serial}, &resp); err != nil {
+	if err := ledger.QueryCertificates.Into(ctx, s.c, ledger.CertificatesRequest{Owner: s.key.Address, Serial: serial}, &resp); err != nil {
 		return false, fmt.Errorf("certificate %s on the ledger: %w", serial, err)
 	}
 	for _, c := range resp.Certificates {

@@ -277,11 +277,8 @@ func (d *deployer) nextBlock(ctx context.Context) error {
 }
 
 func (d *deployer) openBids(ctx context.Context) (map[market.OrderID][]ledger.Bid, error) {
-	all, err := listAll(ctx, d.s, ledger.QueryBids,
-		func(p ledger.Page) any {
-			return ledger.BidsRequest{Owner: d.id.Owner, DSeq: d.id.DSeq, State: ledger.BidOpen, Provider: d.o.provider, Page: p}
-		},
-		func(r *ledger.BidsResponse) ([]ledger.Bid, []byte) { return r.Bids, r.NextKey })
+	all, err := listAll(ctx, d.s, ledger.QueryBids, ledger.BidsRequest{Owner: d.id.Owner, DSeq: d.id.DSeq, State: ledger.BidOpen, Provider: d.o.provider},
+		func(r ledger.BidsResponse) []ledger.Bid { return r.Bids })
 	if err != nil {
 		return nil, fmt.Errorf("bids on deployment %d: %w", d.id.DSeq, err)
 	}

@@ -53,13 +53,13 @@ func (g *gatewayFlags) providerGateway(ctx context.Context, f *ledgerFlags, s *s
 // gateway connects to a provider's gateway as the session's tenant.
 func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, provider string) (*client.Client, error) {
 	var prov ledger.Provider
-	if err := s.c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: provider}, &prov); err != nil {
+	if err := ledger.QueryProvider.Into(ctx, s.c, ledger.ProviderRequest{Owner: provider}, &prov); err != nil {
 		return nil, fmt.Errorf("provider %s: %w", provider, err)
 	}
 	opts := client.Options{HostURI: prov.HostURI, Provider: provider, Timeout: f.timeout, OnRetry: retryNotice(provider, s.say),
 		Certs: func(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
 			var resp ledger.CertificatesResponse
-			if err := s.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
+			if err := ledger.QueryCertificates.Into(ctx, s.c, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
 				return ledger.Certificate{}, err
 			}
 			for _, c := range resp.Certificates {
@@ -187,9 +187,8 @@ func newCertCommand(f *ledgerFlags) *cobra.Command {
 		Args:  exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			return f.with(cmd, false, func(ctx context.Context, s *session) error {
-				all, err := listAll(ctx, s, ledger.QueryCertificates,
-					func(p ledger.Page) any { return ledger.CertificatesRequest{Owner: s.key.Address, Page: p} },
-					func(r *ledger.CertificatesResponse) ([]ledger.Certificate, []byte) { return r.Certificates, r.NextKey })
+				all, err := listAll(ctx, s, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: s.key.Address},
+					func(r ledger.CertificatesResponse) []ledger.Certificate { return r.Certificates })
 				if err != nil {
 					return err
 				}
@@ -245,7 +244,7 @@ func newDeploymentUpdateCommand(f *ledgerFlags) *cobra.Command {
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
 				id := market.DeploymentID{Owner: s.key.Address, DSeq: dseq}
 				var d ledger.DeploymentResponse
-				if err := s.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d); err != nil {
+				if err := ledger.QueryDeployment.Into(ctx, s.c, ledger.DeploymentRequest{ID: id}, &d); err != nil {
 					return fmt.Errorf("deployment %d: %w", dseq, err)
 				}
 				if err := sameGroups(d.Groups, r.Groups); err != nil {
@@ -314,7 +313,7 @@ func newSendManifestCommand(f *ledgerFlags) *cobra.Command {
 			}
 			return f.with(cmd, true, func(ctx context.Context, s *session) error {
 				var d ledger.DeploymentResponse
-				if err := s.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: market.DeploymentID{Owner: s.key.Address, DSeq: dseq}}, &d); err != nil {
+				if err := ledger.QueryDeployment.Into(ctx, s.c, ledger.DeploymentRequest{ID: market.DeploymentID{Owner: s.key.Address, DSeq: dseq}}, &d); err != nil {
 					return fmt.Errorf("deployment %d: %w", dseq, err)
 				}
 				if !bytes.Equal(d.Deployment.Version, r.Version) {

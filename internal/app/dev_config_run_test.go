@@ -96,7 +96,7 @@ func TestRunDevConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reg ledger.Provider
-	if err := c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: prov[1]}, &reg); err != nil {
+	if err := ledger.QueryProvider.Into(ctx, c, ledger.ProviderRequest{Owner: prov[1]}, &reg); err != nil {
 		t.Fatal(err)
 	}
 	caps, err := cfg.capabilities(localenv.DevStorageClasses)
@@ -110,7 +110,7 @@ func TestRunDevConfig(t *testing.T) {
 		t.Errorf("registered attributes\n got %v\nwant %v", reg.Attributes, want)
 	}
 	var audits ledger.AuditResponse
-	if err := c.Query(ctx, ledger.QueryAudit, ledger.AuditRequest{Owner: prov[1]}, &audits); err != nil {
+	if err := ledger.QueryAudit.Into(ctx, c, ledger.AuditRequest{Owner: prov[1]}, &audits); err != nil {
 		t.Fatal(err)
 	}
 	if len(audits.Attributes) != len(DevAuditors) {

@@ -245,7 +245,7 @@ func registerDevProvider(ctx context.Context, c *chain.Client, bcast *chain.Broa
 	m := ledger.MsgCreateProvider{Owner: bcast.Address(), HostURI: hostURI, Attributes: attrs,
 		Info: ledger.ProviderInfo{Website: "https://berth.dev"}}
 	var existing ledger.Provider
-	err := c.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: m.Owner}, &existing)
+	err := ledger.QueryProvider.Into(ctx, c, ledger.ProviderRequest{Owner: m.Owner}, &existing)
 	var msg ledger.Msg = &m
 	switch {
 	case err == nil:
@@ -286,23 +286,20 @@ type devTenant struct {
 func devTenantView(ctx context.Context, c *chain.Client, provider string, tenant keys.Info) ([]ledger.LeaseResponse, devTenant, error) {
 	t := devTenant{Info: tenant}
 	var acct ledger.AccountResponse
-	if err := c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: tenant.Address}, &acct); err != nil && !errors.Is(err, ledger.ErrNotFound) {
+	if err := ledger.QueryAccount.Into(ctx, c, ledger.AccountRequest{Address: tenant.Address}, &acct); err != nil && !errors.Is(err, ledger.ErrNotFound) {
 		return nil, t, fmt.Errorf("tenant account: %w", err)
 	}
 	t.balance = acct.Balances
 	var leases []ledger.LeaseResponse
 	req := ledger.LeasesRequest{Provider: provider, State: ledger.LeaseActive}
-	for {
-		var r ledger.LeasesResponse
-		if err := c.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
-			return nil, t, fmt.Errorf("provider leases: %w", err)
-		}
+	err := ledger.List(ctx, c, ledger.QueryLeases, req, func(r ledger.LeasesResponse) error {
 		leases = append(leases, r.Leases...)
-		if len(r.NextKey) == 0 {
-			return leases, t, nil
-		}
-		req.Page.Key = r.NextKey
+		return nil
+	})
+	if err != nil {
+		return nil, t, fmt.Errorf("provider leases: %w", err)
 	}
+	return leases, t, nil
 }
 
 // startDevProvisioner provisions the simulated cluster's persistent volumes.

@@ -70,7 +70,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	}
 	gw.hostname = cfg.Gateway.PublicHostname
 	var prov ledger.Provider
-	if err := p.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: addr}, &prov); err == nil && gw.hostname == "" {
+	if err := ledger.QueryProvider.Into(ctx, p.client, ledger.ProviderRequest{Owner: addr}, &prov); err == nil && gw.hostname == "" {
 		if u, err := url.Parse(prov.HostURI); err == nil {
 			gw.hostname = u.Hostname()
 		}

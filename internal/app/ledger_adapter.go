@@ -19,7 +19,7 @@ type ledgerReader struct {
 // Deployment implements manifest.Ledger.
 func (l ledgerReader) Deployment(ctx context.Context, id market.DeploymentID) (ledger.DeploymentResponse, error) {
 	var d ledger.DeploymentResponse
-	err := l.c.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+	err := ledger.QueryDeployment.Into(ctx, l.c, ledger.DeploymentRequest{ID: id}, &d)
 	return d, err
 }
 
@@ -27,20 +27,16 @@ func (l ledgerReader) Deployment(ctx context.Context, id market.DeploymentID) (l
 func (l ledgerReader) ActiveLeases(ctx context.Context, id market.DeploymentID, provider string) ([]market.LeaseID, error) {
 	var out []market.LeaseID
 	req := ledger.LeasesRequest{Owner: id.Owner, DSeq: id.DSeq, Provider: provider, State: ledger.LeaseActive}
-	for range 1000 {
-		var resp ledger.LeasesResponse
-		if err := l.c.Query(ctx, ledger.QueryLeases, req, &resp); err != nil {
-			return nil, err
+	err := ledger.List(ctx, l.c, ledger.QueryLeases, req, func(r ledger.LeasesResponse) error {
+		for i := range r.Leases {
+			out = append(out, r.Leases[i].Lease.ID)
 		}
-		for i := range resp.Leases {
-			out = append(out, resp.Leases[i].Lease.ID)
-		}
-		if len(resp.NextKey) == 0 {
-			return out, nil
-		}
-		req.Page.Key = resp.NextKey
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("leases of %s: %w", id, err)
 	}
-	return nil, fmt.Errorf("leases of %s: more than 1000 pages", id)
+	return out, nil
 }
 
 // BlockTime implements manifest.Ledger.
@@ -51,7 +47,7 @@ func (l ledgerReader) BlockTime(ctx context.Context, height int64) (time.Time, e
 // Certificate implements auth.Ledger.
 func (l ledgerReader) Certificate(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
 	var resp ledger.CertificatesResponse
-	if err := l.c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
+	if err := ledger.QueryCertificates.Into(ctx, l.c, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
 		return ledger.Certificate{}, err
 	}
 	for _, c := range resp.Certificates {
@@ -65,7 +61,7 @@ func (l ledgerReader) Certificate(ctx context.Context, owner, serial string) (le
 // Account implements auth.Ledger.
 func (l ledgerReader) Account(ctx context.Context, addr string) (ledger.Account, error) {
 	var resp ledger.AccountResponse
-	if err := l.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: addr}, &resp); err != nil {
+	if err := ledger.QueryAccount.Into(ctx, l.c, ledger.AccountRequest{Address: addr}, &resp); err != nil {
 		return ledger.Account{}, err
 	}
 	return resp.Account, nil

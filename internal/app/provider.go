@@ -282,7 +282,7 @@ func (p *Provider) MetricsAddr() string {
 // leaseActive asks the ledger whether one of our leases is active.
 func (p *Provider) leaseActive(ctx context.Context, id market.LeaseID) (bool, error) {
 	var l ledger.LeaseResponse
-	err := p.client.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &l)
+	err := ledger.QueryLease.Into(ctx, p.client, ledger.LeaseRequest{ID: id}, &l)
 	switch {
 	case errors.Is(err, ledger.ErrNotFound):
 		return false, nil

@@ -173,7 +173,7 @@ func TestProviderRun(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var b ledger.Bid
-		err := c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(me)}, &b)
+		err := ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: order.Bid(me)}, &b)
 		if err == nil {
 			if b.Price.String() != "14.457600000000000000uakt" {
 				t.Fatalf("bid %+v", b)
@@ -280,7 +280,7 @@ func TestProviderRun(t *testing.T) {
 	// The provider's certificate is on the ledger, and the gateway serves it.
 	waitFor(t, "the provider's certificate registered", func() bool {
 		var certs ledger.CertificatesResponse
-		return c.Query(t.Context(), ledger.QueryCertificates, ledger.CertificatesRequest{Owner: me, State: ledger.CertValid}, &certs) == nil &&
+		return ledger.QueryCertificates.Into(t.Context(), c, ledger.CertificatesRequest{Owner: me, State: ledger.CertValid}, &certs) == nil &&
 			len(certs.Certificates) == 1 && gw.serverSerial() == certs.Certificates[0].Serial
 	})
 	// The tenant closes the deployment: the provider tears the lease down.
@@ -299,7 +299,7 @@ func TestProviderRun(t *testing.T) {
 	order8 := deployWeb(t, tb, dep, tenant, 8, 5_000_000)
 	waitFor(t, "a bid on the second order", func() bool {
 		var b ledger.Bid
-		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order8.Bid(me)}, &b) == nil
+		return ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: order8.Bid(me)}, &b) == nil
 	})
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order8.Bid(me)}); err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func TestProviderRun(t *testing.T) {
 	}
 	waitFor(t, "the unhealthy lease closed as unstable", func() bool {
 		var l ledger.LeaseResponse
-		err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: lease8}, &l)
+		err := ledger.QueryLease.Into(t.Context(), c, ledger.LeaseRequest{ID: lease8}, &l)
 		return err == nil && l.Lease.State == ledger.LeaseClosed && l.Lease.Reason == ledger.ReasonUnstable
 	})
 	waitFor(t, "the unhealthy lease torn down", func() bool {
@@ -324,14 +324,14 @@ func TestProviderRun(t *testing.T) {
 	order9 := deployWeb(t, tb, dep, tenant, 9, 5_000_000)
 	waitFor(t, "a bid on the third order", func() bool {
 		var b ledger.Bid
-		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order9.Bid(me)}, &b) == nil
+		return ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: order9.Bid(me)}, &b) == nil
 	})
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: order9.Bid(me)}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the lease without manifest closed", func() bool {
 		var l ledger.LeaseResponse
-		err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: order9.Bid(me).Lease()}, &l)
+		err := ledger.QueryLease.Into(t.Context(), c, ledger.LeaseRequest{ID: order9.Bid(me).Lease()}, &l)
 		return err == nil && l.Lease.State == ledger.LeaseClosed && l.Lease.Reason == ledger.ReasonManifestTimeout
 	})
 	// The metrics, on the metrics listener and on the gateway (counters settle a moment
@@ -562,7 +562,7 @@ func TestProviderUnfundedLease(t *testing.T) {
 	bid := deployWeb(t, tb, dep, tenant, 9, 600).Bid(me)
 	testenv.EventuallyNoError(t, 30*time.Second, "the provider bids", func() error {
 		var b ledger.Bid
-		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: bid}, &b)
+		return ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: bid}, &b)
 	})
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: bid}); err != nil {
 		t.Fatal(err)
@@ -586,7 +586,7 @@ func TestProviderUnfundedLease(t *testing.T) {
 	// The escrow runs out: the ledger closes the lease, the provider tears it down.
 	var closed ledger.LeaseResponse
 	testenv.EventuallyNoError(t, time.Minute, "the ledger closes the lease for insufficient funds", func() error {
-		if err := c.Query(t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: lease}, &closed); err != nil {
+		if err := ledger.QueryLease.Into(t.Context(), c, ledger.LeaseRequest{ID: lease}, &closed); err != nil {
 			return err
 		}
 		if closed.Lease.State != ledger.LeaseInsufficientFunds {

@@ -59,7 +59,7 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 		order := deployWeb(t, tb, dep, tenant, dseq, 5_000_000)
 		testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("a bid on deployment %d", dseq), func() error {
 			var b ledger.Bid
-			return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(me)}, &b)
+			return ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: order.Bid(me)}, &b)
 		})
 	}
 

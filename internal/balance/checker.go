@@ -1,7 +1,6 @@
 package balance
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +20,8 @@ import (
 
 // Ledger is what the checker reads from the ledger (chain.Client).
 type Ledger interface {
-	// Query runs a query (a ledger.Query* path); rejections are *ledger.Error.
-	Query(ctx context.Context, path string, req, resp any) error
+	// QueryRaw asks a query (the ledger.Query… descriptors); refusals are *ledger.Error.
+	ledger.Querier
 	// Height is the latest committed height.
 	Height(ctx context.Context) (int64, error)
 	// Params are the chain's rules.
@@ -297,7 +296,7 @@ func (c *Checker) read(ctx context.Context, full bool) (*view, error) {
 		}
 		seen[id] = true
 		var d ledger.DeploymentResponse
-		err := c.ledger.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+		err := ledger.QueryDeployment.Into(ctx, c.ledger, ledger.DeploymentRequest{ID: id}, &d)
 		if err != nil {
 			return nil, fmt.Errorf("deployment %s: %w", id, err)
 		}
@@ -314,32 +313,25 @@ func (c *Checker) read(ctx context.Context, full bool) (*view, error) {
 // listLeases reads every page of our leases in state ("": all).
 func (c *Checker) listLeases(ctx context.Context, state string) ([]ledger.LeaseResponse, error) {
 	var out []ledger.LeaseResponse
-	var key []byte
-	for {
-		req := ledger.LeasesRequest{Provider: c.cfg.Provider, State: state, Page: ledger.Page{Key: key, Limit: leasePageLimit}}
-		var r ledger.LeasesResponse
-		if err := c.ledger.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
-			return nil, fmt.Errorf("list leases of %s: %w", c.cfg.Provider, err)
-		}
+	req := ledger.LeasesRequest{Provider: c.cfg.Provider, State: state, Page: ledger.Page{Limit: leasePageLimit}}
+	err := ledger.List(ctx, c.ledger, ledger.QueryLeases, req, func(r ledger.LeasesResponse) error {
 		for i := range r.Leases {
 			if r.Leases[i].Lease.ID.Provider == c.cfg.Provider {
 				out = append(out, r.Leases[i])
 			}
 		}
-		if len(r.NextKey) == 0 {
-			return out, nil
-		}
-		if bytes.Equal(r.NextKey, key) {
-			return nil, fmt.Errorf("list leases of %s: the ledger gave the same next_key twice", c.cfg.Provider)
-		}
-		key = r.NextKey
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list leases of %s: %w", c.cfg.Provider, err)
 	}
+	return out, nil
 }
 
 // account reads the provider's balances (none when the account does not exist yet).
 func (c *Checker) account(ctx context.Context) ([]market.Coin, error) {
 	var a ledger.AccountResponse
-	err := c.ledger.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: c.cfg.Provider}, &a)
+	err := ledger.QueryAccount.Into(ctx, c.ledger, ledger.AccountRequest{Address: c.cfg.Provider}, &a)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return []market.Coin{}, nil
 	}
@@ -352,7 +344,7 @@ func (c *Checker) account(ctx context.Context) ([]market.Coin, error) {
 // readLease reads one lease of ours and records what it has paid out.
 func (c *Checker) readLease(ctx context.Context, id market.LeaseID) (ledger.LeaseResponse, error) {
 	var r ledger.LeaseResponse
-	if err := c.ledger.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &r); err != nil {
+	if err := ledger.QueryLease.Into(ctx, c.ledger, ledger.LeaseRequest{ID: id}, &r); err != nil {
 		return r, fmt.Errorf("lease %s: %w", id, err)
 	}
 	c.mu.Lock()

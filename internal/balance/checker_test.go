@@ -462,7 +462,7 @@ type flakyLedger struct {
 	fail int
 }
 
-func (f *flakyLedger) Query(ctx context.Context, path string, req, resp any) error {
+func (f *flakyLedger) QueryRaw(ctx context.Context, path string, req []byte) ([]byte, error) {
 	f.mu.Lock()
 	failing := f.fail > 0
 	if failing {
@@ -470,9 +470,9 @@ func (f *flakyLedger) Query(ctx context.Context, path string, req, resp any) err
 	}
 	f.mu.Unlock()
 	if failing {
-		return errors.New("node unreachable")
+		return nil, errors.New("node unreachable")
 	}
-	return f.Ledger.Query(ctx, path, req, resp)
+	return f.Ledger.QueryRaw(ctx, path, req)
 }
 
 // TestLedgerErrors: a check that cannot read the ledger fails, says so in its status

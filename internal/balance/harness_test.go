@@ -140,7 +140,7 @@ func (e *env) leases() map[market.LeaseID]ledger.LeaseResponse {
 	var key []byte
 	for {
 		var r ledger.LeasesResponse
-		if err := e.c.Query(e.t.Context(), ledger.QueryLeases, ledger.LeasesRequest{Provider: e.me, Page: ledger.Page{Key: key, Limit: 1000}}, &r); err != nil {
+		if err := ledger.QueryLeases.Into(e.t.Context(), e.c, ledger.LeasesRequest{Provider: e.me, Page: ledger.Page{Key: key, Limit: 1000}}, &r); err != nil {
 			e.t.Fatal(err)
 		}
 		for _, l := range r.Leases {
@@ -156,7 +156,7 @@ func (e *env) leases() map[market.LeaseID]ledger.LeaseResponse {
 func (e *env) lease(id market.LeaseID) ledger.LeaseResponse {
 	e.t.Helper()
 	var r ledger.LeaseResponse
-	if err := e.c.Query(e.t.Context(), ledger.QueryLease, ledger.LeaseRequest{ID: id}, &r); err != nil {
+	if err := ledger.QueryLease.Into(e.t.Context(), e.c, ledger.LeaseRequest{ID: id}, &r); err != nil {
 		e.t.Fatal(err)
 	}
 	return r

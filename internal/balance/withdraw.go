@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -151,7 +150,7 @@ func (c *Checker) recordWithdrawal(ctx context.Context, res *chain.Result, batch
 		if ev.Type != ledger.EventWithdrawal || ev.Attrs[ledger.AttrProvider] != c.cfg.Provider {
 			continue
 		}
-		id, err := leaseOfEvent(ev.Attrs)
+		id, err := ledger.LeaseOfEvent(ev.Attrs)
 		var amt market.Coin
 		if err == nil {
 			amt, err = market.ParseCoin(ev.Attrs[ledger.AttrAmount])
@@ -187,20 +186,6 @@ func (c *Checker) recordWithdrawal(ctx context.Context, res *chain.Result, batch
 	c.earningsGaugesLocked()
 	t.w.Txs++
 	t.w.Height = res.Height
-}
-
-// leaseOfEvent reads the lease an event's attributes name.
-func leaseOfEvent(a map[string]string) (market.LeaseID, error) {
-	dseq, err1 := strconv.ParseUint(a[ledger.AttrDSeq], 10, 64)
-	gseq, err2 := strconv.ParseUint(a[ledger.AttrGSeq], 10, 32)
-	oseq, err3 := strconv.ParseUint(a[ledger.AttrOSeq], 10, 32)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return market.LeaseID{}, fmt.Errorf("event does not name a lease: %w", err)
-	}
-	if a[ledger.AttrOwner] == "" || a[ledger.AttrProvider] == "" {
-		return market.LeaseID{}, errors.New("event does not name a lease: no owner or provider")
-	}
-	return market.LeaseID{Owner: a[ledger.AttrOwner], DSeq: dseq, GSeq: uint32(gseq), OSeq: uint32(oseq), Provider: a[ledger.AttrProvider]}, nil
 }
 
 // coins are amounts per denomination, sorted.

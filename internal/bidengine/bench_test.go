@@ -232,7 +232,7 @@ func BenchmarkNextBlock(b *testing.B) {
 		}
 		pending = slices.DeleteFunc(pending, func(o market.OrderID) bool {
 			var bid ledger.Bid
-			if tc.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: o.Bid(me)}, &bid) != nil {
+			if ledger.QueryBid.Into(ctx, tc, ledger.BidRequest{ID: o.Bid(me)}, &bid) != nil {
 				return false
 			}
 			bids[o] = bid
@@ -247,7 +247,7 @@ func BenchmarkNextBlock(b *testing.B) {
 	for _, o := range orders {
 		var ord ledger.Order
 		bid := bids[o]
-		if err := tc.Query(b.Context(), ledger.QueryOrder, ledger.OrderRequest{ID: o}, &ord); err != nil {
+		if err := ledger.QueryOrder.Into(b.Context(), tc, ledger.OrderRequest{ID: o}, &ord); err != nil {
 			b.Fatal(err)
 		}
 		switch bid.CreatedAt {

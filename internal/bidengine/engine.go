@@ -384,11 +384,11 @@ func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Acti
 	ours := a[ledger.AttrProvider] == e.cfg.Provider
 	switch ev.Type {
 	case ledger.EventOrderCreated:
-		if id, ok := orderOf(a); ok {
+		if id, err := ledger.OrderOfEvent(a); err == nil {
 			return []Action{{Kind: ActDecide, Order: id}}
 		}
 	case ledger.EventBidCreated:
-		if id, ok := orderOf(a); ok && ours {
+		if id, err := ledger.OrderOfEvent(a); err == nil && ours {
 			switch t := e.orders[id]; {
 			case t == nil:
 				// A bid sent before a restart, included after it.
@@ -398,7 +398,7 @@ func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Acti
 			}
 		}
 	case ledger.EventBidClosed:
-		if id, ok := orderOf(a); ok && ours {
+		if id, err := ledger.OrderOfEvent(a); err == nil && ours {
 			if t := e.orders[id]; t != nil && t.state != stateWon && t.state != statePricing {
 				result, reason := ResultClosed, ReasonOrderClosed
 				if a[ledger.AttrState] == ledger.BidLost {
@@ -408,8 +408,8 @@ func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Acti
 			}
 		}
 	case ledger.EventLeaseCreated:
-		id, ok := orderOf(a)
-		if !ok {
+		id, err := ledger.OrderOfEvent(a)
+		if err != nil {
 			return nil
 		}
 		t := e.orders[id]
@@ -427,7 +427,7 @@ func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Acti
 		e.record(id, now, ResultWon, ReasonLeased, "", &t.price)
 		return []Action{{Kind: ActPublishWon, Order: id, Won: &LeaseWon{Lease: lease, Price: t.price, Spec: t.spec, Placements: t.placements, CreatedAt: height}}}
 	case ledger.EventLeaseClosed:
-		if id, ok := orderOf(a); ok && ours {
+		if id, err := ledger.OrderOfEvent(a); err == nil && ours {
 			if t := e.orders[id]; t != nil && t.state == stateWon {
 				e.dropLocked(id, now, ResultClosed, ReasonLeaseClosed, a[ledger.AttrReason])
 			}
@@ -658,15 +658,4 @@ func (s bidState) String() string {
 		return "won"
 	}
 	return "unknown"
-}
-
-// orderOf reads the order ID of an event.
-func orderOf(a map[string]string) (market.OrderID, bool) {
-	dseq, err1 := strconv.ParseUint(a[ledger.AttrDSeq], 10, 64)
-	gseq, err2 := strconv.ParseUint(a[ledger.AttrGSeq], 10, 32)
-	oseq, err3 := strconv.ParseUint(a[ledger.AttrOSeq], 10, 32)
-	if a[ledger.AttrOwner] == "" || err1 != nil || err2 != nil || err3 != nil {
-		return market.OrderID{}, false
-	}
-	return market.OrderID{Owner: a[ledger.AttrOwner], DSeq: dseq, GSeq: uint32(gseq), OSeq: uint32(oseq)}, true
 }

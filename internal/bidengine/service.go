@@ -210,7 +210,7 @@ func (s *Service) decideAll(ctx context.Context, ids []market.OrderID, start tim
 	for len(ids) > 0 {
 		n := min(len(ids), ledger.MaxOrderIDs)
 		var r ledger.OrdersResponse
-		if err := s.client.Query(ctx, ledger.QueryOrders, ledger.OrdersRequest{IDs: ids[:n]}, &r); err != nil {
+		if err := ledger.QueryOrders.Into(ctx, s.client, ledger.OrdersRequest{IDs: ids[:n]}, &r); err != nil {
 			return fmt.Errorf("read %d new orders: %w", n, err)
 		}
 		if err := s.decideOrders(ctx, r.Orders, start, checkExisting); err != nil {
@@ -237,7 +237,7 @@ func (s *Service) decide(ctx context.Context, o *ledger.Order, start time.Time, 
 	id := o.ID
 	if checkExisting && o.State == ledger.OrderOpen {
 		var b ledger.Bid
-		err := s.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: id.Bid(s.engine.cfg.Provider)}, &b)
+		err := ledger.QueryBid.Into(ctx, s.client, ledger.BidRequest{ID: id.Bid(s.engine.cfg.Provider)}, &b)
 		if err == nil {
 			return nil // we bid on it before the restart
 		}
@@ -305,14 +305,14 @@ func (s *Service) act(ctx context.Context, acts []Action) {
 
 func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) error {
 	var l ledger.LeaseResponse
-	if err := s.client.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &l); err != nil {
+	if err := ledger.QueryLease.Into(ctx, s.client, ledger.LeaseRequest{ID: id}, &l); err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
 	if l.Lease.State != ledger.LeaseActive {
 		return nil
 	}
 	var o ledger.Order
-	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
+	if err := ledger.QueryOrder.Into(ctx, s.client, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
 		return fmt.Errorf("order of lease %s: %w", id, err)
 	}
 	won, err := s.engine.Adopt(l.Lease, o.Spec, rebuilt, time.Now())
@@ -328,14 +328,14 @@ func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) er
 
 func (s *Service) restoreBid(ctx context.Context, id market.BidID) error {
 	var b ledger.Bid
-	if err := s.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: id}, &b); err != nil {
+	if err := ledger.QueryBid.Into(ctx, s.client, ledger.BidRequest{ID: id}, &b); err != nil {
 		return fmt.Errorf("bid %s: %w", id, err)
 	}
 	if b.State != ledger.BidOpen {
 		return nil
 	}
 	var o ledger.Order
-	if err := s.client.Query(ctx, ledger.QueryOrder, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
+	if err := ledger.QueryOrder.Into(ctx, s.client, ledger.OrderRequest{ID: id.Order()}, &o); err != nil {
 		return fmt.Errorf("order of bid %s: %w", id, err)
 	}
 	return s.engine.RestoreBid(b, o.Spec, time.Now())
@@ -345,37 +345,31 @@ func (s *Service) restoreBid(ctx context.Context, id market.BidID) error {
 func (s *Service) rebuild(ctx context.Context) error {
 	me := s.engine.cfg.Provider
 	var bids, leases int
-	err := pages(ctx, func(p ledger.Page) ([]byte, error) {
-		var r ledger.BidsResponse
-		if err := s.client.Query(ctx, ledger.QueryBids, ledger.BidsRequest{Provider: me, State: ledger.BidOpen, Page: p}, &r); err != nil {
-			return nil, fmt.Errorf("our open bids: %w", err)
-		}
-		for i := range r.Bids {
-			if err := s.restoreBid(ctx, r.Bids[i].ID); err != nil {
-				return nil, err
+	err := ledger.List(ctx, s.client, ledger.QueryBids, ledger.BidsRequest{Provider: me, State: ledger.BidOpen, Page: ledger.Page{Limit: 200}},
+		func(r ledger.BidsResponse) error {
+			for i := range r.Bids {
+				if err := s.restoreBid(ctx, r.Bids[i].ID); err != nil {
+					return err
+				}
+				bids++
 			}
-			bids++
-		}
-		return r.NextKey, nil
-	})
+			return nil
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("our open bids: %w", err)
 	}
-	err = pages(ctx, func(p ledger.Page) ([]byte, error) {
-		var r ledger.LeasesResponse
-		if err := s.client.Query(ctx, ledger.QueryLeases, ledger.LeasesRequest{Provider: me, State: ledger.LeaseActive, Page: p}, &r); err != nil {
-			return nil, fmt.Errorf("our active leases: %w", err)
-		}
-		for i := range r.Leases {
-			if err := s.adopt(ctx, r.Leases[i].Lease.ID, true); err != nil {
-				return nil, err
+	err = ledger.List(ctx, s.client, ledger.QueryLeases, ledger.LeasesRequest{Provider: me, State: ledger.LeaseActive, Page: ledger.Page{Limit: 200}},
+		func(r ledger.LeasesResponse) error {
+			for i := range r.Leases {
+				if err := s.adopt(ctx, r.Leases[i].Lease.ID, true); err != nil {
+					return err
+				}
+				leases++
 			}
-			leases++
-		}
-		return r.NextKey, nil
-	})
+			return nil
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("our active leases: %w", err)
 	}
 	s.log.InfoContext(ctx, "bid engine rebuilt from the ledger", slog.Int("open_bids", bids), slog.Int("active_leases", leases))
 	return nil
@@ -386,39 +380,21 @@ func (s *Service) rebuild(ctx context.Context) error {
 func (s *Service) catchUp(ctx context.Context) error {
 	start := time.Now()
 	var n int
-	err := pages(ctx, func(p ledger.Page) ([]byte, error) {
-		var r ledger.OrdersResponse
-		if err := s.client.Query(ctx, ledger.QueryOrders, ledger.OrdersRequest{State: ledger.OrderOpen, Page: p}, &r); err != nil {
-			return nil, fmt.Errorf("open orders: %w", err)
-		}
-		n += len(r.Orders)
-		return r.NextKey, s.decideOrders(ctx, r.Orders, start, true)
-	})
+	err := ledger.List(ctx, s.client, ledger.QueryOrders, ledger.OrdersRequest{State: ledger.OrderOpen, Page: ledger.Page{Limit: 200}},
+		func(r ledger.OrdersResponse) error {
+			n += len(r.Orders)
+			return s.decideOrders(ctx, r.Orders, start, true)
+		})
 	if err != nil {
-		return err
+		return fmt.Errorf("open orders: %w", err)
 	}
 	s.log.InfoContext(ctx, "bid engine caught up on open orders", slog.Int("orders", n), slog.Duration("took", time.Since(start)))
 	return nil
 }
 
-// pages calls list with each page until the last.
-func pages(ctx context.Context, list func(ledger.Page) ([]byte, error)) error {
-	p := ledger.Page{Limit: 200}
-	for {
-		next, err := list(p)
-		if err != nil {
-			return err
-		}
-		if len(next) == 0 || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		p.Key = next
-	}
-}
-
 func (s *Service) refreshProvider(ctx context.Context) error {
 	var p ledger.Provider
-	if err := s.client.Query(ctx, ledger.QueryProvider, ledger.ProviderRequest{Owner: s.engine.cfg.Provider}, &p); err != nil {
+	if err := ledger.QueryProvider.Into(ctx, s.client, ledger.ProviderRequest{Owner: s.engine.cfg.Provider}, &p); err != nil {
 		return fmt.Errorf("bid engine: our provider record (register with `berth provider register`): %w", err)
 	}
 	s.engine.SetAttributes(p.Attributes)
@@ -427,7 +403,7 @@ func (s *Service) refreshProvider(ctx context.Context) error {
 
 func (s *Service) refreshAudits(ctx context.Context) error {
 	var r ledger.AuditResponse
-	if err := s.client.Query(ctx, ledger.QueryAudit, ledger.AuditRequest{Owner: s.engine.cfg.Provider}, &r); err != nil {
+	if err := ledger.QueryAudit.Into(ctx, s.client, ledger.AuditRequest{Owner: s.engine.cfg.Provider}, &r); err != nil {
 		return fmt.Errorf("bid engine: auditor signatures: %w", err)
 	}
 	a := Audits{}

@@ -138,7 +138,7 @@ func bidOf(t *testing.T, c *chain.Client, order market.OrderID, provider string)
 	t.Helper()
 	var b ledger.Bid
 	eventuallyNoErr(t, "bid on "+order.String(), func() error {
-		return c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: order.Bid(provider)}, &b)
+		return ledger.QueryBid.Into(t.Context(), c, ledger.BidRequest{ID: order.Bid(provider)}, &b)
 	})
 	return b
 }
@@ -370,7 +370,7 @@ func TestOrdersDeclinedWhileInventoryUnknownAreBidLater(t *testing.T) {
 		t.Errorf("order %s once the inventory is known: %+v, want a bid", kept, d)
 	}
 	var none ledger.Bid
-	if err := tenant.c.Query(t.Context(), ledger.QueryBid, ledger.BidRequest{ID: closed.Bid(me)}, &none); !errors.Is(err, ledger.ErrNotFound) {
+	if err := ledger.QueryBid.Into(t.Context(), tenant.c, ledger.BidRequest{ID: closed.Bid(me)}, &none); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("order %s closed while the inventory was unknown: bid %+v, %v; want none", closed, none, err)
 	}
 	if p.cap.Reserved(closed) {

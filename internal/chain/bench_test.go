@@ -148,7 +148,7 @@ func BenchmarkThroughput(b *testing.B) {
 	want := uint64(1_000_000_000_000) + uint64(accounts)*uint64(per*(per+1)/2)
 	for {
 		var acc ledger.AccountResponse
-		if err := c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: l.Address(b, "sink")}, &acc); err != nil {
+		if err := ledger.QueryAccount.Into(ctx, c, ledger.AccountRequest{Address: l.Address(b, "sink")}, &acc); err != nil {
 			b.Fatal(err)
 		}
 		if uint64(acc.Balance(ledger.DefaultDenom)) == want {

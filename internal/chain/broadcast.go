@@ -239,7 +239,7 @@ func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64)
 	for attempt := 0; ; attempt++ {
 		if !b.seqKnown {
 			var acc ledger.AccountResponse
-			if err := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); err != nil {
+			if err := ledger.QueryAccount.Into(ctx, b.c, ledger.AccountRequest{Address: b.addr}, &acc); err != nil {
 				return nil, fmt.Errorf("account %s: %w", b.addr, err)
 			}
 			b.seq, b.seqKnown = acc.Account.Sequence, true
@@ -257,7 +257,7 @@ func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64)
 			// after the earlier version is lost). Each call is one execution, so never
 			// adopt that transaction: move past its sequence and sign again.
 			var acc ledger.AccountResponse
-			if qerr := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); qerr != nil {
+			if qerr := ledger.QueryAccount.Into(ctx, b.c, ledger.AccountRequest{Address: b.addr}, &acc); qerr != nil {
 				b.seqKnown = false
 				return nil, fmt.Errorf("account %s: %w", b.addr, qerr)
 			}

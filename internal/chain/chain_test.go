@@ -97,7 +97,7 @@ func TestTxEventQuery(t *testing.T) {
 		t.Fatalf("order.created %v", ev.Attrs)
 	}
 	var d ledger.DeploymentResponse
-	if err := c.Query(t.Context(), ledger.QueryDeployment, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
+	if err := ledger.QueryDeployment.Into(t.Context(), c, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Deployment.State != ledger.DeploymentActive || len(d.Groups) != 1 || !bytes.Equal(d.Deployment.Version, msg.Version) {
@@ -149,7 +149,7 @@ func TestRestartKeepsStateAndHeight(t *testing.T) {
 		t.Fatalf("app hash at height %d: node recorded %X, the app had %X", h1, br.AppHash, info1.LastBlockAppHash)
 	}
 	var d ledger.DeploymentResponse
-	if err := c2.Query(t.Context(), ledger.QueryDeployment, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
+	if err := ledger.QueryDeployment.Into(t.Context(), c2, ledger.DeploymentRequest{ID: msg.ID}, &d); err != nil {
 		t.Fatalf("deployment after restart: %v", err)
 	}
 	tenant2 := l.Broadcaster(t, c2, "tenant")
@@ -182,7 +182,7 @@ func TestSequenceRecovery(t *testing.T) {
 		}
 	}
 	var acc ledger.AccountResponse
-	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: a.Address()}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(t.Context(), c, ledger.AccountRequest{Address: a.Address()}, &acc); err != nil {
 		t.Fatal(err)
 	}
 	if acc.Account.Sequence != 6 {
@@ -239,7 +239,7 @@ func TestSubmitBatches(t *testing.T) {
 		t.Fatalf("%d sends in %d blocks: nothing was batched", n-1, len(blocks))
 	}
 	var acc ledger.AccountResponse
-	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(t.Context(), c, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
 	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+n-1 {
@@ -309,7 +309,7 @@ func TestSubmitWithdrawnAndClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	var acc ledger.AccountResponse
-	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(t.Context(), c, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
 	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+7 {
@@ -344,7 +344,7 @@ func TestIdenticalTransactionsAreNotMerged(t *testing.T) {
 		}
 	}
 	var acc ledger.AccountResponse
-	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(t.Context(), c, ledger.AccountRequest{Address: to}, &acc); err != nil {
 		t.Fatal(err)
 	}
 	if got := acc.Balance(ledger.DefaultDenom); got != 1_000_000_000_000+14 {

@@ -15,7 +15,6 @@ package chain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,7 +53,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 	}
 	c := &Client{rpc: rpc, newHead: make(chan struct{})}
 	var p ledger.ParamsResponse
-	if err := c.Query(ctx, ledger.QueryParams, nil, &p); err != nil {
+	if err := ledger.QueryParams.Into(ctx, c, ledger.NoRequest{}, &p); err != nil {
 		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 	}
 	c.chainID, c.params = p.ChainID, p.Params
@@ -67,27 +66,18 @@ func (c *Client) ChainID() string { return c.chainID }
 // Params are the chain's rules.
 func (c *Client) Params() ledger.Params { return c.params }
 
-// Query runs an ABCI query: req is encoded as JSON (nil for none) and the answer
-// decoded into resp. Ledger errors come back as *ledger.Error.
-func (c *Client) Query(ctx context.Context, path string, req, resp any) error {
-	var data []byte
-	if req != nil {
-		var err error
-		if data, err = json.Marshal(req); err != nil {
-			return fmt.Errorf("query %s: %w", path, err)
-		}
-	}
-	r, err := c.rpc.ABCIQuery(ctx, path, data)
+// QueryRaw asks the node's ledger one query (the ledger.Query… descriptors call it:
+// ledger.QueryBid.Into(ctx, client, req, &bid)); a query the ledger refuses returns
+// the ledger's *Error.
+func (c *Client) QueryRaw(ctx context.Context, path string, req []byte) ([]byte, error) {
+	r, err := c.rpc.ABCIQuery(ctx, path, req)
 	if err != nil {
-		return fmt.Errorf("query %s: %w", path, err)
+		return nil, fmt.Errorf("query %s: %w", path, err)
 	}
 	if r.Response.Code != 0 {
-		return ledger.ErrorFromCode(r.Response.Code, r.Response.Codespace, r.Response.Log)
+		return nil, ledger.ErrorFromCode(r.Response.Code, r.Response.Codespace, r.Response.Log)
 	}
-	if err := json.Unmarshal(r.Response.Value, resp); err != nil {
-		return fmt.Errorf("query %s: decode answer: %w", path, err)
-	}
-	return nil
+	return r.Response.Value, nil
 }
 
 // BroadcastTxSync hands a signed transaction to the node's mempool and returns its

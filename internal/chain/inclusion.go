@@ -117,7 +117,7 @@ func (b *Broadcaster) lookup(ctx context.Context, tx *signedTx) (fate, *Result, 
 // (read directly, not through the index) say which.
 func (b *Broadcaster) settle(ctx context.Context, tx *signedTx) (fate, *Result, error) {
 	var acc ledger.AccountResponse
-	if err := b.c.Query(ctx, ledger.QueryAccount, ledger.AccountRequest{Address: b.addr}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(ctx, b.c, ledger.AccountRequest{Address: b.addr}, &acc); err != nil {
 		return fatePending, nil, fmt.Errorf("account %s: %w", b.addr, err)
 	}
 	if acc.Account.Sequence <= tx.seq {

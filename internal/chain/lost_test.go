@@ -120,7 +120,7 @@ func proxied(t *testing.T, l *testenv.LedgerNode, p *rpcProxy, timeout time.Dura
 func balance(t *testing.T, c *chain.Client, addr string) market.Uint {
 	t.Helper()
 	var acc ledger.AccountResponse
-	if err := c.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: addr}, &acc); err != nil {
+	if err := ledger.QueryAccount.Into(t.Context(), c, ledger.AccountRequest{Address: addr}, &acc); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range acc.Balances {

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -100,34 +99,20 @@ func (w *world) check(ctx context.Context) []string {
 func (w *world) leases(ctx context.Context, provider, state string) ([]ledger.LeaseResponse, error) {
 	var out []ledger.LeaseResponse
 	req := ledger.LeasesRequest{Provider: provider, State: state}
-	for range 1000 {
-		var r ledger.LeasesResponse
-		if err := w.client.Query(ctx, ledger.QueryLeases, req, &r); err != nil {
-			return nil, err
-		}
+	err := ledger.List(ctx, w.client, ledger.QueryLeases, req, func(r ledger.LeasesResponse) error {
 		out = append(out, r.Leases...)
-		if len(r.NextKey) == 0 {
-			return out, nil
-		}
-		req.Page.Key = r.NextKey
-	}
-	return nil, errors.New("leases: more than 1000 pages")
+		return nil
+	})
+	return out, err
 }
 
 // openBids counts a provider's open bids.
 func (w *world) openBids(ctx context.Context, provider string) (int, error) {
 	n := 0
 	req := ledger.BidsRequest{Provider: provider, State: ledger.BidOpen}
-	for range 1000 {
-		var r ledger.BidsResponse
-		if err := w.client.Query(ctx, ledger.QueryBids, req, &r); err != nil {
-			return 0, err
-		}
+	err := ledger.List(ctx, w.client, ledger.QueryBids, req, func(r ledger.BidsResponse) error {
 		n += len(r.Bids)
-		if len(r.NextKey) == 0 {
-			return n, nil
-		}
-		req.Page.Key = r.NextKey
-	}
-	return 0, errors.New("bids: more than 1000 pages")
+		return nil
+	})
+	return n, err
 }

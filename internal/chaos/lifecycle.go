@@ -85,7 +85,7 @@ func (w *world) runLifecycle(ctx context.Context, l *lifecycle) error {
 	bid := order.Bid(l.provider.addr)
 	if err := w.waitFor(ctx, w.cfg.BidTimeout, l.provider.name+"'s bid on deployment "+fmt.Sprint(l.dseq), func(ctx context.Context) (bool, error) {
 		var b ledger.Bid
-		err := w.client.Query(ctx, ledger.QueryBid, ledger.BidRequest{ID: bid}, &b)
+		err := ledger.QueryBid.Into(ctx, w.client, ledger.BidRequest{ID: bid}, &b)
 		if errors.Is(err, ledger.ErrNotFound) {
 			return false, nil
 		}
@@ -126,7 +126,7 @@ func (w *world) runLifecycle(ctx context.Context, l *lifecycle) error {
 	}
 	if err := w.txOnce(ctx, &ledger.MsgUpdateDeployment{ID: id, Version: v2.Version}, func(ctx context.Context) (bool, error) {
 		var d ledger.DeploymentResponse
-		err := w.client.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+		err := ledger.QueryDeployment.Into(ctx, w.client, ledger.DeploymentRequest{ID: id}, &d)
 		return err == nil && bytes.Equal(d.Deployment.Version, v2.Version), err
 	}); err != nil {
 		return fmt.Errorf("update deployment %d: %w", l.dseq, err)
@@ -164,7 +164,7 @@ func (w *world) runLifecycle(ctx context.Context, l *lifecycle) error {
 	// Close; the provider tears the lease down.
 	if err := w.txOnce(ctx, &ledger.MsgCloseDeployment{ID: id}, func(ctx context.Context) (bool, error) {
 		var d ledger.DeploymentResponse
-		err := w.client.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+		err := ledger.QueryDeployment.Into(ctx, w.client, ledger.DeploymentRequest{ID: id}, &d)
 		return err == nil && d.Deployment.State != ledger.DeploymentActive, err
 	}); err != nil {
 		return fmt.Errorf("close deployment %d: %w", l.dseq, err)
@@ -315,7 +315,7 @@ func (w *world) identity(ctx context.Context, id market.LeaseID) (types.UID, typ
 
 func (w *world) deploymentExists(ctx context.Context, id market.DeploymentID) (bool, error) {
 	var d ledger.DeploymentResponse
-	err := w.client.Query(ctx, ledger.QueryDeployment, ledger.DeploymentRequest{ID: id}, &d)
+	err := ledger.QueryDeployment.Into(ctx, w.client, ledger.DeploymentRequest{ID: id}, &d)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return false, nil
 	}
@@ -325,7 +325,7 @@ func (w *world) deploymentExists(ctx context.Context, id market.DeploymentID) (b
 // leaseState reads a lease from the ledger (false when it has none).
 func (w *world) leaseState(ctx context.Context, id market.LeaseID) (ledger.Lease, bool, error) {
 	var l ledger.LeaseResponse
-	err := w.client.Query(ctx, ledger.QueryLease, ledger.LeaseRequest{ID: id}, &l)
+	err := ledger.QueryLease.Into(ctx, w.client, ledger.LeaseRequest{ID: id}, &l)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return ledger.Lease{}, false, nil
 	}

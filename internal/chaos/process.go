@@ -173,7 +173,7 @@ func (p *providerProc) waitReady(ctx context.Context, timeout time.Duration) err
 func certLookup(c *chain.Client) client.CertLookup {
 	return func(ctx context.Context, owner, serial string) (ledger.Certificate, error) {
 		var resp ledger.CertificatesResponse
-		if err := c.Query(ctx, ledger.QueryCertificates, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
+		if err := ledger.QueryCertificates.Into(ctx, c, ledger.CertificatesRequest{Owner: owner, Serial: serial}, &resp); err != nil {
 			return ledger.Certificate{}, err
 		}
 		for _, cert := range resp.Certificates {

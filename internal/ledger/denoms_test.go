@@ -91,7 +91,7 @@ func TestGenesisAudits(t *testing.T) {
 	owner, auditor := h.addr("provider"), h.addr("auditor")
 	h.block() // genesis is committed with the first block
 	var audit AuditResponse
-	h.mustQuery(QueryAudit, AuditRequest{Owner: owner}, &audit)
+	h.mustQuery(QueryAudit.Path, AuditRequest{Owner: owner}, &audit)
 	want := market.Attributes{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}}
 	if len(audit.Attributes) != 1 || audit.Attributes[0].Auditor != auditor || !slices.Equal(audit.Attributes[0].Attributes, want) {
 		t.Fatalf("audit %+v, want %s signed by %s", audit, want, auditor)

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"strconv"
 
 	abci "github.com/cometbft/cometbft/abci/types"
@@ -54,6 +56,34 @@ const (
 	AttrSerial   = "serial"
 	AttrHostURI  = "host_uri"
 )
+
+// OrderOfEvent reads the order an event's attributes name (owner, dseq, gseq, oseq):
+// the events of orders, bids and leases.
+func OrderOfEvent(attrs map[string]string) (market.OrderID, error) {
+	dseq, err1 := strconv.ParseUint(attrs[AttrDSeq], 10, 64)
+	gseq, err2 := strconv.ParseUint(attrs[AttrGSeq], 10, 32)
+	oseq, err3 := strconv.ParseUint(attrs[AttrOSeq], 10, 32)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return market.OrderID{}, fmt.Errorf("the event names no order: %w", err)
+	}
+	if attrs[AttrOwner] == "" {
+		return market.OrderID{}, errors.New("the event names no order: no owner")
+	}
+	return market.OrderID{Owner: attrs[AttrOwner], DSeq: dseq, GSeq: uint32(gseq), OSeq: uint32(oseq)}, nil
+}
+
+// LeaseOfEvent reads the bid or lease an event's attributes name (the order's and the
+// provider): the events of bids, leases and withdrawals.
+func LeaseOfEvent(attrs map[string]string) (market.LeaseID, error) {
+	o, err := OrderOfEvent(attrs)
+	if err != nil {
+		return market.LeaseID{}, err
+	}
+	if attrs[AttrProvider] == "" {
+		return market.LeaseID{}, errors.New("the event names no lease: no provider")
+	}
+	return o.Bid(attrs[AttrProvider]).Lease(), nil
+}
 
 type events struct{ list []abci.Event }
 

@@ -60,13 +60,13 @@ func FuzzQuery(f *testing.F) {
 	h.registerProvider("p1", usWest)
 	id := h.createDeployment("tenant", 5, 10_000_000)
 	h.bid("p1", id.Group(1).Order(1), "1000")
-	for _, p := range []string{QueryParams, QueryAccount, QueryDeployment, QueryDeployments, QueryOrders, QueryBids, QueryLeases, QuerySupply, QueryCertificates} {
+	for _, p := range []string{QueryParams.Path, QueryAccount.Path, QueryDeployment.Path, QueryDeployments.Path, QueryOrders.Path, QueryBids.Path, QueryLeases.Path, QuerySupply.Path, QueryCertificates.Path} {
 		f.Add(p, []byte(`{}`))
 	}
 	owner, _ := json.Marshal(map[string]string{"owner": h.addr("tenant")})
-	f.Add(QueryDeployments, owner)
-	f.Add(QueryBids, []byte(`{"provider":"`+h.addr("p1")+`","page":{"limit":1}}`))
-	f.Add(QueryOrders, []byte(`{"state":"open","page":{"key":"b3JkZXIv"}}`))
+	f.Add(QueryDeployments.Path, owner)
+	f.Add(QueryBids.Path, []byte(`{"provider":"`+h.addr("p1")+`","page":{"limit":1}}`))
+	f.Add(QueryOrders.Path, []byte(`{"state":"open","page":{"key":"b3JkZXIv"}}`))
 	f.Fuzz(func(t *testing.T, path string, data []byte) {
 		r, err := h.app.Query(t.Context(), &abci.RequestQuery{Path: path, Data: data})
 		if err != nil {

@@ -180,7 +180,7 @@ func (h *harness) mustQuery(path string, req, resp any) {
 func (h *harness) balance(name string) uint64 {
 	h.t.Helper()
 	var r AccountResponse
-	h.mustQuery(QueryAccount, AccountRequest{Address: h.addr(name)}, &r)
+	h.mustQuery(QueryAccount.Path, AccountRequest{Address: h.addr(name)}, &r)
 	for _, c := range r.Balances {
 		if c.Denom == DefaultDenom {
 			return uint64(c.Amount)

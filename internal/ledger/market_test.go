@@ -55,20 +55,20 @@ func TestLeaseLifecycle(t *testing.T) {
 	}
 	oid := id.Group(1).Order(1)
 	var orders OrdersResponse
-	h.mustQuery(QueryOrders, OrdersRequest{State: OrderOpen}, &orders)
+	h.mustQuery(QueryOrders.Path, OrdersRequest{State: OrderOpen}, &orders)
 	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
 		t.Fatalf("open orders: %+v", orders)
 	}
-	h.mustQuery(QueryOrders, OrdersRequest{State: OrderOpen, Owner: id.Owner}, &orders)
+	h.mustQuery(QueryOrders.Path, OrdersRequest{State: OrderOpen, Owner: id.Owner}, &orders)
 	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
 		t.Fatalf("the tenant's open orders: %+v", orders)
 	}
 	// By ID: absent orders are left out; ids exclude the other filters.
-	h.mustQuery(QueryOrders, OrdersRequest{IDs: []market.OrderID{id.Group(9).Order(1), oid}}, &orders)
+	h.mustQuery(QueryOrders.Path, OrdersRequest{IDs: []market.OrderID{id.Group(9).Order(1), oid}}, &orders)
 	if len(orders.Orders) != 1 || orders.Orders[0].ID != oid {
 		t.Fatalf("orders by ID: %+v", orders)
 	}
-	if err := h.query(QueryOrders, OrdersRequest{IDs: []market.OrderID{oid}, State: OrderOpen}, &orders); !errors.Is(err, ErrBadQuery) {
+	if err := h.query(QueryOrders.Path, OrdersRequest{IDs: []market.OrderID{oid}, State: OrderOpen}, &orders); !errors.Is(err, ErrBadQuery) {
 		t.Fatalf("ids with state: %v", err)
 	}
 
@@ -80,7 +80,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("p2 balance after bid deposit %d", got)
 	}
 	var bids BidsResponse
-	h.mustQuery(QueryBids, BidsRequest{Order: &oid}, &bids)
+	h.mustQuery(QueryBids.Path, BidsRequest{Order: &oid}, &bids)
 	if len(bids.Bids) != 2 {
 		t.Fatalf("bids: %+v", bids)
 	}
@@ -101,7 +101,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("losing bid deposit not returned: p1 has %d", got)
 	}
 	var o Order
-	h.mustQuery(QueryOrder, OrderRequest{ID: oid}, &o)
+	h.mustQuery(QueryOrder.Path, OrderRequest{ID: oid}, &o)
 	if o.State != OrderActive {
 		t.Fatalf("order state %s", o.State)
 	}
@@ -111,7 +111,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		h.block()
 	}
 	var lr LeaseResponse
-	h.mustQuery(QueryLease, LeaseRequest{ID: b2.Lease()}, &lr)
+	h.mustQuery(QueryLease.Path, LeaseRequest{ID: b2.Lease()}, &lr)
 	if want := market.DecFromUint(uint64(h.height-leaseHeight) * 1200); lr.Payment.Balance.Amount.Cmp(want) != 0 {
 		t.Fatalf("accrued %s, want %s", lr.Payment.Balance.Amount, want)
 	}
@@ -136,12 +136,12 @@ func TestLeaseLifecycle(t *testing.T) {
 	if got := h.balance("p2"); got != fund+paid {
 		t.Fatalf("p2 balance %d, want deposit back and %d paid", got, paid)
 	}
-	h.mustQuery(QueryLease, LeaseRequest{ID: b2.Lease()}, &lr)
+	h.mustQuery(QueryLease.Path, LeaseRequest{ID: b2.Lease()}, &lr)
 	if lr.Lease.State != LeaseClosed || lr.Lease.Reason != ReasonOwner || lr.Payment.State != PaymentClosed {
 		t.Fatalf("closed lease %+v", lr)
 	}
 	var dr DeploymentResponse
-	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	h.mustQuery(QueryDeployment.Path, DeploymentRequest{ID: id}, &dr)
 	if dr.Groups[0].State != GroupClosed {
 		t.Fatalf("group %s after the tenant closed its lease", dr.Groups[0].State)
 	}
@@ -183,7 +183,7 @@ func TestInsufficientFundsClosesLeases(t *testing.T) {
 		t.Fatalf("p1 balance %d, want %d", got, fund+4*1200)
 	}
 	var dr DeploymentResponse
-	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	h.mustQuery(QueryDeployment.Path, DeploymentRequest{ID: id}, &dr)
 	if dr.Escrow.State != EscrowOverdrawn || dr.Escrow.Balance.Amount.Cmp(market.DecFromUint(200)) != 0 || dr.Groups[0].State != GroupInsufficientFunds {
 		t.Fatalf("after depletion: escrow %+v group %s", dr.Escrow, dr.Groups[0].State)
 	}
@@ -229,14 +229,14 @@ func TestDepletionPaysEveryLeaseToTheSameHeight(t *testing.T) {
 		rate uint64
 	}{{b1, 300}, {b2, 200}} {
 		var lr LeaseResponse
-		h.mustQuery(QueryLease, LeaseRequest{ID: c.b.Lease()}, &lr)
+		h.mustQuery(QueryLease.Path, LeaseRequest{ID: c.b.Lease()}, &lr)
 		paid := lr.Payment.Withdrawn.Amount.Add(lr.Payment.Balance.Amount)
 		if want := market.DecFromUint(2 * c.rate); lr.Lease.State != LeaseInsufficientFunds || paid.Cmp(want) != 0 {
 			t.Errorf("lease %s: %s, paid %s, want 2 blocks (%s)", c.b.Provider, lr.Lease.State, paid, want)
 		}
 	}
 	var dr DeploymentResponse
-	h.mustQuery(QueryDeployment, DeploymentRequest{ID: id}, &dr)
+	h.mustQuery(QueryDeployment.Path, DeploymentRequest{ID: id}, &dr)
 	if dr.Escrow.State != EscrowOverdrawn || dr.Escrow.Balance.Amount.Cmp(market.DecFromUint(450)) != 0 {
 		t.Errorf("escrow %s with %s, want overdrawn with 450 left", dr.Escrow.State, dr.Escrow.Balance)
 	}

@@ -48,7 +48,7 @@ func (r *propRun) checkListQuery() {
 	case 0:
 		req := OrdersRequest{State: pick(r.rng, []string{"", OrderOpen, OrderActive, OrderClosed}), Owner: owner}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryOrders, limit, func(p Page) any { req.Page = p; return req }, func(resp OrdersResponse) ([]string, []byte) {
+		got = queryPages(h, QueryOrders.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp OrdersResponse) ([]string, []byte) {
 			var ids []string
 			for _, o := range resp.Orders {
 				ids = append(ids, o.ID.String())
@@ -78,7 +78,7 @@ func (r *propRun) checkListQuery() {
 			req.Order = &o
 		}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryBids, limit, func(p Page) any { req.Page = p; return req }, func(resp BidsResponse) ([]string, []byte) {
+		got = queryPages(h, QueryBids.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp BidsResponse) ([]string, []byte) {
 			var ids []string
 			for _, b := range resp.Bids {
 				ids = append(ids, b.ID.String())
@@ -98,7 +98,7 @@ func (r *propRun) checkListQuery() {
 			req.DSeq = uint64(1 + r.rng.IntN(12))
 		}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryLeases, limit, func(p Page) any { req.Page = p; return req }, func(resp LeasesResponse) ([]string, []byte) {
+		got = queryPages(h, QueryLeases.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp LeasesResponse) ([]string, []byte) {
 			var ids []string
 			for _, l := range resp.Leases {
 				ids = append(ids, l.Lease.ID.String())
@@ -126,7 +126,7 @@ func (r *propRun) checkQueries() {
 	height := snap.v.height
 	if height%10 == 0 {
 		var sup SupplyResponse
-		h.mustQuery(QuerySupply, nil, &sup)
+		h.mustQuery(QuerySupply.Path, nil, &sup)
 		if len(sup.Supply) != 1 || sup.Supply[0].Denom != DefaultDenom || sup.Supply[0].Amount.Cmp(market.DecFromUint(r.total)) != 0 {
 			t.Fatalf("height %d: supply query %v, want %d%s", height, sup.Supply, r.total, DefaultDenom)
 		}
@@ -134,7 +134,7 @@ func (r *propRun) checkQueries() {
 	if len(snap.leases) > 0 {
 		l := pick(r.rng, snap.leases)
 		var lr LeaseResponse
-		h.mustQuery(QueryLease, LeaseRequest{ID: l.ID}, &lr)
+		h.mustQuery(QueryLease.Path, LeaseRequest{ID: l.ID}, &lr)
 		paid := lr.Payment.Balance.Amount.Add(lr.Payment.Withdrawn.Amount)
 		if l.State == LeaseActive {
 			if want := l.Price.Amount.MulUint(uint64(height - l.CreatedAt)); paid.Cmp(want) != 0 || lr.Payment.State != PaymentOpen {
@@ -148,7 +148,7 @@ func (r *propRun) checkQueries() {
 	if len(snap.escrows) > 0 {
 		a := pick(r.rng, snap.escrows)
 		var dr DeploymentResponse
-		h.mustQuery(QueryDeployment, DeploymentRequest{ID: a.ID}, &dr)
+		h.mustQuery(QueryDeployment.Path, DeploymentRequest{ID: a.ID}, &dr)
 		e := dr.Escrow
 		if e.Balance.Amount.Add(e.Transferred.Amount).Cmp(a.Balance.Amount.Add(a.Transferred.Amount)) != 0 || e.Balance.Amount.Sign() < 0 {
 			t.Fatalf("height %d: deployment %s query: escrow %s + %s transferred, state %s + %s", height, a.ID, e.Balance, e.Transferred, a.Balance, a.Transferred)

@@ -63,18 +63,18 @@ func TestCertificates(t *testing.T) {
 	}
 
 	var resp CertificatesResponse
-	h.mustQuery(QueryCertificates, CertificatesRequest{Owner: owner, State: CertValid}, &resp)
+	h.mustQuery(QueryCertificates.Path, CertificatesRequest{Owner: owner, State: CertValid}, &resp)
 	if len(resp.Certificates) != 1 || resp.Certificates[0].Serial != "7" {
 		t.Fatalf("valid certificates %+v", resp)
 	}
 	h.fail(CodeNotFound, "tenant", &MsgRevokeCertificate{Owner: owner, Serial: "8"})
 	h.ok("tenant", &MsgRevokeCertificate{Owner: owner, Serial: "7"})
 	h.fail(CodeInvalidState, "tenant", &MsgRevokeCertificate{Owner: owner, Serial: "7"})
-	h.mustQuery(QueryCertificates, CertificatesRequest{Owner: owner, State: CertValid}, &resp)
+	h.mustQuery(QueryCertificates.Path, CertificatesRequest{Owner: owner, State: CertValid}, &resp)
 	if len(resp.Certificates) != 0 {
 		t.Fatalf("valid certificates after revoke %+v", resp)
 	}
-	h.mustQuery(QueryCertificates, CertificatesRequest{Owner: owner, State: CertRevoked}, &resp)
+	h.mustQuery(QueryCertificates.Path, CertificatesRequest{Owner: owner, State: CertRevoked}, &resp)
 	if len(resp.Certificates) != 1 {
 		t.Fatalf("revoked certificates %+v", resp)
 	}
@@ -101,14 +101,14 @@ func TestAuditedRequirements(t *testing.T) {
 	}
 	h.ok("aud2", &MsgSignProviderAttributes{Auditor: h.addr("aud2"), Owner: h.addr("p1"), Attributes: market.Attributes{usWest, {Key: "tier", Value: "gold"}}})
 	var audit AuditResponse
-	h.mustQuery(QueryAudit, AuditRequest{Owner: h.addr("p1")}, &audit)
+	h.mustQuery(QueryAudit.Path, AuditRequest{Owner: h.addr("p1")}, &audit)
 	if len(audit.Attributes) != 2 {
 		t.Fatalf("audit records %+v", audit)
 	}
 	h.ok("p1", bid())
 	// Withdrawing a signature does not touch bids already made, but blocks new ones.
 	h.ok("aud1", &MsgDeleteProviderAttributes{Auditor: h.addr("aud1"), Owner: h.addr("p1")})
-	h.mustQuery(QueryAudit, AuditRequest{Owner: h.addr("p1"), Auditor: h.addr("aud1")}, &audit)
+	h.mustQuery(QueryAudit.Path, AuditRequest{Owner: h.addr("p1"), Auditor: h.addr("aud1")}, &audit)
 	if len(audit.Attributes) != 0 {
 		t.Fatalf("aud1 still has %+v", audit)
 	}

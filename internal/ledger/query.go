@@ -8,24 +8,24 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// Query paths. Requests and responses are JSON; list requests take a Page and their
-// responses carry NextKey (empty on the last page).
-const (
-	QueryParams       = "/params"       // → ParamsResponse
-	QueryAccount      = "/account"      // AccountRequest → AccountResponse
-	QueryProvider     = "/provider"     // ProviderRequest → Provider
-	QueryProviders    = "/providers"    // ProvidersRequest → ProvidersResponse
-	QueryAudit        = "/audit"        // AuditRequest → AuditResponse
-	QueryCertificates = "/certificates" // CertificatesRequest → CertificatesResponse
-	QueryDeployment   = "/deployment"   // DeploymentRequest → DeploymentResponse
-	QueryDeployments  = "/deployments"  // DeploymentsRequest → DeploymentsResponse
-	QueryOrder        = "/order"        // OrderRequest → Order
-	QueryOrders       = "/orders"       // OrdersRequest → OrdersResponse
-	QueryBid          = "/bid"          // BidRequest → Bid
-	QueryBids         = "/bids"         // BidsRequest → BidsResponse
-	QueryLease        = "/lease"        // LeaseRequest → LeaseResponse
-	QueryLeases       = "/leases"       // LeasesRequest → LeasesResponse
-	QuerySupply       = "/supply"       // → SupplyResponse
+// The ledger's queries. Requests and answers are JSON; list requests take a Page and
+// their answers carry NextKey (empty on the last page): List walks them.
+var (
+	QueryParams       = Query[NoRequest, ParamsResponse]{"/params"}
+	QueryAccount      = Query[AccountRequest, AccountResponse]{"/account"}
+	QueryProvider     = Query[ProviderRequest, Provider]{"/provider"}
+	QueryProviders    = Query[ProvidersRequest, ProvidersResponse]{"/providers"}
+	QueryAudit        = Query[AuditRequest, AuditResponse]{"/audit"}
+	QueryCertificates = Query[CertificatesRequest, CertificatesResponse]{"/certificates"}
+	QueryDeployment   = Query[DeploymentRequest, DeploymentResponse]{"/deployment"}
+	QueryDeployments  = Query[DeploymentsRequest, DeploymentsResponse]{"/deployments"}
+	QueryOrder        = Query[OrderRequest, Order]{"/order"}
+	QueryOrders       = Query[OrdersRequest, OrdersResponse]{"/orders"}
+	QueryBid          = Query[BidRequest, Bid]{"/bid"}
+	QueryBids         = Query[BidsRequest, BidsResponse]{"/bids"}
+	QueryLease        = Query[LeaseRequest, LeaseResponse]{"/lease"}
+	QueryLeases       = Query[LeasesRequest, LeasesResponse]{"/leases"}
+	QuerySupply       = Query[NoRequest, SupplyResponse]{"/supply"}
 )
 
 // Page selects one page of a list: up to Limit items (default 100, at most 1000)
@@ -218,6 +218,42 @@ type SupplyResponse struct {
 	Supply []market.DecCoin `json:"supply"`
 }
 
+// WithKey is the request for the page at k (PagedRequest).
+func (r ProvidersRequest) WithKey(k []byte) ProvidersRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r ProvidersResponse) Next() []byte { return r.NextKey }
+
+// WithKey is the request for the page at k (PagedRequest).
+func (r CertificatesRequest) WithKey(k []byte) CertificatesRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r CertificatesResponse) Next() []byte { return r.NextKey }
+
+// WithKey is the request for the page at k (PagedRequest).
+func (r DeploymentsRequest) WithKey(k []byte) DeploymentsRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r DeploymentsResponse) Next() []byte { return r.NextKey }
+
+// WithKey is the request for the page at k (PagedRequest).
+func (r OrdersRequest) WithKey(k []byte) OrdersRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r OrdersResponse) Next() []byte { return r.NextKey }
+
+// WithKey is the request for the page at k (PagedRequest).
+func (r BidsRequest) WithKey(k []byte) BidsRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r BidsResponse) Next() []byte { return r.NextKey }
+
+// WithKey is the request for the page at k (PagedRequest).
+func (r LeasesRequest) WithKey(k []byte) LeasesRequest { r.Page.Key = k; return r }
+
+// Next is the next page's key (PagedResponse).
+func (r LeasesResponse) Next() []byte { return r.NextKey }
+
 type querier struct {
 	r       reader
 	height  int64
@@ -248,35 +284,35 @@ func (q *querier) query(path string, data []byte) ([]byte, error) {
 	var out any
 	var err error
 	switch path {
-	case QueryParams:
+	case QueryParams.Path:
 		out = ParamsResponse{ChainID: q.chainID, Params: *q.params}
-	case QueryAccount:
+	case QueryAccount.Path:
 		out, err = q.account(data)
-	case QueryProvider:
+	case QueryProvider.Path:
 		out, err = q.provider(data)
-	case QueryProviders:
+	case QueryProviders.Path:
 		out, err = q.providers(data)
-	case QueryAudit:
+	case QueryAudit.Path:
 		out, err = q.audit(data)
-	case QueryCertificates:
+	case QueryCertificates.Path:
 		out, err = q.certificates(data)
-	case QueryDeployment:
+	case QueryDeployment.Path:
 		out, err = q.deployment(data)
-	case QueryDeployments:
+	case QueryDeployments.Path:
 		out, err = q.deployments(data)
-	case QueryOrder:
+	case QueryOrder.Path:
 		out, err = q.order(data)
-	case QueryOrders:
+	case QueryOrders.Path:
 		out, err = q.orders(data)
-	case QueryBid:
+	case QueryBid.Path:
 		out, err = q.bid(data)
-	case QueryBids:
+	case QueryBids.Path:
 		out, err = q.bids(data)
-	case QueryLease:
+	case QueryLease.Path:
 		out, err = q.lease(data)
-	case QueryLeases:
+	case QueryLeases.Path:
 		out, err = q.leases(data)
-	case QuerySupply:
+	case QuerySupply.Path:
 		var s SupplyResponse
 		s.Supply = append(s.Supply, sortedKeys(Supply(q.r))...)
 		out = s

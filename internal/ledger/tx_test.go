@@ -190,7 +190,7 @@ func TestRejectedTransactions(t *testing.T) {
 
 	// Nothing used alice's sequence: her next transaction still carries 1.
 	var acc AccountResponse
-	h.mustQuery(QueryAccount, AccountRequest{Address: alice}, &acc)
+	h.mustQuery(QueryAccount.Path, AccountRequest{Address: alice}, &acc)
 	if acc.Account.Sequence != 1 {
 		t.Fatalf("alice's sequence %d, want 1", acc.Account.Sequence)
 	}
@@ -207,7 +207,7 @@ func TestRejectedTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.fail(CodeInsufficientFunds, "alice", send(alice, bob, 2*fund))
-	h.mustQuery(QueryAccount, AccountRequest{Address: alice}, &acc)
+	h.mustQuery(QueryAccount.Path, AccountRequest{Address: alice}, &acc)
 	if acc.Account.Sequence != 3 {
 		t.Fatalf("alice's sequence %d after a failed message, want 3", acc.Account.Sequence)
 	}
@@ -259,7 +259,7 @@ func TestInitialHeight(t *testing.T) {
 				t.Fatalf("after block %d: Info says height %d hash %X, want %X", h, info.LastBlockHeight, info.LastBlockAppHash, resp.AppHash)
 			}
 		}
-		q, err := app.Query(t.Context(), &abci.RequestQuery{Path: QueryParams})
+		q, err := app.Query(t.Context(), &abci.RequestQuery{Path: QueryParams.Path})
 		if err != nil || q.Code != 0 || q.Height != h {
 			t.Fatalf("query after block %d: %v %+v", h, err, q)
 		}

@@ -160,7 +160,7 @@ func TestFourValidatorsAgree(t *testing.T) {
 			t.Fatalf("validator %d: %v", i, err)
 		}
 		var acc ledger.AccountResponse
-		if err := cv.Query(t.Context(), ledger.QueryAccount, ledger.AccountRequest{Address: to.Address}, &acc); err != nil {
+		if err := ledger.QueryAccount.Into(t.Context(), cv, ledger.AccountRequest{Address: to.Address}, &acc); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
