@@ -89,6 +89,9 @@ func (d *devProcesses) stop() {
 	for _, s := range d.all() {
 		s.Stop()
 	}
+	if d.client != nil {
+		d.client.Close()
+	}
 }
 
 // startDevProcesses starts the multi-process layout on the running ledger (rpc) and

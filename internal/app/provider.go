@@ -390,6 +390,7 @@ func (p *Provider) Run(ctx context.Context) error {
 		return nil
 	})
 	err = g.Wait()
+	p.client.Close()
 	p.log.InfoContext(context.WithoutCancel(ctx), "provider stopped", slog.Duration("took", time.Since(stopping)))
 	p.won.Close()
 	p.closed.Close()

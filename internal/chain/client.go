@@ -17,10 +17,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
 	rpchttp "github.com/cometbft/cometbft/rpc/client/http"
+	jsonrpcclient "github.com/cometbft/cometbft/rpc/jsonrpc/client"
 	ctypes "github.com/cometbft/cometbft/rpc/core/types"
 
 	"berth.dev/berth/internal/ledger"
@@ -30,6 +32,7 @@ import (
 // Client queries a ledger node over its RPC endpoint.
 type Client struct {
 	rpc     *rpchttp.HTTP
+	http    *http.Client
 	chainID string
 	params  ledger.Params
 
@@ -47,18 +50,28 @@ const (
 // Dial connects to a node ("tcp://127.0.0.1:26657", "http://…", "unix:///…/rpc.sock")
 // and reads the chain's identity and params.
 func Dial(ctx context.Context, addr string) (*Client, error) {
-	rpc, err := rpchttp.New(addr, "/websocket")
+	hc, err := jsonrpcclient.DefaultHTTPClient(addr)
 	if err != nil {
 		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 	}
-	c := &Client{rpc: rpc, newHead: make(chan struct{})}
+	rpc, err := rpchttp.NewWithClient(addr, "/websocket", hc)
+	if err != nil {
+		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
+	}
+	c := &Client{rpc: rpc, http: hc, newHead: make(chan struct{})}
 	var p ledger.ParamsResponse
 	if err := ledger.QueryParams.Into(ctx, c, ledger.NoRequest{}, &p); err != nil {
+		c.Close()
 		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 	}
 	c.chainID, c.params = p.ChainID, p.Params
 	return c, nil
 }
+
+// Close closes the client's idle connections to the node (its keep-alive connections
+// would otherwise stay open until the node closes them). The client still works: a
+// later call opens a connection again.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // ChainID is the chain's ID.
 func (c *Client) ChainID() string { return c.chainID }

@@ -164,11 +164,13 @@ func (w *world) waitLedger(ctx context.Context) error {
 	for {
 		c, err := chain.Dial(ctx, w.rpc)
 		if err == nil {
-			h, herr := c.Height(ctx)
-			if herr == nil {
-				if _, err = c.WaitHeight(ctx, h+1); err == nil {
-					return nil
-				}
+			var h int64
+			if h, err = c.Height(ctx); err == nil {
+				_, err = c.WaitHeight(ctx, h+1)
+			}
+			c.Close()
+			if err == nil {
+				return nil
 			}
 		}
 		select {
@@ -202,6 +204,9 @@ func (w *world) restartLedger(ctx context.Context, down time.Duration, kill bool
 func (w *world) stop() {
 	for _, p := range w.providers {
 		p.stop()
+	}
+	if w.client != nil {
+		w.client.Close()
 	}
 	if w.cp != nil {
 		w.cp.Stop()

@@ -183,7 +183,11 @@ func dialWhenReady(t *testing.T, nd *node.Node) (*chain.Client, error) {
 	if err := nd.WaitHeight(ctx, 1); err != nil {
 		return nil, err
 	}
-	return chain.Dial(ctx, nd.RPC())
+	c, err := chain.Dial(ctx, nd.RPC())
+	if err == nil {
+		t.Cleanup(c.Close)
+	}
+	return c, err
 }
 
 // A node that cannot start (its p2p port is taken) stops what it started and leaves

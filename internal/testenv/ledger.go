@@ -126,6 +126,7 @@ func (l *LedgerNode) Client(t testing.TB) *chain.Client {
 	if err != nil {
 		t.Fatalf("dial ledger node: %v", err)
 	}
+	t.Cleanup(c.Close)
 	return c
 }
 
