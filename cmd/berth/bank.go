@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 )
@@ -82,6 +82,7 @@ func newBankBalanceCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer c.Close()
 			prefix := c.Params().AddressPrefix
 			addr := ""
 			if len(args) == 1 {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )

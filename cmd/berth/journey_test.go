@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"

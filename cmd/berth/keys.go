@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/node"
 )
 

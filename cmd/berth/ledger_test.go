@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/fixture"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/testenv"
 )
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/rest"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/provider"
 )

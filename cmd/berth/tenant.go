@@ -13,9 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 )
@@ -53,7 +53,7 @@ type session struct {
 	say func(line string)
 }
 
-func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing bool) (*session, error) {
+func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing bool) (_ *session, err error) {
 	if err := f.checkOutput(); err != nil {
 		return nil, err
 	}
@@ -61,6 +61,11 @@ func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing b
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
 	progress := cmd.ErrOrStderr()
 	s := &session{c: c, out: cmd.OutOrStdout(), json: f.output == "json", say: func(line string) { _, _ = fmt.Fprintln(progress, line) }}
 	// Queries need the key too: its address is whose deployments and leases to list.
@@ -91,6 +96,7 @@ func (f *ledgerFlags) with(cmd *cobra.Command, signing bool, fn func(ctx context
 	if err != nil {
 		return err
 	}
+	defer s.c.Close()
 	return fn(ctx, s)
 }
 

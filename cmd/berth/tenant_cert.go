@@ -11,8 +11,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/ledger"
 )
 
 // readPEMFile reads a certificate file given to --from-pem (bounded: a certificate and

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/client"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -86,6 +86,7 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer s.c.Close()
 			if o.provider != "" {
 				if err := ledger.CheckAddress(o.provider, s.c.Params().AddressPrefix); err != nil {
 					return usageError("--provider %q: %w", o.provider, err)

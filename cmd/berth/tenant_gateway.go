@@ -19,10 +19,10 @@ import (
 	"github.com/spf13/pflag"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/ledger/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/client"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 )
@@ -521,6 +521,7 @@ func (f *ledgerFlags) withStream(cmd *cobra.Command, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
+	defer s.c.Close()
 	return fn(cmd.Context(), s)
 }
 

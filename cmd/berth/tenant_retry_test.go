@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/fixture"
-	"berth.dev/berth/internal/ledger"
 )
 
 // tcpProxy forwards TCP connections on a loopback port to a target, and can make the

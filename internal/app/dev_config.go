@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/yaml"
 )

@@ -13,9 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"berth.dev/berth/api/ledger/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/sdl"
 )

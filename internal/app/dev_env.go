@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"

@@ -13,11 +13,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"

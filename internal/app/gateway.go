@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/rpc"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 )

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus"
@@ -24,7 +25,6 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/wait"

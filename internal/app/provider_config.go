@@ -14,13 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/yaml"
 )

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/api/ledger/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bus"
@@ -34,7 +35,6 @@ import (
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"

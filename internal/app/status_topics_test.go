@@ -8,12 +8,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/bus/redisbus/redisbustest"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"time"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 

@@ -4,7 +4,7 @@ import (
 	"math"
 	"time"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 

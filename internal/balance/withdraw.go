@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )

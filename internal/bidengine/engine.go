@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 
@@ -369,7 +369,7 @@ func (e *Engine) BidSent(id market.OrderID, err error, now time.Time) {
 }
 
 // Apply handles one block's events and returns what to do, in order.
-func (e *Engine) Apply(b chain.Block, now time.Time) []Action {
+func (e *Engine) Apply(b ledger.Block, now time.Time) []Action {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var acts []Action
@@ -379,7 +379,7 @@ func (e *Engine) Apply(b chain.Block, now time.Time) []Action {
 	return acts
 }
 
-func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Action {
+func (e *Engine) applyLocked(ev ledger.Event, height int64, now time.Time) []Action {
 	a := ev.Attrs
 	ours := a[ledger.AttrProvider] == e.cfg.Provider
 	switch ev.Type {
@@ -451,7 +451,7 @@ func (e *Engine) applyLocked(ev chain.Event, height int64, now time.Time) []Acti
 // closedLocked: an order, group or deployment closed. The ledger closes open bids
 // itself (bid.closed); a bid still tracked here as open is closed explicitly, and an
 // order being priced is cancelled.
-func (e *Engine) closedLocked(ev chain.Event, now time.Time) []Action {
+func (e *Engine) closedLocked(ev ledger.Event, now time.Time) []Action {
 	a := ev.Attrs
 	owner := a[ledger.AttrOwner]
 	dseq, err := strconv.ParseUint(a[ledger.AttrDSeq], 10, 64)

@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 
@@ -157,7 +156,7 @@ func (h *harness) last() Decision {
 	return d[0]
 }
 
-func event(typ string, id market.OrderID, provider string, kv ...string) chain.Event {
+func event(typ string, id market.OrderID, provider string, kv ...string) ledger.Event {
 	a := map[string]string{
 		ledger.AttrOwner: id.Owner, ledger.AttrDSeq: strconv.FormatUint(id.DSeq, 10),
 		ledger.AttrGSeq: strconv.FormatUint(uint64(id.GSeq), 10), ledger.AttrOSeq: strconv.FormatUint(uint64(id.OSeq), 10),
@@ -168,11 +167,11 @@ func event(typ string, id market.OrderID, provider string, kv ...string) chain.E
 	for i := 0; i+1 < len(kv); i += 2 {
 		a[kv[i]] = kv[i+1]
 	}
-	return chain.Event{Type: typ, Attrs: a}
+	return ledger.Event{Type: typ, Attrs: a}
 }
 
-func (h *harness) apply(evs ...chain.Event) []Action {
-	return h.e.Apply(chain.Block{Height: 10, Events: evs}, h.now)
+func (h *harness) apply(evs ...ledger.Event) []Action {
+	return h.e.Apply(ledger.Block{Height: 10, Events: evs}, h.now)
 }
 
 var web = unitSpec{count: 2, cpu: 500, mem: 512 << 20}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 

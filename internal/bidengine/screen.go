@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 

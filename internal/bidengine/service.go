@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 
@@ -153,7 +153,7 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	})
 	g.Go(func() error {
-		return chain.NewFeed(s.client, from).Run(ctx, func(ctx context.Context, b chain.Block) error {
+		return chain.NewFeed(s.client, from).Run(ctx, func(ctx context.Context, b ledger.Block) error {
 			return s.handleBlock(ctx, b, b.Height <= now)
 		})
 	})
@@ -163,7 +163,7 @@ func (s *Service) Run(ctx context.Context) error {
 // handleBlock applies a block's events, decides its new orders (in parallel), and
 // then records the block as handled. replay marks blocks from before the start, whose
 // orders may already carry a bid of ours from before the restart.
-func (s *Service) handleBlock(ctx context.Context, b chain.Block, replay bool) error {
+func (s *Service) handleBlock(ctx context.Context, b ledger.Block, replay bool) error {
 	start := time.Now()
 	acts := s.engine.Apply(b, start)
 	s.act(ctx, acts)

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -62,7 +62,7 @@ func BenchmarkTxToEvent(b *testing.B) {
 			}
 			go func() {
 				defer wg.Done()
-				_ = chain.NewFeed(c, from+1).Run(ctx, func(_ context.Context, blk chain.Block) error {
+				_ = chain.NewFeed(c, from+1).Run(ctx, func(_ context.Context, blk ledger.Block) error {
 					for _, e := range blk.Events {
 						if e.Type == ledger.EventTransfer {
 							amounts <- e.Attrs[ledger.AttrAmount]

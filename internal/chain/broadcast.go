@@ -13,7 +13,7 @@ import (
 	rpctypes "github.com/cometbft/cometbft/rpc/jsonrpc/types"
 	cmttypes "github.com/cometbft/cometbft/types"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -38,7 +38,7 @@ type BroadcastOptions struct {
 type Result struct {
 	TxHash cmtbytes.HexBytes `json:"tx_hash"`
 	Height int64             `json:"height"`
-	Events []Event           `json:"events"`
+	Events []ledger.Event    `json:"events"`
 }
 
 // txOverhead bounds a transaction's size beyond its messages: envelope, key,

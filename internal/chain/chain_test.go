@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/fixture"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
@@ -32,15 +32,15 @@ func createDeploymentMsg(t *testing.T, owner string, dseq uint64) *ledger.MsgCre
 
 // collect runs a feed from height from and sends every event to the returned channel
 // until the test ends.
-func collect(t *testing.T, c *chain.Client, from int64) <-chan chain.Event {
+func collect(t *testing.T, c *chain.Client, from int64) <-chan ledger.Event {
 	t.Helper()
-	ch := make(chan chain.Event, 1024)
+	ch := make(chan ledger.Event, 1024)
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		err := chain.NewFeed(c, from).Run(ctx, func(_ context.Context, b chain.Block) error {
+		err := chain.NewFeed(c, from).Run(ctx, func(_ context.Context, b ledger.Block) error {
 			for _, e := range b.Events {
 				ch <- e
 			}
@@ -55,7 +55,7 @@ func collect(t *testing.T, c *chain.Client, from int64) <-chan chain.Event {
 }
 
 // await reads events until one of the type arrives (failing after 10 s).
-func await(t *testing.T, ch <-chan chain.Event, typ string) chain.Event {
+func await(t *testing.T, ch <-chan ledger.Event, typ string) ledger.Event {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -263,7 +263,7 @@ func TestFeedCatchesUpFromHeight(t *testing.T) {
 	// in order, and stops at the handler's error.
 	seen := []string{}
 	stop := errors.New("done")
-	err := chain.NewFeed(c, 1).Run(t.Context(), func(_ context.Context, b chain.Block) error {
+	err := chain.NewFeed(c, 1).Run(t.Context(), func(_ context.Context, b ledger.Block) error {
 		for _, e := range b.Events {
 			if e.Type == ledger.EventOrderCreated {
 				seen = append(seen, e.Attrs[ledger.AttrDSeq])

@@ -8,24 +8,9 @@ import (
 
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/wait"
 )
-
-// Event is one ledger event: its type ("lease.created") and attributes (owner, dseq, …).
-type Event struct {
-	Type  string            `json:"type"`
-	Attrs map[string]string `json:"attributes"`
-	// TxIndex is the index in the block of the transaction that emitted the event, or
-	// -1 for the block's own events (escrow depletions), which come before the
-	// transactions'.
-	TxIndex int `json:"tx_index"`
-}
-
-// Block is the events of one block, in the order they happened.
-type Block struct {
-	Height int64   `json:"height"`
-	Events []Event `json:"events"`
-}
 
 // Feed delivers every block's events in height order, starting at a given height and
 // following new blocks. The caller keeps the cursor: after handling block h it
@@ -43,7 +28,7 @@ func NewFeed(c *Client, from int64) *Feed {
 // Run calls handle for each block from the feed's cursor on, waiting for new blocks
 // when caught up, until ctx ends (nil) or handle fails (its error). A block is
 // delivered again after a failed handle only if Run is called again.
-func (f *Feed) Run(ctx context.Context, handle func(context.Context, Block) error) error {
+func (f *Feed) Run(ctx context.Context, handle func(context.Context, ledger.Block) error) error {
 	err := f.run(ctx, handle)
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		return nil
@@ -51,7 +36,7 @@ func (f *Feed) Run(ctx context.Context, handle func(context.Context, Block) erro
 	return err
 }
 
-func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) error) error {
+func (f *Feed) run(ctx context.Context, handle func(context.Context, ledger.Block) error) error {
 	backoff := 50 * time.Millisecond
 	// pause waits before retrying after a node error (the node may be restarting),
 	// longer each time; it reports false when ctx ends.
@@ -94,18 +79,18 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, Block) erro
 }
 
 // read fetches one block's events.
-func (f *Feed) read(ctx context.Context, h int64) (Block, error) {
+func (f *Feed) read(ctx context.Context, h int64) (ledger.Block, error) {
 	r, err := f.c.BlockResults(ctx, h)
 	if err != nil {
-		return Block{}, err
+		return ledger.Block{}, err
 	}
 	return blockFromResults(h, r.FinalizeBlockEvents, r.TxsResults), nil
 }
 
 // blockFromResults converts a block's results: block events first, then each
 // successful transaction's events in order.
-func blockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResult) Block {
-	b := Block{Height: h, Events: convertEvents(blockEvents, -1)}
+func blockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResult) ledger.Block {
+	b := ledger.Block{Height: h, Events: convertEvents(blockEvents, -1)}
 	for i, t := range txs {
 		if t != nil && t.Code == 0 {
 			b.Events = append(b.Events, convertEvents(t.Events, i)...)
@@ -114,10 +99,10 @@ func blockFromResults(h int64, blockEvents []abci.Event, txs []*abci.ExecTxResul
 	return b
 }
 
-func convertEvents(evs []abci.Event, txIndex int) []Event {
-	out := make([]Event, 0, len(evs))
+func convertEvents(evs []abci.Event, txIndex int) []ledger.Event {
+	out := make([]ledger.Event, 0, len(evs))
 	for _, e := range evs {
-		ev := Event{Type: e.Type, TxIndex: txIndex, Attrs: make(map[string]string, len(e.Attributes))}
+		ev := ledger.Event{Type: e.Type, TxIndex: txIndex, Attrs: make(map[string]string, len(e.Attributes))}
 		for _, a := range e.Attributes {
 			ev.Attrs[a.Key] = a.Value
 		}

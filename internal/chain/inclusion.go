@@ -9,7 +9,7 @@ import (
 
 	abci "github.com/cometbft/cometbft/abci/types"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 // How a broadcaster learns a transaction's fate once the node may have taken it:

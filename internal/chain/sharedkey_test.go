@@ -6,8 +6,8 @@ import (
 	"sync"
 	"testing"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -73,7 +73,7 @@ func TestSharedKeyBroadcasters(t *testing.T) {
 	}
 	landed := map[int][]int64{} // amount → heights of its transfers
 	stop := errors.New("done")
-	err = chain.NewFeed(c, 1).Run(t.Context(), func(_ context.Context, b chain.Block) error {
+	err = chain.NewFeed(c, 1).Run(t.Context(), func(_ context.Context, b ledger.Block) error {
 		for _, e := range b.Events {
 			if e.Type == ledger.EventTransfer && e.Attrs[ledger.AttrFrom] == from {
 				coin, err := market.ParseCoin(e.Attrs[ledger.AttrAmount])

@@ -8,9 +8,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/wait"
 )
 

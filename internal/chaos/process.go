@@ -13,10 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/ledger"
 )
 
 // child is a process the suite runs, stops, kills and starts again: a provider

@@ -18,7 +18,7 @@ import (
 	"sort"
 	"strings"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 // Keyring is a directory of key files.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 func TestKeyring(t *testing.T) {

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -12,6 +11,7 @@ import (
 	dbm "github.com/cometbft/cometbft-db"
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
@@ -32,7 +32,7 @@ type App struct {
 
 	// Set at InitChain or read from state at start; fixed for the chain's life.
 	chainID string
-	params  Params
+	params  api.Params
 
 	// finalized is the height of the block FinalizeBlock executed, which Commit
 	// commits. Blocks start at the genesis initial height, not necessarily at 1.
@@ -48,8 +48,8 @@ var _ abci.Application = (*App)(nil)
 const chainKey = "chain/"
 
 type chainRecord struct {
-	ChainID string `json:"chain_id"`
-	Params  Params `json:"params"`
+	ChainID string     `json:"chain_id"`
+	Params  api.Params `json:"params"`
 }
 
 // NewApp opens the application state in db (empty for a new chain).
@@ -87,7 +87,7 @@ func (a *App) Info(context.Context, *abci.RequestInfo) (*abci.ResponseInfo, erro
 
 // InitChain loads the genesis state: params and funded accounts.
 func (a *App) InitChain(ctx context.Context, req *abci.RequestInitChain) (*abci.ResponseInitChain, error) {
-	g, err := ParseGenesis(req.AppStateBytes)
+	g, err := api.ParseGenesis(req.AppStateBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -104,13 +104,13 @@ func (a *App) InitChain(ctx context.Context, req *abci.RequestInitChain) (*abci.
 	a.s.setJSON(chainKey, chainRecord{ChainID: req.ChainId, Params: g.Params})
 	x := &execCtx{s: a.s, p: &a.params, height: req.InitialHeight, ev: &events{}}
 	for _, acc := range g.Accounts {
-		x.s.setJSON(accountKey(acc.Address), Account{Address: acc.Address})
+		x.s.setJSON(accountKey(acc.Address), api.Account{Address: acc.Address})
 		for _, c := range acc.Balances {
 			x.setBalance(acc.Address, c.Denom, uint64(c.Amount))
 		}
 	}
 	for _, au := range g.Audits {
-		x.s.setJSON(auditKey(au.Owner, au.Auditor), AuditedAttributes{Owner: au.Owner, Auditor: au.Auditor, Attributes: sortedAttributes(au.Attributes)})
+		x.s.setJSON(auditKey(au.Owner, au.Auditor), api.AuditedAttributes{Owner: au.Owner, Auditor: au.Auditor, Attributes: sortedAttributes(au.Attributes)})
 	}
 	a.log.InfoContext(ctx, "ledger genesis", slog.String("chain_id", req.ChainId), slog.Int("accounts", len(g.Accounts)), slog.Int("audits", len(g.Audits)))
 	return &abci.ResponseInitChain{AppHash: a.s.hash.sum()}, nil
@@ -120,13 +120,13 @@ func (a *App) InitChain(ctx context.Context, req *abci.RequestInitChain) (*abci.
 // existing account, and carries that account's next sequence number (counting the
 // account's transactions already in the mempool).
 func (a *App) CheckTx(_ context.Context, req *abci.RequestCheckTx) (*abci.ResponseCheckTx, error) {
-	t, err := DecodeTx(req.Tx, a.chainID, &a.params)
+	t, err := api.DecodeTx(req.Tx, a.chainID, &a.params)
 	if err != nil {
 		return checkErr(err), nil
 	}
-	var acc Account
+	var acc api.Account
 	if !getJSON(a.s.committed(), accountKey(t.Signer), &acc) {
-		return checkErr(errf(CodeUnknownAccount, "account %s does not exist: it must receive funds first", t.Signer)), nil
+		return checkErr(api.Errorf(api.CodeUnknownAccount, "account %s does not exist: it must receive funds first", t.Signer)), nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -142,25 +142,11 @@ func (a *App) CheckTx(_ context.Context, req *abci.RequestCheckTx) (*abci.Respon
 }
 
 func wrongSequence(signer string, want, got uint64) error {
-	return errf(CodeWrongSequence, "account %s: expected sequence %d, got %d", signer, want, got)
-}
-
-// ExpectedSequence reads the sequence a wrong_sequence error says the account expects.
-func ExpectedSequence(err error) (uint64, bool) {
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeWrongSequence {
-		return 0, false
-	}
-	var signer string
-	var want, got uint64
-	if _, err := fmt.Sscanf(e.Msg, "account %s expected sequence %d, got %d", &signer, &want, &got); err != nil {
-		return 0, false
-	}
-	return want, true
+	return api.Errorf(api.CodeWrongSequence, "account %s: expected sequence %d, got %d", signer, want, got)
 }
 
 func checkErr(err error) *abci.ResponseCheckTx {
-	return &abci.ResponseCheckTx{Code: uint32(CodeOf(err)), Codespace: Codespace, Log: err.Error()}
+	return &abci.ResponseCheckTx{Code: uint32(api.CodeOf(err)), Codespace: api.Codespace, Log: err.Error()}
 }
 
 // FinalizeBlock executes a decided block: first the escrow accounts that cannot pay
@@ -190,14 +176,14 @@ func (a *App) FinalizeBlock(_ context.Context, req *abci.RequestFinalizeBlock) (
 // one whose messages fail still consumes its sequence number, and its messages' writes
 // are undone.
 func (a *App) deliver(raw []byte, height int64) *abci.ExecTxResult {
-	t, err := DecodeTx(raw, a.chainID, &a.params)
+	t, err := api.DecodeTx(raw, a.chainID, &a.params)
 	if err != nil {
 		return txErr(err)
 	}
 	x := &execCtx{s: a.s, p: &a.params, height: height, ev: &events{}}
 	acc, ok := x.account(t.Signer)
 	if !ok {
-		return txErr(errf(CodeUnknownAccount, "account %s does not exist: it must receive funds first", t.Signer))
+		return txErr(api.Errorf(api.CodeUnknownAccount, "account %s does not exist: it must receive funds first", t.Signer))
 	}
 	if t.Sequence != acc.Sequence {
 		return txErr(wrongSequence(t.Signer, acc.Sequence, t.Sequence))
@@ -212,7 +198,7 @@ func (a *App) deliver(raw []byte, height int64) *abci.ExecTxResult {
 	for i, m := range t.Msgs {
 		if err := x.run(m); err != nil {
 			a.s.rollback()
-			return txErr(within(err, "msgs[%d] (%s)", i, m.Type()))
+			return txErr(api.Within(err, "msgs[%d] (%s)", i, m.Type()))
 		}
 	}
 	a.s.keep()
@@ -220,51 +206,51 @@ func (a *App) deliver(raw []byte, height int64) *abci.ExecTxResult {
 }
 
 func txErr(err error) *abci.ExecTxResult {
-	return &abci.ExecTxResult{Code: uint32(CodeOf(err)), Codespace: Codespace, Log: err.Error()}
+	return &abci.ExecTxResult{Code: uint32(api.CodeOf(err)), Codespace: api.Codespace, Log: err.Error()}
 }
 
-func (x *execCtx) run(m Msg) error {
+func (x *execCtx) run(m api.Msg) error {
 	switch m := m.(type) {
-	case *MsgSend:
+	case *api.MsgSend:
 		return x.send(m)
-	case *MsgCreateProvider:
+	case *api.MsgCreateProvider:
 		return x.createProvider(m)
-	case *MsgUpdateProvider:
+	case *api.MsgUpdateProvider:
 		return x.updateProvider(m)
-	case *MsgSignProviderAttributes:
+	case *api.MsgSignProviderAttributes:
 		return x.signAttributes(m)
-	case *MsgDeleteProviderAttributes:
+	case *api.MsgDeleteProviderAttributes:
 		return x.deleteAttributes(m)
-	case *MsgCreateCertificate:
+	case *api.MsgCreateCertificate:
 		return x.createCertificate(m)
-	case *MsgRevokeCertificate:
+	case *api.MsgRevokeCertificate:
 		return x.revokeCertificate(m)
-	case *MsgCreateDeployment:
+	case *api.MsgCreateDeployment:
 		return x.createDeployment(m)
-	case *MsgUpdateDeployment:
+	case *api.MsgUpdateDeployment:
 		return x.updateDeployment(m)
-	case *MsgDepositDeployment:
+	case *api.MsgDepositDeployment:
 		return x.depositDeployment(m)
-	case *MsgCloseDeployment:
+	case *api.MsgCloseDeployment:
 		return x.closeDeployment(m)
-	case *MsgCloseGroup:
+	case *api.MsgCloseGroup:
 		return x.closeGroup(m)
-	case *MsgPauseGroup:
+	case *api.MsgPauseGroup:
 		return x.pauseGroup(m)
-	case *MsgStartGroup:
+	case *api.MsgStartGroup:
 		return x.startGroup(m)
-	case *MsgCreateBid:
+	case *api.MsgCreateBid:
 		return x.createBid(m)
-	case *MsgCloseBid:
+	case *api.MsgCloseBid:
 		return x.closeBid(m)
-	case *MsgCreateLease:
+	case *api.MsgCreateLease:
 		return x.createLease(m)
-	case *MsgCloseLease:
+	case *api.MsgCloseLease:
 		return x.closeLeaseMsg(m)
-	case *MsgWithdrawLease:
+	case *api.MsgWithdrawLease:
 		return x.withdrawLease(m)
 	}
-	return errf(CodeTxDecode, "message type %T has no handler", m)
+	return api.Errorf(api.CodeTxDecode, "message type %T has no handler", m)
 }
 
 // Commit writes the block's state to disk and publishes it to queries.
@@ -285,7 +271,7 @@ func (a *App) Commit(_ context.Context, _ *abci.RequestCommit) (*abci.ResponseCo
 func (a *App) Query(_ context.Context, req *abci.RequestQuery) (*abci.ResponseQuery, error) {
 	v := a.s.committed()
 	if req.Height != 0 && req.Height != v.height {
-		return queryErr(errf(CodeBadQuery, "height %d: only the latest height (%d) can be queried", req.Height, v.height), v.height), nil
+		return queryErr(api.Errorf(api.CodeBadQuery, "height %d: only the latest height (%d) can be queried", req.Height, v.height), v.height), nil
 	}
 	q := &querier{r: v, height: v.height, params: &a.params, chainID: a.chainID}
 	out, err := q.query(req.Path, req.Data)
@@ -296,7 +282,7 @@ func (a *App) Query(_ context.Context, req *abci.RequestQuery) (*abci.ResponseQu
 }
 
 func queryErr(err error, h int64) *abci.ResponseQuery {
-	return &abci.ResponseQuery{Code: uint32(CodeOf(err)), Codespace: Codespace, Log: err.Error(), Height: h}
+	return &abci.ResponseQuery{Code: uint32(api.CodeOf(err)), Codespace: api.Codespace, Log: err.Error(), Height: h}
 }
 
 // Supply is the total of every denomination held anywhere: balances, escrow accounts,
@@ -311,21 +297,21 @@ func Supply(r reader) map[string]market.Dec {
 		return true
 	})
 	r.ascend(table(tEscrow).String(), "", func(k string, v []byte) bool {
-		var e EscrowAccount
+		var e api.EscrowAccount
 		decodeEntry(k, v, &e)
 		addDec(e.Balance)
 		return true
 	})
 	r.ascend(table(tPayment).String(), "", func(k string, v []byte) bool {
-		var p Payment
+		var p api.Payment
 		decodeEntry(k, v, &p)
 		addDec(p.Balance)
 		return true
 	})
 	r.ascend(table(tBid).String(), "", func(k string, v []byte) bool {
-		var b Bid
+		var b api.Bid
 		decodeEntry(k, v, &b)
-		if b.State == BidOpen || b.State == BidActive {
+		if b.State == api.BidOpen || b.State == api.BidActive {
 			addDec(market.DecCoin{Amount: market.DecFromUint(uint64(b.Deposit.Amount)), Denom: b.Deposit.Denom})
 		}
 		return true

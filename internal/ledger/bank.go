@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
@@ -11,13 +12,13 @@ import (
 // block height and the events being emitted.
 type execCtx struct {
 	s      *store
-	p      *Params
+	p      *api.Params
 	height int64
 	ev     *events
 }
 
-func (x *execCtx) account(addr string) (Account, bool) {
-	var a Account
+func (x *execCtx) account(addr string) (api.Account, bool) {
+	var a api.Account
 	ok := getJSON(x.s, accountKey(addr), &a)
 	return a, ok
 }
@@ -25,7 +26,7 @@ func (x *execCtx) account(addr string) (Account, bool) {
 // ensureAccount creates the account record of an address that receives funds.
 func (x *execCtx) ensureAccount(addr string) {
 	if _, ok := x.s.get(accountKey(addr)); !ok {
-		x.s.setJSON(accountKey(addr), Account{Address: addr})
+		x.s.setJSON(accountKey(addr), api.Account{Address: addr})
 	}
 }
 
@@ -49,7 +50,7 @@ func (x *execCtx) setBalance(addr, denom string, amount uint64) {
 func (x *execCtx) debit(addr string, c market.Coin, what string) error {
 	have := readBalance(x.s, addr, c.Denom)
 	if have < uint64(c.Amount) {
-		return errf(CodeInsufficientFunds, "%s: %s has %d%s, needs %s", what, addr, have, c.Denom, c)
+		return api.Errorf(api.CodeInsufficientFunds, "%s: %s has %d%s, needs %s", what, addr, have, c.Denom, c)
 	}
 	x.setBalance(addr, c.Denom, have-uint64(c.Amount))
 	return nil
@@ -63,14 +64,14 @@ func (x *execCtx) credit(addr string, c market.Coin) error {
 	}
 	have := readBalance(x.s, addr, c.Denom)
 	if have > math.MaxUint64-uint64(c.Amount) {
-		return errf(CodeInternal, "balance of %s in %s overflows", addr, c.Denom)
+		return api.Errorf(api.CodeInternal, "balance of %s in %s overflows", addr, c.Denom)
 	}
 	x.ensureAccount(addr)
 	x.setBalance(addr, c.Denom, have+uint64(c.Amount))
 	return nil
 }
 
-func (x *execCtx) send(m *MsgSend) error {
+func (x *execCtx) send(m *api.MsgSend) error {
 	for _, c := range m.Amount {
 		if err := x.debit(m.From, c, "send"); err != nil {
 			return err
@@ -78,7 +79,7 @@ func (x *execCtx) send(m *MsgSend) error {
 		if err := x.credit(m.To, c); err != nil {
 			return err
 		}
-		x.ev.emit(EventTransfer, AttrFrom, m.From, AttrTo, m.To, AttrAmount, c.String())
+		x.ev.emit(api.EventTransfer, api.AttrFrom, m.From, api.AttrTo, m.To, api.AttrAmount, c.String())
 	}
 	return nil
 }

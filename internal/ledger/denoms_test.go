@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
@@ -21,7 +22,7 @@ func TestCorpusDeploysAsWritten(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no corpus under ../sdl/testdata/corpus (%v)", err)
 	}
-	params := DefaultParams()
+	params := api.DefaultParams()
 	var fund []market.Coin
 	for _, d := range params.Denoms {
 		fund = append(fund, market.Coin{Amount: 1_000_000_000_000, Denom: d})
@@ -41,12 +42,12 @@ func TestCorpusDeploysAsWritten(t *testing.T) {
 			continue // Akash rejects it too (the conformance test checks that)
 		}
 		denom := res.Groups[0].Resources[0].Price.Denom
-		dep, ok := params.minDeployDeposit(denom)
-		msg := &MsgCreateDeployment{ID: market.DeploymentID{Owner: owner, DSeq: uint64(i + 1)}, Groups: res.Groups, Version: res.Version, Deposit: dep}
+		dep, ok := params.MinDeployDeposit(denom)
+		msg := &api.MsgCreateDeployment{ID: market.DeploymentID{Owner: owner, DSeq: uint64(i + 1)}, Groups: res.Groups, Version: res.Version, Deposit: dep}
 		if !ok {
 			// No deposit minimum: a denomination the chain does not take.
 			msg.Deposit = market.Coin{Amount: 5_000_000, Denom: denom}
-			if log := h.fail(CodeInvalidMsg, "tenant", msg); !strings.Contains(log, "is not accepted here") {
+			if log := h.fail(api.CodeInvalidMsg, "tenant", msg); !strings.Contains(log, "is not accepted here") {
 				t.Errorf("%s: priced in %q, refused with %q", name, denom, log)
 			}
 			h.seq[owner]-- // refused by ValidateBasic, before the sequence is spent
@@ -83,36 +84,36 @@ func TestCorpusDeploysAsWritten(t *testing.T) {
 // with the entry named.
 func TestGenesisAudits(t *testing.T) {
 	attrs := market.Attributes{{Key: "region", Value: "us-west"}, {Key: "host", Value: "akash"}}
-	var g GenesisState
-	h := newHarnessGenesis(t, DefaultParams(), []market.Coin{{Amount: 1, Denom: DefaultDenom}}, func(h *harness, gs *GenesisState) {
-		gs.Audits = []AuditedAttributes{{Owner: h.addr("provider"), Auditor: h.addr("auditor"), Attributes: attrs}}
+	var g api.GenesisState
+	h := newHarnessGenesis(t, api.DefaultParams(), []market.Coin{{Amount: 1, Denom: api.DefaultDenom}}, func(h *harness, gs *api.GenesisState) {
+		gs.Audits = []api.AuditedAttributes{{Owner: h.addr("provider"), Auditor: h.addr("auditor"), Attributes: attrs}}
 		g = *gs
 	}, "provider", "auditor")
 	owner, auditor := h.addr("provider"), h.addr("auditor")
 	h.block() // genesis is committed with the first block
-	var audit AuditResponse
-	h.mustQuery(QueryAudit.Path, AuditRequest{Owner: owner}, &audit)
+	var audit api.AuditResponse
+	h.mustQuery(api.QueryAudit.Path, api.AuditRequest{Owner: owner}, &audit)
 	want := market.Attributes{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}}
 	if len(audit.Attributes) != 1 || audit.Attributes[0].Auditor != auditor || !slices.Equal(audit.Attributes[0].Attributes, want) {
 		t.Fatalf("audit %+v, want %s signed by %s", audit, want, auditor)
 	}
 
 	for name, tc := range map[string]struct {
-		audit AuditedAttributes
+		audit api.AuditedAttributes
 		want  string
 	}{
-		"bad owner":     {AuditedAttributes{Owner: "cosmos1xyz", Auditor: auditor, Attributes: attrs}, "audits[0].owner"},
-		"bad auditor":   {AuditedAttributes{Owner: owner, Auditor: "", Attributes: attrs}, "audits[0].auditor"},
-		"no attributes": {AuditedAttributes{Owner: owner, Auditor: auditor}, "audits[0].attributes: none"},
-		"key twice": {AuditedAttributes{Owner: owner, Auditor: auditor, Attributes: market.Attributes{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}}},
+		"bad owner":     {api.AuditedAttributes{Owner: "cosmos1xyz", Auditor: auditor, Attributes: attrs}, "audits[0].owner"},
+		"bad auditor":   {api.AuditedAttributes{Owner: owner, Auditor: "", Attributes: attrs}, "audits[0].auditor"},
+		"no attributes": {api.AuditedAttributes{Owner: owner, Auditor: auditor}, "audits[0].attributes: none"},
+		"key twice": {api.AuditedAttributes{Owner: owner, Auditor: auditor, Attributes: market.Attributes{{Key: "a", Value: "1"}, {Key: "a", Value: "2"}}},
 			`key "a" is listed twice`},
 	} {
-		g := GenesisState{Params: DefaultParams(), Audits: []AuditedAttributes{tc.audit}}
+		g := api.GenesisState{Params: api.DefaultParams(), Audits: []api.AuditedAttributes{tc.audit}}
 		if err := g.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", name, err, tc.want)
 		}
 	}
-	twice := GenesisState{Params: DefaultParams(), Audits: []AuditedAttributes{g.Audits[0], g.Audits[0]}}
+	twice := api.GenesisState{Params: api.DefaultParams(), Audits: []api.AuditedAttributes{g.Audits[0], g.Audits[0]}}
 	if err := twice.Validate(); err == nil || !strings.Contains(err.Error(), "listed twice") {
 		t.Errorf("the same audit twice: %v", err)
 	}

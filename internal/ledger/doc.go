@@ -4,10 +4,8 @@
 // the escrow that pays leases from deployment deposits. It mirrors Akash's x/deployment,
 // x/market, x/escrow, x/provider, x/audit and x/cert modules.
 //
-// The package also defines the wire contract its clients use (internal/chain, the
-// CLI): transactions (JSON, signed over the exact body bytes), messages, events with
-// full IDs as attributes, query paths with their request and response types, and
-// result codes.
+// Its wire contract — transactions, messages, events, queries and result codes — is
+// api/ledger/v1, which clients import instead of this package (only the node runs it).
 //
 // State is an ordered key-value map held in memory and written to a cometbft-db
 // database at every commit. The app hash is a homomorphic set hash (LtHash) of every

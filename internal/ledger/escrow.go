@@ -3,13 +3,14 @@ package ledger
 import (
 	"math"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
-func (x *execCtx) escrow(id market.DeploymentID) (EscrowAccount, error) {
-	var a EscrowAccount
+func (x *execCtx) escrow(id market.DeploymentID) (api.EscrowAccount, error) {
+	var a api.EscrowAccount
 	if !getJSON(x.s, escrowKey(id), &a) {
-		return a, errf(CodeNotFound, "escrow account of deployment %s does not exist", id)
+		return a, api.Errorf(api.CodeNotFound, "escrow account of deployment %s does not exist", id)
 	}
 	return a, nil
 }
@@ -17,8 +18,8 @@ func (x *execCtx) escrow(id market.DeploymentID) (EscrowAccount, error) {
 // settleTo is the height the account can be settled to at h: h itself, or the last
 // height it can pay in full if that is earlier. An account that is not open pays
 // nothing more: it stays settled where it stopped.
-func settleTo(a *EscrowAccount, h int64) int64 {
-	if a.State != EscrowOpen {
+func settleTo(a *api.EscrowAccount, h int64) int64 {
+	if a.State != api.EscrowOpen {
 		return a.SettledAt
 	}
 	if a.Rate.Sign() > 0 && a.DepletesAt < h {
@@ -29,7 +30,7 @@ func settleTo(a *EscrowAccount, h int64) int64 {
 
 // accrue pays the open payments for the blocks since the account was last settled, up
 // to h (clamped by settleTo). It changes only the values passed in.
-func accrue(a *EscrowAccount, pays []Payment, h int64) {
+func accrue(a *api.EscrowAccount, pays []api.Payment, h int64) {
 	to := settleTo(a, h)
 	if to <= a.SettledAt {
 		return
@@ -38,7 +39,7 @@ func accrue(a *EscrowAccount, pays []Payment, h int64) {
 	a.SettledAt = to
 	for i := range pays {
 		p := &pays[i]
-		if p.State != PaymentOpen {
+		if p.State != api.PaymentOpen {
 			continue
 		}
 		amt := p.Rate.Amount.MulUint(blocks)
@@ -48,10 +49,10 @@ func accrue(a *EscrowAccount, pays []Payment, h int64) {
 	}
 }
 
-func readPayments(r reader, id market.DeploymentID) []Payment {
-	var out []Payment
+func readPayments(r reader, id market.DeploymentID) []api.Payment {
+	var out []api.Payment
 	r.ascend(paymentsPrefix(id), "", func(k string, v []byte) bool {
-		var p Payment
+		var p api.Payment
 		decodeEntry(k, v, &p)
 		out = append(out, p)
 		return true
@@ -60,7 +61,7 @@ func readPayments(r reader, id market.DeploymentID) []Payment {
 }
 
 // depletesAt is the last height the account's balance pays in full at its rate.
-func depletesAt(a *EscrowAccount) int64 {
+func depletesAt(a *api.EscrowAccount) int64 {
 	if a.Rate.Sign() <= 0 {
 		return 0
 	}
@@ -71,7 +72,7 @@ func depletesAt(a *EscrowAccount) int64 {
 // updateEscrow settles the deployment's account to the current height, lets fn change
 // the account and its payments, then saves them and reschedules the account's
 // depletion.
-func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *EscrowAccount, pays *[]Payment) error) error {
+func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *api.EscrowAccount, pays *[]api.Payment) error) error {
 	a, err := x.escrow(id)
 	if err != nil {
 		return err
@@ -86,13 +87,13 @@ func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *EscrowAccount,
 	}
 	rate := market.Dec{}
 	for i := range pays {
-		if pays[i].State == PaymentOpen {
+		if pays[i].State == api.PaymentOpen {
 			rate = rate.Add(pays[i].Rate.Amount)
 		}
 	}
 	a.Rate = rate
 	a.DepletesAt = 0
-	if a.State == EscrowOpen {
+	if a.State == api.EscrowOpen {
 		a.DepletesAt = depletesAt(&a)
 	}
 	if a.DepletesAt != 0 {
@@ -108,10 +109,10 @@ func (x *execCtx) updateEscrow(id market.DeploymentID, fn func(a *EscrowAccount,
 
 // payOut moves the whole units accrued to a payment to its provider's balance; the
 // fraction of a unit stays in the payment.
-func (x *execCtx) payOut(p *Payment) error {
+func (x *execCtx) payOut(p *api.Payment) error {
 	n, ok := p.Balance.Amount.TruncateUint()
 	if !ok {
-		return errf(CodeInternal, "payment %s balance %s is out of range", p.ID, p.Balance)
+		return api.Errorf(api.CodeInternal, "payment %s balance %s is out of range", p.ID, p.Balance)
 	}
 	if n == 0 {
 		return nil
@@ -122,7 +123,7 @@ func (x *execCtx) payOut(p *Payment) error {
 	if err := x.credit(p.ID.Provider, amt); err != nil {
 		return err
 	}
-	x.ev.emit(EventWithdrawal, bidAttrs(market.BidID(p.ID), AttrAmount, amt.String())...)
+	x.ev.emit(api.EventWithdrawal, bidAttrs(market.BidID(p.ID), api.AttrAmount, amt.String())...)
 	return nil
 }
 
@@ -151,31 +152,31 @@ func (x *execCtx) depleted(id market.DeploymentID) error {
 	// Settle the account to its last fully paid height and stop it there before any
 	// lease closes: each close lowers the account's rate, and an account still open
 	// would then pay the leases that close after it for a block it cannot pay for all.
-	err := x.updateEscrow(id, func(a *EscrowAccount, _ *[]Payment) error {
-		a.State = EscrowOverdrawn
+	err := x.updateEscrow(id, func(a *api.EscrowAccount, _ *[]api.Payment) error {
+		a.State = api.EscrowOverdrawn
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	var leases []Lease
+	var leases []api.Lease
 	x.s.ascend(leasesOfDeploymentPrefix(id), "", func(k string, v []byte) bool {
-		var l Lease
+		var l api.Lease
 		decodeEntry(k, v, &l)
-		if l.State == LeaseActive {
+		if l.State == api.LeaseActive {
 			leases = append(leases, l)
 		}
 		return true
 	})
 	for _, l := range leases {
-		if err := x.closeLease(l, LeaseInsufficientFunds, ReasonInsufficientFunds); err != nil {
+		if err := x.closeLease(l, api.LeaseInsufficientFunds, api.ReasonInsufficientFunds); err != nil {
 			return err
 		}
 		g, err := x.group(l.ID.Order().Group())
 		if err != nil {
 			return err
 		}
-		x.setGroupState(&g, GroupInsufficientFunds)
+		x.setGroupState(&g, api.GroupInsufficientFunds)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
@@ -13,30 +14,30 @@ import (
 // runs on whatever a client sends: it must not panic, and what it accepts must be
 // signed by the signer every message names.
 func FuzzDecodeTx(f *testing.F) {
-	key, err := NewPrivKey(KeySecp256k1)
+	key, err := api.NewPrivKey(api.KeySecp256k1)
 	if err != nil {
 		f.Fatal(err)
 	}
-	addr, err := key.PubKey().Address(DefaultAddressPrefix)
+	addr, err := key.PubKey().Address(api.DefaultAddressPrefix)
 	if err != nil {
 		f.Fatal(err)
 	}
-	m, err := EncodeMsg(&MsgSend{From: addr, To: addr, Amount: []market.Coin{{Amount: 1, Denom: DefaultDenom}}})
+	m, err := api.EncodeMsg(&api.MsgSend{From: addr, To: addr, Amount: []market.Coin{{Amount: 1, Denom: api.DefaultDenom}}})
 	if err != nil {
 		f.Fatal(err)
 	}
-	valid, err := SignTx(TxBody{ChainID: testChain, Signer: addr, Sequence: 3, Msgs: []EncodedMsg{m}}, key)
+	valid, err := api.SignTx(api.TxBody{ChainID: testChain, Signer: addr, Sequence: 3, Msgs: []api.EncodedMsg{m}}, key)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(valid)
 	f.Add([]byte(`{"body":{"chain_id":"berth-test","signer":"x","sequence":"1","msgs":[{"type":"bank/send","value":{}}]},"pub_key":{"type":"ed25519","key":""},"signature":""}`))
 	f.Add([]byte(`{}`))
-	params := DefaultParams()
+	params := api.DefaultParams()
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		tx, err := DecodeTx(raw, testChain, &params)
+		tx, err := api.DecodeTx(raw, testChain, &params)
 		if err != nil {
-			if CodeOf(err) == CodeOK || CodeOf(err) == CodeInternal {
+			if api.CodeOf(err) == api.CodeOK || api.CodeOf(err) == api.CodeInternal {
 				t.Fatalf("error without a code: %v", err)
 			}
 			return
@@ -60,13 +61,13 @@ func FuzzQuery(f *testing.F) {
 	h.registerProvider("p1", usWest)
 	id := h.createDeployment("tenant", 5, 10_000_000)
 	h.bid("p1", id.Group(1).Order(1), "1000")
-	for _, p := range []string{QueryParams.Path, QueryAccount.Path, QueryDeployment.Path, QueryDeployments.Path, QueryOrders.Path, QueryBids.Path, QueryLeases.Path, QuerySupply.Path, QueryCertificates.Path} {
+	for _, p := range []string{api.QueryParams.Path, api.QueryAccount.Path, api.QueryDeployment.Path, api.QueryDeployments.Path, api.QueryOrders.Path, api.QueryBids.Path, api.QueryLeases.Path, api.QuerySupply.Path, api.QueryCertificates.Path} {
 		f.Add(p, []byte(`{}`))
 	}
 	owner, _ := json.Marshal(map[string]string{"owner": h.addr("tenant")})
-	f.Add(QueryDeployments.Path, owner)
-	f.Add(QueryBids.Path, []byte(`{"provider":"`+h.addr("p1")+`","page":{"limit":1}}`))
-	f.Add(QueryOrders.Path, []byte(`{"state":"open","page":{"key":"b3JkZXIv"}}`))
+	f.Add(api.QueryDeployments.Path, owner)
+	f.Add(api.QueryBids.Path, []byte(`{"provider":"`+h.addr("p1")+`","page":{"limit":1}}`))
+	f.Add(api.QueryOrders.Path, []byte(`{"state":"open","page":{"key":"b3JkZXIv"}}`))
 	f.Fuzz(func(t *testing.T, path string, data []byte) {
 		r, err := h.app.Query(t.Context(), &abci.RequestQuery{Path: path, Data: data})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	dbm "github.com/cometbft/cometbft-db"
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
@@ -19,7 +20,7 @@ type harness struct {
 	db     dbm.DB
 	chain  string
 	height int64
-	keys   map[string]PrivKey // address → key
+	keys   map[string]api.PrivKey // address → key
 	seq    map[string]uint64
 	names  map[string]string // name → address
 	last   *abci.ResponseFinalizeBlock
@@ -30,37 +31,37 @@ const testChain = "berth-test"
 // newHarness starts a chain with the named accounts, each funded with fund uakt.
 func newHarness(t testing.TB, fund uint64, names ...string) *harness {
 	t.Helper()
-	return newHarnessParams(t, DefaultParams(), fund, names...)
+	return newHarnessParams(t, api.DefaultParams(), fund, names...)
 }
 
-func newHarnessParams(t testing.TB, params Params, fund uint64, names ...string) *harness {
+func newHarnessParams(t testing.TB, params api.Params, fund uint64, names ...string) *harness {
 	t.Helper()
-	return newHarnessFunded(t, params, []market.Coin{{Amount: market.Uint(fund), Denom: DefaultDenom}}, names...)
+	return newHarnessFunded(t, params, []market.Coin{{Amount: market.Uint(fund), Denom: api.DefaultDenom}}, names...)
 }
 
 // newHarnessFunded starts a chain with the named accounts, each holding coins.
-func newHarnessFunded(t testing.TB, params Params, coins []market.Coin, names ...string) *harness {
+func newHarnessFunded(t testing.TB, params api.Params, coins []market.Coin, names ...string) *harness {
 	t.Helper()
 	return newHarnessGenesis(t, params, coins, nil, names...)
 }
 
 // newHarnessGenesis is newHarnessFunded with edit applied to the genesis state (the
 // named accounts are known to h by then) before the chain starts.
-func newHarnessGenesis(t testing.TB, params Params, coins []market.Coin, edit func(*harness, *GenesisState), names ...string) *harness {
+func newHarnessGenesis(t testing.TB, params api.Params, coins []market.Coin, edit func(*harness, *api.GenesisState), names ...string) *harness {
 	t.Helper()
-	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
-	g := GenesisState{Params: params}
+	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]api.PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
+	g := api.GenesisState{Params: params}
 	for _, n := range names {
-		k, err := NewPrivKey(KeySecp256k1)
+		k, err := api.NewPrivKey(api.KeySecp256k1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, err := k.PubKey().Address(DefaultAddressPrefix)
+		addr, err := k.PubKey().Address(api.DefaultAddressPrefix)
 		if err != nil {
 			t.Fatal(err)
 		}
 		h.keys[addr], h.names[n] = k, addr
-		g.Accounts = append(g.Accounts, GenesisAccount{Address: addr, Balances: slices.Clone(coins)})
+		g.Accounts = append(g.Accounts, api.GenesisAccount{Address: addr, Balances: slices.Clone(coins)})
 	}
 	if edit != nil {
 		edit(h, &g)
@@ -94,18 +95,18 @@ func (h *harness) addr(name string) string {
 }
 
 // tx signs msgs as signer with its next sequence.
-func (h *harness) tx(signer string, msgs ...Msg) []byte {
+func (h *harness) tx(signer string, msgs ...api.Msg) []byte {
 	h.t.Helper()
 	addr := h.addr(signer)
-	body := TxBody{ChainID: h.chain, Signer: addr, Sequence: h.seq[addr]}
+	body := api.TxBody{ChainID: h.chain, Signer: addr, Sequence: h.seq[addr]}
 	for _, m := range msgs {
-		em, err := EncodeMsg(m)
+		em, err := api.EncodeMsg(m)
 		if err != nil {
 			h.t.Fatal(err)
 		}
 		body.Msgs = append(body.Msgs, em)
 	}
-	raw, err := SignTx(body, h.keys[addr])
+	raw, err := api.SignTx(body, h.keys[addr])
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func (h *harness) block(txs ...[]byte) []*abci.ExecTxResult {
 }
 
 // ok runs msgs in one tx in one block and fails the test unless it succeeds.
-func (h *harness) ok(signer string, msgs ...Msg) {
+func (h *harness) ok(signer string, msgs ...api.Msg) {
 	h.t.Helper()
 	r := h.block(h.tx(signer, msgs...))[0]
 	if r.Code != 0 {
@@ -139,11 +140,11 @@ func (h *harness) ok(signer string, msgs ...Msg) {
 
 // fail runs msgs in one tx and checks it fails with code; the signer's sequence is
 // consumed when the failure is in the messages (code is not a tx-level code).
-func (h *harness) fail(code Code, signer string, msgs ...Msg) string {
+func (h *harness) fail(code api.Code, signer string, msgs ...api.Msg) string {
 	h.t.Helper()
 	r := h.block(h.tx(signer, msgs...))[0]
-	if Code(r.Code) != code {
-		h.t.Fatalf("height %d: want code %s, got %s: %s", h.height, code, Code(r.Code), r.Log)
+	if api.Code(r.Code) != code {
+		h.t.Fatalf("height %d: want code %s, got %s: %s", h.height, code, api.Code(r.Code), r.Log)
 	}
 	return r.Log
 }
@@ -162,7 +163,7 @@ func (h *harness) query(path string, req, resp any) error {
 		h.t.Fatal(err)
 	}
 	if r.Code != 0 {
-		return ErrorFromCode(r.Code, r.Codespace, r.Log)
+		return api.ErrorFromCode(r.Code, r.Codespace, r.Log)
 	}
 	if err := json.Unmarshal(r.Value, resp); err != nil {
 		h.t.Fatalf("query %s: %v", path, err)
@@ -179,10 +180,10 @@ func (h *harness) mustQuery(path string, req, resp any) {
 
 func (h *harness) balance(name string) uint64 {
 	h.t.Helper()
-	var r AccountResponse
-	h.mustQuery(QueryAccount.Path, AccountRequest{Address: h.addr(name)}, &r)
+	var r api.AccountResponse
+	h.mustQuery(api.QueryAccount.Path, api.AccountRequest{Address: h.addr(name)}, &r)
 	for _, c := range r.Balances {
-		if c.Denom == DefaultDenom {
+		if c.Denom == api.DefaultDenom {
 			return uint64(c.Amount)
 		}
 	}
@@ -215,8 +216,8 @@ func (h *harness) events(typ string) []map[string]string {
 func (h *harness) checkSupply(want uint64) {
 	h.t.Helper()
 	got := Supply(h.app.s.committed())
-	if len(got) != 1 || got[DefaultDenom].Cmp(market.DecFromUint(want)) != 0 {
-		h.t.Fatalf("height %d: supply %v, want %d%s", h.height, got, want, DefaultDenom)
+	if len(got) != 1 || got[api.DefaultDenom].Cmp(market.DecFromUint(want)) != 0 {
+		h.t.Fatalf("height %d: supply %v, want %d%s", h.height, got, want, api.DefaultDenom)
 	}
 }
 

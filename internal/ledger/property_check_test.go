@@ -5,12 +5,13 @@ import (
 	"slices"
 	"sort"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
 // queryPages reads every page of a list query, limit items at a time, and returns the
 // IDs listed, sorted.
-func queryPages[Resp any](h *harness, path string, limit uint32, req func(Page) any, ids func(Resp) ([]string, []byte)) []string {
+func queryPages[Resp any](h *harness, path string, limit uint32, req func(api.Page) any, ids func(Resp) ([]string, []byte)) []string {
 	var out []string
 	var key []byte
 	for pages := 0; ; pages++ {
@@ -18,7 +19,7 @@ func queryPages[Resp any](h *harness, path string, limit uint32, req func(Page) 
 			h.t.Fatalf("query %s: the pages do not end", path)
 		}
 		var resp Resp
-		h.mustQuery(path, req(Page{Key: key, Limit: limit}), &resp)
+		h.mustQuery(path, req(api.Page{Key: key, Limit: limit}), &resp)
 		list, next := ids(resp)
 		out = append(out, list...)
 		if len(next) == 0 {
@@ -46,9 +47,9 @@ func (r *propRun) checkListQuery() {
 	var what string
 	switch r.rng.IntN(3) {
 	case 0:
-		req := OrdersRequest{State: pick(r.rng, []string{"", OrderOpen, OrderActive, OrderClosed}), Owner: owner}
+		req := api.OrdersRequest{State: pick(r.rng, []string{"", api.OrderOpen, api.OrderActive, api.OrderClosed}), Owner: owner}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryOrders.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp OrdersResponse) ([]string, []byte) {
+		got = queryPages(h, api.QueryOrders.Path, limit, func(p api.Page) any { req.Page = p; return req }, func(resp api.OrdersResponse) ([]string, []byte) {
 			var ids []string
 			for _, o := range resp.Orders {
 				ids = append(ids, o.ID.String())
@@ -61,7 +62,7 @@ func (r *propRun) checkListQuery() {
 			}
 		}
 	case 1:
-		req := BidsRequest{State: pick(r.rng, []string{"", BidOpen, BidActive, BidLost, BidClosed})}
+		req := api.BidsRequest{State: pick(r.rng, []string{"", api.BidOpen, api.BidActive, api.BidLost, api.BidClosed})}
 		switch {
 		case provider != "":
 			req.Provider = provider
@@ -78,7 +79,7 @@ func (r *propRun) checkListQuery() {
 			req.Order = &o
 		}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryBids.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp BidsResponse) ([]string, []byte) {
+		got = queryPages(h, api.QueryBids.Path, limit, func(p api.Page) any { req.Page = p; return req }, func(resp api.BidsResponse) ([]string, []byte) {
 			var ids []string
 			for _, b := range resp.Bids {
 				ids = append(ids, b.ID.String())
@@ -93,12 +94,12 @@ func (r *propRun) checkListQuery() {
 			}
 		}
 	default:
-		req := LeasesRequest{State: pick(r.rng, []string{"", LeaseActive, LeaseInsufficientFunds, LeaseClosed}), Owner: owner, Provider: provider}
+		req := api.LeasesRequest{State: pick(r.rng, []string{"", api.LeaseActive, api.LeaseInsufficientFunds, api.LeaseClosed}), Owner: owner, Provider: provider}
 		if owner != "" && r.chance(50) {
 			req.DSeq = uint64(1 + r.rng.IntN(12))
 		}
 		what = fmt.Sprintf("%+v", req)
-		got = queryPages(h, QueryLeases.Path, limit, func(p Page) any { req.Page = p; return req }, func(resp LeasesResponse) ([]string, []byte) {
+		got = queryPages(h, api.QueryLeases.Path, limit, func(p api.Page) any { req.Page = p; return req }, func(resp api.LeasesResponse) ([]string, []byte) {
 			var ids []string
 			for _, l := range resp.Leases {
 				ids = append(ids, l.Lease.ID.String())
@@ -125,19 +126,19 @@ func (r *propRun) checkQueries() {
 	t, h, snap := r.t, r.h, r.snap
 	height := snap.v.height
 	if height%10 == 0 {
-		var sup SupplyResponse
-		h.mustQuery(QuerySupply.Path, nil, &sup)
-		if len(sup.Supply) != 1 || sup.Supply[0].Denom != DefaultDenom || sup.Supply[0].Amount.Cmp(market.DecFromUint(r.total)) != 0 {
-			t.Fatalf("height %d: supply query %v, want %d%s", height, sup.Supply, r.total, DefaultDenom)
+		var sup api.SupplyResponse
+		h.mustQuery(api.QuerySupply.Path, nil, &sup)
+		if len(sup.Supply) != 1 || sup.Supply[0].Denom != api.DefaultDenom || sup.Supply[0].Amount.Cmp(market.DecFromUint(r.total)) != 0 {
+			t.Fatalf("height %d: supply query %v, want %d%s", height, sup.Supply, r.total, api.DefaultDenom)
 		}
 	}
 	if len(snap.leases) > 0 {
 		l := pick(r.rng, snap.leases)
-		var lr LeaseResponse
-		h.mustQuery(QueryLease.Path, LeaseRequest{ID: l.ID}, &lr)
+		var lr api.LeaseResponse
+		h.mustQuery(api.QueryLease.Path, api.LeaseRequest{ID: l.ID}, &lr)
 		paid := lr.Payment.Balance.Amount.Add(lr.Payment.Withdrawn.Amount)
-		if l.State == LeaseActive {
-			if want := l.Price.Amount.MulUint(uint64(height - l.CreatedAt)); paid.Cmp(want) != 0 || lr.Payment.State != PaymentOpen {
+		if l.State == api.LeaseActive {
+			if want := l.Price.Amount.MulUint(uint64(height - l.CreatedAt)); paid.Cmp(want) != 0 || lr.Payment.State != api.PaymentOpen {
 				t.Fatalf("height %d: lease %s (created at %d) query: %s payment paid %s, want %s", height, l.ID, l.CreatedAt, lr.Payment.State, paid, want)
 			}
 		} else if !jsonEqual(lr.Lease, l) {
@@ -147,13 +148,13 @@ func (r *propRun) checkQueries() {
 	r.checkListQuery()
 	if len(snap.escrows) > 0 {
 		a := pick(r.rng, snap.escrows)
-		var dr DeploymentResponse
-		h.mustQuery(QueryDeployment.Path, DeploymentRequest{ID: a.ID}, &dr)
+		var dr api.DeploymentResponse
+		h.mustQuery(api.QueryDeployment.Path, api.DeploymentRequest{ID: a.ID}, &dr)
 		e := dr.Escrow
 		if e.Balance.Amount.Add(e.Transferred.Amount).Cmp(a.Balance.Amount.Add(a.Transferred.Amount)) != 0 || e.Balance.Amount.Sign() < 0 {
 			t.Fatalf("height %d: deployment %s query: escrow %s + %s transferred, state %s + %s", height, a.ID, e.Balance, e.Transferred, a.Balance, a.Transferred)
 		}
-		if e.State == EscrowOpen && e.SettledAt != height {
+		if e.State == api.EscrowOpen && e.SettledAt != height {
 			t.Fatalf("height %d: deployment %s query: open escrow settled to %d", height, a.ID, e.SettledAt)
 		}
 	}
@@ -169,13 +170,13 @@ func (r *propRun) checkInvariants() {
 	}
 
 	// 1. Supply.
-	if sup := Supply(v); len(sup) != 1 || sup[DefaultDenom].Cmp(market.DecFromUint(r.total)) != 0 {
-		fail("supply %v, want %d%s", sup, r.total, DefaultDenom)
+	if sup := Supply(v); len(sup) != 1 || sup[api.DefaultDenom].Cmp(market.DecFromUint(r.total)) != 0 {
+		fail("supply %v, want %d%s", sup, r.total, api.DefaultDenom)
 	}
 
 	snap := newPropSnap(v, r.cache)
 	r.snap = snap
-	deps := map[market.DeploymentID]Deployment{}
+	deps := map[market.DeploymentID]api.Deployment{}
 	for _, d := range snap.deps {
 		deps[d.ID] = d
 	}
@@ -191,8 +192,8 @@ func (r *propRun) checkInvariants() {
 		orders[o.ID] = o
 		ordersOf[o.ID.Group()] = append(ordersOf[o.ID.Group()], o)
 	}
-	bids := map[market.BidID]Bid{}
-	bidsOf := map[market.OrderID][]Bid{}
+	bids := map[market.BidID]api.Bid{}
+	bidsOf := map[market.OrderID][]api.Bid{}
 	for _, b := range snap.bids {
 		bids[b.ID] = b
 		bidsOf[b.ID.Order()] = append(bidsOf[b.ID.Order()], b)
@@ -200,8 +201,8 @@ func (r *propRun) checkInvariants() {
 			fail("bid %s is missing from the provider index", b.ID)
 		}
 	}
-	leases := map[market.LeaseID]Lease{}
-	leasesOf := map[market.OrderID][]Lease{}
+	leases := map[market.LeaseID]api.Lease{}
+	leasesOf := map[market.OrderID][]api.Lease{}
 	for _, l := range snap.leases {
 		leases[l.ID] = l
 		leasesOf[l.ID.Order()] = append(leasesOf[l.ID.Order()], l)
@@ -209,12 +210,12 @@ func (r *propRun) checkInvariants() {
 			fail("lease %s is missing from the provider index", l.ID)
 		}
 	}
-	escrows := map[market.DeploymentID]EscrowAccount{}
+	escrows := map[market.DeploymentID]api.EscrowAccount{}
 	for _, a := range snap.escrows {
 		escrows[a.ID] = a
 	}
-	pays := map[market.LeaseID]Payment{}
-	paysOf := map[market.DeploymentID][]Payment{}
+	pays := map[market.LeaseID]api.Payment{}
+	paysOf := map[market.DeploymentID][]api.Payment{}
 	for _, p := range snap.pays {
 		pays[p.ID] = p
 		paysOf[p.ID.Deployment()] = append(paysOf[p.ID.Deployment()], p)
@@ -236,7 +237,7 @@ func (r *propRun) checkInvariants() {
 		}
 		rate, paid := market.Dec{}, market.Dec{}
 		for _, p := range paysOf[id] {
-			if p.State == PaymentOpen {
+			if p.State == api.PaymentOpen {
 				rate = rate.Add(p.Rate.Amount)
 			}
 			paid = paid.Add(p.Balance.Amount).Add(p.Withdrawn.Amount)
@@ -248,11 +249,11 @@ func (r *propRun) checkInvariants() {
 			fail("escrow of %s: transferred %s, its payments were paid %s", id, a.Transferred.Amount, paid)
 		}
 		switch a.State {
-		case EscrowOpen:
+		case api.EscrowOpen:
 			if a.Rate.Sign() > 0 && a.DepletesAt < v.height {
 				fail("escrow of %s is open at rate %s but depleted at %d", id, a.Rate, a.DepletesAt)
 			}
-		case EscrowOverdrawn, EscrowClosed:
+		case api.EscrowOverdrawn, api.EscrowClosed:
 			if a.Rate.Sign() != 0 || a.DepletesAt != 0 {
 				fail("escrow of %s is %s with rate %s, depletes at %d", id, a.State, a.Rate, a.DepletesAt)
 			}
@@ -284,11 +285,11 @@ func (r *propRun) checkInvariants() {
 		// that one.
 		var to int64
 		switch {
-		case l.State == LeaseActive && p.State == PaymentOpen:
+		case l.State == api.LeaseActive && p.State == api.PaymentOpen:
 			to = a.SettledAt
-		case l.State == LeaseClosed && p.State == PaymentClosed:
+		case l.State == api.LeaseClosed && p.State == api.PaymentClosed:
 			to = l.ClosedOn
-		case l.State == LeaseInsufficientFunds && p.State == PaymentOverdrawn:
+		case l.State == api.LeaseInsufficientFunds && p.State == api.PaymentOverdrawn:
 			to = l.ClosedOn - 1
 		default:
 			fail("lease %s is %s with a %s payment", id, l.State, p.State)
@@ -297,7 +298,7 @@ func (r *propRun) checkInvariants() {
 			fail("lease %s (%s, created at %d, closed on %d) at %s per block was paid %s + %s withdrawn, want %s for the blocks to %d",
 				id, l.State, l.CreatedAt, l.ClosedOn, p.Rate, p.Balance.Amount, p.Withdrawn.Amount, want, to)
 		}
-		if p.State != PaymentOpen && !p.Balance.Amount.IsZero() {
+		if p.State != api.PaymentOpen && !p.Balance.Amount.IsZero() {
 			if n, _ := p.Balance.Amount.TruncateUint(); n != 0 {
 				fail("payment %s is %s with %s not paid out", id, p.State, p.Balance)
 			}
@@ -306,7 +307,7 @@ func (r *propRun) checkInvariants() {
 
 	// 3 and 4. Bids and leases per order; orders and their groups.
 	inIndex := 0
-	for _, st := range []string{OrderOpen, OrderActive, OrderClosed} {
+	for _, st := range []string{api.OrderOpen, api.OrderActive, api.OrderClosed} {
 		v.ascend(orderStatePrefix(st), "", func(k string, _ []byte) bool {
 			inIndex++
 			id, ok := decodeOrderIDKey(k, orderStatePrefix(st))
@@ -324,18 +325,18 @@ func (r *propRun) checkInvariants() {
 		if len(obids) > int(r.params.MaxBidsPerOrder) {
 			fail("order %s has %d bids, max_bids_per_order is %d", id, len(obids), r.params.MaxBidsPerOrder)
 		}
-		var activeBids, openBids []Bid
+		var activeBids, openBids []api.Bid
 		for _, b := range obids {
 			switch b.State {
-			case BidActive:
+			case api.BidActive:
 				activeBids = append(activeBids, b)
-			case BidOpen:
+			case api.BidOpen:
 				openBids = append(openBids, b)
 			}
 		}
-		var active []Lease
+		var active []api.Lease
 		for _, l := range leasesOf[id] {
-			if l.State == LeaseActive {
+			if l.State == api.LeaseActive {
 				active = append(active, l)
 			}
 		}
@@ -347,21 +348,21 @@ func (r *propRun) checkInvariants() {
 			fail("order %s has no group", id)
 		}
 		switch o.State {
-		case OrderOpen:
+		case api.OrderOpen:
 			if len(active) != 0 || len(activeBids) != 0 {
 				fail("open order %s has %d active leases and %d active bids", id, len(active), len(activeBids))
 			}
-			if g.State != GroupOpen {
+			if g.State != api.GroupOpen {
 				fail("order %s is open, its group is %s", id, g.State)
 			}
-		case OrderActive:
+		case api.OrderActive:
 			if len(active) != 1 || len(activeBids) != 1 || active[0].ID.Bid() != activeBids[0].ID || len(openBids) != 0 {
 				fail("active order %s has %d active leases, %d active bids, %d open bids", id, len(active), len(activeBids), len(openBids))
 			}
-			if g.State != GroupOpen {
+			if g.State != api.GroupOpen {
 				fail("order %s is active, its group is %s", id, g.State)
 			}
-		case OrderClosed:
+		case api.OrderClosed:
 			if len(active) != 0 || len(activeBids) != 0 || len(openBids) != 0 {
 				fail("closed order %s has %d active leases, %d active bids, %d open bids", id, len(active), len(activeBids), len(openBids))
 			}
@@ -377,22 +378,22 @@ func (r *propRun) checkInvariants() {
 			if o.ID.OSeq > g.LastOSeq {
 				fail("group %s has order %s after its last %d", id, o.ID, g.LastOSeq)
 			}
-			if o.ID.OSeq < g.LastOSeq && o.State != OrderClosed {
+			if o.ID.OSeq < g.LastOSeq && o.State != api.OrderClosed {
 				fail("group %s: order %s is %s, its newest is %d", id, o.ID, o.State, g.LastOSeq)
 			}
 		}
 		last := orders[id.Order(g.LastOSeq)]
-		if open := last.State == OrderOpen || last.State == OrderActive; open != (g.State == GroupOpen) {
+		if open := last.State == api.OrderOpen || last.State == api.OrderActive; open != (g.State == api.GroupOpen) {
 			fail("group %s is %s, its order %s is %s", id, g.State, last.ID, last.State)
 		}
 		d := deps[id.Deployment()]
-		if d.State == DeploymentClosed && g.State != GroupClosed {
+		if d.State == api.DeploymentClosed && g.State != api.GroupClosed {
 			fail("deployment %s is closed, its group %s is %s", d.ID, id, g.State)
 		}
 	}
 	for id, d := range deps {
 		a := escrows[id]
-		if (d.State == DeploymentClosed) != (a.State == EscrowClosed) {
+		if (d.State == api.DeploymentClosed) != (a.State == api.EscrowClosed) {
 			fail("deployment %s is %s, its escrow %s", id, d.State, a.State)
 		}
 		if len(groupsOf[id]) == 0 {
@@ -403,16 +404,16 @@ func (r *propRun) checkInvariants() {
 		o := orders[id.Order()]
 		l, hasLease := leases[id.Lease()]
 		switch b.State {
-		case BidOpen:
-			if o.State != OrderOpen || hasLease && l.State == LeaseActive {
+		case api.BidOpen:
+			if o.State != api.OrderOpen || hasLease && l.State == api.LeaseActive {
 				fail("bid %s is open, its order is %s", id, o.State)
 			}
-		case BidActive:
-			if !hasLease || l.State != LeaseActive {
+		case api.BidActive:
+			if !hasLease || l.State != api.LeaseActive {
 				fail("bid %s is active without an active lease", id)
 			}
-		case BidLost, BidClosed:
-			if hasLease && l.State == LeaseActive {
+		case api.BidLost, api.BidClosed:
+			if hasLease && l.State == api.LeaseActive {
 				fail("bid %s is %s, its lease active", id, b.State)
 			}
 		default:
@@ -420,7 +421,7 @@ func (r *propRun) checkInvariants() {
 		}
 	}
 	for id, l := range leases {
-		if l.State == LeaseActive && deps[id.Deployment()].State != DeploymentActive {
+		if l.State == api.LeaseActive && deps[id.Deployment()].State != api.DeploymentActive {
 			fail("lease %s is active, its deployment %s", id, deps[id.Deployment()].State)
 		}
 	}

@@ -6,15 +6,16 @@ import (
 	"slices"
 	"strconv"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
 func (r *propRun) coin(n uint64) market.Coin {
-	return market.Coin{Amount: market.Uint(n), Denom: DefaultDenom}
+	return market.Coin{Amount: market.Uint(n), Denom: api.DefaultDenom}
 }
 
-func (r *propRun) providerMsg(name string, attrs market.Attributes) *MsgCreateProvider {
-	return &MsgCreateProvider{Owner: r.h.addr(name), HostURI: "https://" + name + ".example.com:8443", Attributes: attrs}
+func (r *propRun) providerMsg(name string, attrs market.Attributes) *api.MsgCreateProvider {
+	return &api.MsgCreateProvider{Owner: r.h.addr(name), HostURI: "https://" + name + ".example.com:8443", Attributes: attrs}
 }
 
 func (r *propRun) otherTenant(than string) string {
@@ -97,7 +98,7 @@ func (r *propRun) randomGroups() ([]market.GroupSpec, []byte) {
 		for u := range 1 + r.rng.IntN(2) {
 			g.Resources = append(g.Resources, market.ResourceUnit{
 				Count: uint32(1 + r.rng.IntN(3)),
-				Price: market.DecCoin{Amount: r.randomPrice(), Denom: DefaultDenom},
+				Price: market.DecCoin{Amount: r.randomPrice(), Denom: api.DefaultDenom},
 				Resources: market.Resources{
 					ID:        uint32(u + 1),
 					CPU:       &market.CPU{Units: market.ResourceValue{Val: market.Uint(100 * (1 + r.rng.IntN(10)))}},
@@ -118,17 +119,17 @@ func (r *propRun) genCreateDeployment(*propSnap) *plannedTx {
 		owner = "p0" // a provider deploys too, and may lease from itself
 	}
 	groups, version := r.randomGroups()
-	m := &MsgCreateDeployment{
+	m := &api.MsgCreateDeployment{
 		ID:      market.DeploymentID{Owner: r.h.addr(owner), DSeq: uint64(1 + r.rng.IntN(12))},
 		Groups:  groups,
 		Version: version,
 		Deposit: r.coin(uint64(1000 + r.rng.IntN(5000))),
 	}
-	p := &plannedTx{signer: owner, msgs: []Msg{m}}
+	p := &plannedTx{signer: owner, msgs: []api.Msg{m}}
 	switch {
 	case r.chance(4):
 		m.Deposit = r.coin(999) // below deployment_min_deposit
-		p.pre = CodeInvalidMsg
+		p.pre = api.CodeInvalidMsg
 	case r.chance(3):
 		m.Deposit = r.coin(1_000_000) // more than the tenant has
 	}
@@ -136,7 +137,7 @@ func (r *propRun) genCreateDeployment(*propSnap) *plannedTx {
 }
 
 func (r *propRun) genDeposit(v *propSnap) *plannedTx {
-	d, ok := pickMostly(r, v.deps, 85, func(d Deployment) bool { return d.State == DeploymentActive })
+	d, ok := pickMostly(r, v.deps, 85, func(d api.Deployment) bool { return d.State == api.DeploymentActive })
 	if !ok {
 		return nil
 	}
@@ -144,36 +145,36 @@ func (r *propRun) genDeposit(v *propSnap) *plannedTx {
 	if r.chance(25) {
 		depositor = r.otherTenant(depositor)
 	}
-	m := &MsgDepositDeployment{ID: d.ID, Depositor: r.h.addr(depositor), Amount: r.coin(uint64(1 + r.rng.IntN(5000)))}
-	p := &plannedTx{signer: depositor, msgs: []Msg{m}}
+	m := &api.MsgDepositDeployment{ID: d.ID, Depositor: r.h.addr(depositor), Amount: r.coin(uint64(1 + r.rng.IntN(5000)))}
+	p := &plannedTx{signer: depositor, msgs: []api.Msg{m}}
 	if r.chance(4) {
 		m.Amount.Amount = 0
-		p.pre = CodeInvalidMsg
+		p.pre = api.CodeInvalidMsg
 	}
 	return p
 }
 
 func (r *propRun) genBid(v *propSnap) *plannedTx {
-	lo, ok := pickMostly(r, v.orders, 85, func(o propOrder) bool { return o.State == OrderOpen })
+	lo, ok := pickMostly(r, v.orders, 85, func(o propOrder) bool { return o.State == api.OrderOpen })
 	if !ok {
 		return nil
 	}
 	if r.chance(40) {
 		// An open order that has bids already, so that orders fill up.
 		if o, ok := pickMostly(r, v.orders, 100, func(o propOrder) bool {
-			return o.State == OrderOpen && slices.ContainsFunc(v.bids, func(b Bid) bool { return b.ID.Order() == o.ID })
+			return o.State == api.OrderOpen && slices.ContainsFunc(v.bids, func(b api.Bid) bool { return b.ID.Order() == o.ID })
 		}); ok {
 			lo = o
 		}
 	}
-	var o Order
+	var o api.Order
 	getJSON(v.v, orderKey(lo.ID), &o)
 	// Mostly a provider that has not bid on the order yet, so orders fill up.
 	bidder := pick(r.rng, r.providers)
 	if r.chance(80) {
 		var fresh []string
 		for _, p := range r.providers {
-			if !slices.ContainsFunc(v.bids, func(b Bid) bool { return b.ID == o.ID.Bid(r.h.addr(p)) }) {
+			if !slices.ContainsFunc(v.bids, func(b api.Bid) bool { return b.ID == o.ID.Bid(r.h.addr(p)) }) {
 				fresh = append(fresh, p)
 			}
 		}
@@ -201,10 +202,10 @@ func (r *propRun) genBid(v *propSnap) *plannedTx {
 	if price.Sign() <= 0 {
 		price = dec(r.t, "0.001")
 	}
-	m := &MsgCreateBid{
+	m := &api.MsgCreateBid{
 		OrderID:  o.ID,
 		Provider: r.h.addr(bidder),
-		Price:    market.DecCoin{Amount: price, Denom: DefaultDenom},
+		Price:    market.DecCoin{Amount: price, Denom: api.DefaultDenom},
 		Deposit:  r.params.BidMinDeposit,
 	}
 	if r.chance(20) {
@@ -212,49 +213,49 @@ func (r *propRun) genBid(v *propSnap) *plannedTx {
 	}
 	if r.chance(15) {
 		for _, ru := range o.Spec.Resources {
-			m.ResourcesOffer = append(m.ResourcesOffer, ResourceOffer{Resources: ru.Resources, Count: ru.Count})
+			m.ResourcesOffer = append(m.ResourcesOffer, api.ResourceOffer{Resources: ru.Resources, Count: ru.Count})
 		}
 		if r.chance(30) {
 			m.ResourcesOffer[0].Count++ // does not match the group: invalid at execution
 		}
 	}
-	p := &plannedTx{signer: bidder, msgs: []Msg{m}}
+	p := &plannedTx{signer: bidder, msgs: []api.Msg{m}}
 	if r.chance(3) {
 		m.Price.Amount = market.Dec{}
-		p.pre = CodeInvalidMsg
+		p.pre = api.CodeInvalidMsg
 	}
 	return p
 }
 
 func (r *propRun) genLease(v *propSnap) *plannedTx {
-	b, ok := pickMostly(r, v.bids, 85, func(b Bid) bool { return b.State == BidOpen })
+	b, ok := pickMostly(r, v.bids, 85, func(b api.Bid) bool { return b.State == api.BidOpen })
 	if !ok {
 		return nil
 	}
 	if r.chance(50) {
 		// Mostly another lease of a deployment that has one, so that accounts paying
 		// several leases run out.
-		if b2, ok := pickMostly(r, v.bids, 100, func(b Bid) bool {
-			return b.State == BidOpen && slices.ContainsFunc(v.leases, func(l Lease) bool {
-				return l.State == LeaseActive && l.ID.Deployment() == b.ID.Order().Group().Deployment()
+		if b2, ok := pickMostly(r, v.bids, 100, func(b api.Bid) bool {
+			return b.State == api.BidOpen && slices.ContainsFunc(v.leases, func(l api.Lease) bool {
+				return l.State == api.LeaseActive && l.ID.Deployment() == b.ID.Order().Group().Deployment()
 			})
 		}); ok {
 			b = b2
 		}
 	}
 	owner := r.nameOf[b.ID.Owner]
-	m := &MsgCreateLease{BidID: b.ID}
+	m := &api.MsgCreateLease{BidID: b.ID}
 	if r.chance(5) {
 		// Signed by someone who is not the message's signer.
-		return &plannedTx{signer: r.otherTenant(owner), msgs: []Msg{m}, pre: CodeUnauthorized}
+		return &plannedTx{signer: r.otherTenant(owner), msgs: []api.Msg{m}, pre: api.CodeUnauthorized}
 	}
-	return &plannedTx{signer: owner, msgs: []Msg{m}}
+	return &plannedTx{signer: owner, msgs: []api.Msg{m}}
 }
 
-var providerReasonList = []string{ReasonUnstable, ReasonDecommission, ReasonUnspecified, ReasonManifestTimeout}
+var providerReasonList = []string{api.ReasonUnstable, api.ReasonDecommission, api.ReasonUnspecified, api.ReasonManifestTimeout}
 
 func (r *propRun) genCloseLease(v *propSnap) *plannedTx {
-	l, ok := pickMostly(r, v.leases, 85, func(l Lease) bool { return l.State == LeaseActive })
+	l, ok := pickMostly(r, v.leases, 85, func(l api.Lease) bool { return l.State == api.LeaseActive })
 	if !ok {
 		return nil
 	}
@@ -262,29 +263,29 @@ func (r *propRun) genCloseLease(v *propSnap) *plannedTx {
 	switch n := r.rng.IntN(100); {
 	case n < 5:
 		stranger := r.outsider
-		return &plannedTx{signer: stranger, msgs: []Msg{&MsgCloseLease{ID: l.ID, Sender: r.h.addr(stranger), Reason: ReasonUnstable}}, pre: CodeNotPermitted}
+		return &plannedTx{signer: stranger, msgs: []api.Msg{&api.MsgCloseLease{ID: l.ID, Sender: r.h.addr(stranger), Reason: api.ReasonUnstable}}, pre: api.CodeNotPermitted}
 	case n < 8:
-		return &plannedTx{signer: owner, msgs: []Msg{&MsgCloseLease{ID: l.ID, Sender: l.ID.Owner, Reason: ReasonUnstable}}, pre: CodeInvalidMsg}
+		return &plannedTx{signer: owner, msgs: []api.Msg{&api.MsgCloseLease{ID: l.ID, Sender: l.ID.Owner, Reason: api.ReasonUnstable}}, pre: api.CodeInvalidMsg}
 	case n < 50 && l.ID.Owner != l.ID.Provider:
-		return &plannedTx{signer: prov, msgs: []Msg{&MsgCloseLease{ID: l.ID, Sender: l.ID.Provider, Reason: pick(r.rng, providerReasonList)}}}
+		return &plannedTx{signer: prov, msgs: []api.Msg{&api.MsgCloseLease{ID: l.ID, Sender: l.ID.Provider, Reason: pick(r.rng, providerReasonList)}}}
 	default:
-		return &plannedTx{signer: owner, msgs: []Msg{&MsgCloseLease{ID: l.ID, Sender: l.ID.Owner, Reason: ReasonOwner}}}
+		return &plannedTx{signer: owner, msgs: []api.Msg{&api.MsgCloseLease{ID: l.ID, Sender: l.ID.Owner, Reason: api.ReasonOwner}}}
 	}
 }
 
 func (r *propRun) genCloseBid(v *propSnap) *plannedTx {
-	b, ok := pickMostly(r, v.bids, 80, func(b Bid) bool { return b.State == BidOpen || b.State == BidActive })
+	b, ok := pickMostly(r, v.bids, 80, func(b api.Bid) bool { return b.State == api.BidOpen || b.State == api.BidActive })
 	if !ok {
 		return nil
 	}
-	m := &MsgCloseBid{ID: b.ID}
+	m := &api.MsgCloseBid{ID: b.ID}
 	if r.chance(50) {
 		m.Reason = pick(r.rng, providerReasonList)
 	}
-	p := &plannedTx{signer: r.nameOf[b.ID.Provider], msgs: []Msg{m}}
+	p := &plannedTx{signer: r.nameOf[b.ID.Provider], msgs: []api.Msg{m}}
 	if r.chance(4) {
-		m.Reason = ReasonOwner // not a provider's reason
-		p.pre = CodeInvalidMsg
+		m.Reason = api.ReasonOwner // not a provider's reason
+		p.pre = api.CodeInvalidMsg
 	}
 	return p
 }
@@ -294,50 +295,50 @@ func (r *propRun) genGroup(v *propSnap) *plannedTx {
 	g, ok := pickMostly(r, v.groups, 85, func(g propGroup) bool {
 		switch {
 		case n < 3:
-			return g.State == GroupOpen
+			return g.State == api.GroupOpen
 		case n < 8:
-			return g.State == GroupPaused || g.State == GroupInsufficientFunds
+			return g.State == api.GroupPaused || g.State == api.GroupInsufficientFunds
 		}
-		return g.State != GroupClosed
+		return g.State != api.GroupClosed
 	})
 	if !ok {
 		return nil
 	}
-	var m Msg
+	var m api.Msg
 	switch {
 	case n < 3:
-		m = &MsgPauseGroup{ID: g.ID}
+		m = &api.MsgPauseGroup{ID: g.ID}
 	case n < 8:
-		m = &MsgStartGroup{ID: g.ID}
+		m = &api.MsgStartGroup{ID: g.ID}
 	default:
-		m = &MsgCloseGroup{ID: g.ID}
+		m = &api.MsgCloseGroup{ID: g.ID}
 	}
-	return &plannedTx{signer: r.nameOf[g.ID.Owner], msgs: []Msg{m}}
+	return &plannedTx{signer: r.nameOf[g.ID.Owner], msgs: []api.Msg{m}}
 }
 
 func (r *propRun) genWithdraw(v *propSnap) *plannedTx {
-	l, ok := pickMostly(r, v.leases, 85, func(l Lease) bool { return l.State == LeaseActive })
+	l, ok := pickMostly(r, v.leases, 85, func(l api.Lease) bool { return l.State == api.LeaseActive })
 	if !ok {
 		return nil
 	}
-	return &plannedTx{signer: r.nameOf[l.ID.Provider], msgs: []Msg{&MsgWithdrawLease{ID: l.ID}}}
+	return &plannedTx{signer: r.nameOf[l.ID.Provider], msgs: []api.Msg{&api.MsgWithdrawLease{ID: l.ID}}}
 }
 
 func (r *propRun) genCloseDeployment(v *propSnap) *plannedTx {
-	d, ok := pickMostly(r, v.deps, 85, func(d Deployment) bool { return d.State == DeploymentActive })
+	d, ok := pickMostly(r, v.deps, 85, func(d api.Deployment) bool { return d.State == api.DeploymentActive })
 	if !ok {
 		return nil
 	}
-	return &plannedTx{signer: r.nameOf[d.ID.Owner], msgs: []Msg{&MsgCloseDeployment{ID: d.ID}}}
+	return &plannedTx{signer: r.nameOf[d.ID.Owner], msgs: []api.Msg{&api.MsgCloseDeployment{ID: d.ID}}}
 }
 
 func (r *propRun) genUpdateDeployment(v *propSnap) *plannedTx {
-	d, ok := pickMostly(r, v.deps, 85, func(d Deployment) bool { return d.State == DeploymentActive })
+	d, ok := pickMostly(r, v.deps, 85, func(d api.Deployment) bool { return d.State == api.DeploymentActive })
 	if !ok {
 		return nil
 	}
 	version := sha256.Sum256([]byte(fmt.Sprint(r.rng.Uint64())))
-	return &plannedTx{signer: r.nameOf[d.ID.Owner], msgs: []Msg{&MsgUpdateDeployment{ID: d.ID, Version: version[:]}}}
+	return &plannedTx{signer: r.nameOf[d.ID.Owner], msgs: []api.Msg{&api.MsgUpdateDeployment{ID: d.ID, Version: version[:]}}}
 }
 
 func (r *propRun) genSend(*propSnap) *plannedTx {
@@ -346,11 +347,11 @@ func (r *propRun) genSend(*propSnap) *plannedTx {
 	to := r.h.addr(pick(r.rng, all))
 	if r.chance(15) {
 		if len(r.strangers) == 0 || r.chance(50) {
-			b := make([]byte, addressLen)
+			b := make([]byte, api.AddressLen)
 			for i := range b {
 				b[i] = byte(r.rng.Uint32())
 			}
-			a, err := AddressFromBytes(r.params.AddressPrefix, b)
+			a, err := api.AddressFromBytes(r.params.AddressPrefix, b)
 			if err != nil {
 				r.t.Fatal(err)
 			}
@@ -358,11 +359,11 @@ func (r *propRun) genSend(*propSnap) *plannedTx {
 		}
 		to = pick(r.rng, r.strangers)
 	}
-	m := &MsgSend{From: r.h.addr(from), To: to, Amount: []market.Coin{r.coin(uint64(1 + r.rng.IntN(40_000)))}}
-	p := &plannedTx{signer: from, msgs: []Msg{m}}
+	m := &api.MsgSend{From: r.h.addr(from), To: to, Amount: []market.Coin{r.coin(uint64(1 + r.rng.IntN(40_000)))}}
+	p := &plannedTx{signer: from, msgs: []api.Msg{m}}
 	if r.chance(4) {
 		m.Amount[0].Amount = 0
-		p.pre = CodeInvalidMsg
+		p.pre = api.CodeInvalidMsg
 	}
 	return p
 }
@@ -375,18 +376,18 @@ func (r *propRun) genProvider(*propSnap) *plannedTx {
 	}
 	m := r.providerMsg(name, attrs)
 	if r.chance(50) {
-		return &plannedTx{signer: name, msgs: []Msg{(*MsgUpdateProvider)(m)}}
+		return &plannedTx{signer: name, msgs: []api.Msg{(*api.MsgUpdateProvider)(m)}}
 	}
-	return &plannedTx{signer: name, msgs: []Msg{m}}
+	return &plannedTx{signer: name, msgs: []api.Msg{m}}
 }
 
 func (r *propRun) genAudit(*propSnap) *plannedTx {
 	owner := r.h.addr(pick(r.rng, r.providers))
 	au := r.h.addr(r.auditor)
 	if r.chance(60) {
-		return &plannedTx{signer: r.auditor, msgs: []Msg{&MsgSignProviderAttributes{Auditor: au, Owner: owner, Attributes: market.Attributes{usWest}}}}
+		return &plannedTx{signer: r.auditor, msgs: []api.Msg{&api.MsgSignProviderAttributes{Auditor: au, Owner: owner, Attributes: market.Attributes{usWest}}}}
 	}
-	return &plannedTx{signer: r.auditor, msgs: []Msg{&MsgDeleteProviderAttributes{Auditor: au, Owner: owner}}}
+	return &plannedTx{signer: r.auditor, msgs: []api.Msg{&api.MsgDeleteProviderAttributes{Auditor: au, Owner: owner}}}
 }
 
 // genBundle makes a transaction of several messages, some of which fail late, so that
@@ -398,42 +399,42 @@ func (r *propRun) genBundle(v *propSnap) *plannedTx {
 		if p == nil || p.pre != 0 || p.signer == r.outsider {
 			return p
 		}
-		bid, ok := p.msgs[0].(*MsgCreateBid)
+		bid, ok := p.msgs[0].(*api.MsgCreateBid)
 		if !ok {
 			r.t.Fatalf("genBid made a %T", p.msgs[0])
 		}
 		if r.chance(50) {
-			p.msgs = append(p.msgs, &MsgCloseBid{ID: bid.OrderID.Bid(bid.Provider)})
+			p.msgs = append(p.msgs, &api.MsgCloseBid{ID: bid.OrderID.Bid(bid.Provider)})
 		} else {
-			p.msgs = append(p.msgs, &MsgWithdrawLease{ID: market.LeaseID(bid.OrderID.Bid(bid.Provider))})
+			p.msgs = append(p.msgs, &api.MsgWithdrawLease{ID: market.LeaseID(bid.OrderID.Bid(bid.Provider))})
 		}
 		return p
 	case 1: // deposit, then start a group
 		g, ok := pickMostly(r, v.groups, 80, func(g propGroup) bool {
-			return g.State == GroupInsufficientFunds || g.State == GroupPaused
+			return g.State == api.GroupInsufficientFunds || g.State == api.GroupPaused
 		})
 		if !ok {
 			return nil
 		}
 		owner := r.nameOf[g.ID.Owner]
-		return &plannedTx{signer: owner, msgs: []Msg{
-			&MsgDepositDeployment{ID: g.ID.Deployment(), Depositor: g.ID.Owner, Amount: r.coin(uint64(1 + r.rng.IntN(20_000)))},
-			&MsgStartGroup{ID: g.ID},
+		return &plannedTx{signer: owner, msgs: []api.Msg{
+			&api.MsgDepositDeployment{ID: g.ID.Deployment(), Depositor: g.ID.Owner, Amount: r.coin(uint64(1 + r.rng.IntN(20_000)))},
+			&api.MsgStartGroup{ID: g.ID},
 		}}
 	case 2: // accept two bids at once, often of the same order: the second fails
-		b1, ok := pickMostly(r, v.bids, 100, func(b Bid) bool { return b.State == BidOpen })
+		b1, ok := pickMostly(r, v.bids, 100, func(b api.Bid) bool { return b.State == api.BidOpen })
 		if !ok {
 			return nil
 		}
-		b2, _ := pickMostly(r, v.bids, 100, func(b Bid) bool { return b.State == BidOpen && b.ID.Owner == b1.ID.Owner })
-		return &plannedTx{signer: r.nameOf[b1.ID.Owner], msgs: []Msg{&MsgCreateLease{BidID: b1.ID}, &MsgCreateLease{BidID: b2.ID}}}
+		b2, _ := pickMostly(r, v.bids, 100, func(b api.Bid) bool { return b.State == api.BidOpen && b.ID.Owner == b1.ID.Owner })
+		return &plannedTx{signer: r.nameOf[b1.ID.Owner], msgs: []api.Msg{&api.MsgCreateLease{BidID: b1.ID}, &api.MsgCreateLease{BidID: b2.ID}}}
 	default: // create a deployment, then send more than is left
 		p := r.genCreateDeployment(v)
 		if p.pre != 0 {
 			return p
 		}
 		from := p.signer
-		p.msgs = append(p.msgs, &MsgSend{From: r.h.addr(from), To: r.h.addr(r.outsider), Amount: []market.Coin{r.coin(uint64(1 + r.rng.IntN(300_000)))}})
+		p.msgs = append(p.msgs, &api.MsgSend{From: r.h.addr(from), To: r.h.addr(r.outsider), Amount: []market.Coin{r.coin(uint64(1 + r.rng.IntN(300_000)))}})
 		return p
 	}
 }

@@ -18,6 +18,7 @@ import (
 	abci "github.com/cometbft/cometbft/abci/types"
 	"github.com/google/btree"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
@@ -43,10 +44,10 @@ const (
 	propBlocks = 60
 )
 
-func propParams() Params {
-	p := DefaultParams()
-	p.DeploymentMinDeposit = []market.Coin{{Amount: 1000, Denom: DefaultDenom}}
-	p.BidMinDeposit = market.Coin{Amount: 200, Denom: DefaultDenom}
+func propParams() api.Params {
+	p := api.DefaultParams()
+	p.DeploymentMinDeposit = []market.Coin{{Amount: 1000, Denom: api.DefaultDenom}}
+	p.BidMinDeposit = market.Coin{Amount: 200, Denom: api.DefaultDenom}
 	p.MaxBidsPerOrder = 3
 	p.MaxGroupsPerDeployment = 3
 	return p
@@ -57,10 +58,10 @@ func propParams() Params {
 type propStats struct {
 	mu     sync.Mutex
 	events map[string]int
-	codes  map[Code]int
+	codes  map[api.Code]int
 }
 
-func (s *propStats) add(events map[string]int, codes map[Code]int) {
+func (s *propStats) add(events map[string]int, codes map[api.Code]int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, n := range events {
@@ -72,7 +73,7 @@ func (s *propStats) add(events map[string]int, codes map[Code]int) {
 }
 
 func TestPropertiesRandomBlocks(t *testing.T) {
-	stats := &propStats{events: map[string]int{}, codes: map[Code]int{}}
+	stats := &propStats{events: map[string]int{}, codes: map[api.Code]int{}}
 	webGroups := webDeployment(t)
 	t.Run("seeds", func(t *testing.T) {
 		for seed := range uint64(propSeeds) {
@@ -90,22 +91,22 @@ func TestPropertiesRandomBlocks(t *testing.T) {
 	// Each main path must have happened at least once across the seeds, or the
 	// properties above were checked on nothing.
 	for _, ev := range []string{
-		EventTransfer, EventProviderCreated, EventProviderUpdated, EventAuditSigned, EventAuditDeleted,
-		EventDeploymentCreated, EventDeploymentUpdated, EventDeploymentClosed, EventDeposit,
-		EventGroupPaused, EventGroupStarted, EventGroupClosed, EventGroupUnfunded,
-		EventOrderCreated, EventOrderClosed, EventBidCreated, EventLeaseCreated, EventWithdrawal,
-		EventBidClosed + "/" + BidLost, EventBidClosed + "/" + BidClosed,
-		EventLeaseClosed + "/" + ReasonInsufficientFunds, EventLeaseClosed + "/" + ReasonOwner,
-		EventLeaseClosed + "/" + ReasonUnstable, propMultiDepletion,
+		api.EventTransfer, api.EventProviderCreated, api.EventProviderUpdated, api.EventAuditSigned, api.EventAuditDeleted,
+		api.EventDeploymentCreated, api.EventDeploymentUpdated, api.EventDeploymentClosed, api.EventDeposit,
+		api.EventGroupPaused, api.EventGroupStarted, api.EventGroupClosed, api.EventGroupUnfunded,
+		api.EventOrderCreated, api.EventOrderClosed, api.EventBidCreated, api.EventLeaseCreated, api.EventWithdrawal,
+		api.EventBidClosed + "/" + api.BidLost, api.EventBidClosed + "/" + api.BidClosed,
+		api.EventLeaseClosed + "/" + api.ReasonInsufficientFunds, api.EventLeaseClosed + "/" + api.ReasonOwner,
+		api.EventLeaseClosed + "/" + api.ReasonUnstable, propMultiDepletion,
 	} {
 		if stats.events[ev] == 0 {
 			t.Errorf("no %s event in %d seeds × %d blocks", ev, propSeeds, propBlocks)
 		}
 	}
-	for _, c := range []Code{
-		CodeOK, CodeUnauthorized, CodeWrongSequence, CodeInvalidMsg, CodeInsufficientFunds,
-		CodeNotFound, CodeAlreadyExists, CodeInvalidState, CodeNotPermitted, CodePriceTooHigh,
-		CodeTooManyBids, CodeRequirements, CodeUnknownProvider,
+	for _, c := range []api.Code{
+		api.CodeOK, api.CodeUnauthorized, api.CodeWrongSequence, api.CodeInvalidMsg, api.CodeInsufficientFunds,
+		api.CodeNotFound, api.CodeAlreadyExists, api.CodeInvalidState, api.CodeNotPermitted, api.CodePriceTooHigh,
+		api.CodeTooManyBids, api.CodeRequirements, api.CodeUnknownProvider,
 	} {
 		if stats.codes[c] == 0 {
 			t.Errorf("no transaction with code %s in %d seeds × %d blocks", c, propSeeds, propBlocks)
@@ -122,7 +123,7 @@ type propRun struct {
 	rng    *rand.Rand
 	h      *harness
 	replay *App
-	params Params
+	params api.Params
 	total  uint64
 
 	web       *sdl.Result
@@ -137,7 +138,7 @@ type propRun struct {
 	cache    decodeCache
 	consumed []signedTx // transactions that used their sequence, to replay
 	events   map[string]int
-	codes    map[Code]int
+	codes    map[api.Code]int
 }
 
 type signedTx struct {
@@ -148,10 +149,10 @@ type signedTx struct {
 // plannedTx is one transaction of a block before it is signed.
 type plannedTx struct {
 	signer string // name of the signing account
-	msgs   []Msg
+	msgs   []api.Msg
 	// pre is the code of a transaction the generator made to be rejected before
 	// execution (it does not use its sequence); 0 for one that reaches execution.
-	pre Code
+	pre api.Code
 	raw []byte // a transaction signed before, replayed as is
 }
 
@@ -167,7 +168,7 @@ func newPropRun(t *testing.T, seed uint64, web *sdl.Result) *propRun {
 		outsider:  "outsider",
 		nameOf:    map[string]string{},
 		events:    map[string]int{},
-		codes:     map[Code]int{},
+		codes:     map[api.Code]int{},
 		cache:     decodeCache{},
 	}
 	funds := map[string]uint64{r.auditor: 10_000, r.outsider: 50_000}
@@ -203,15 +204,15 @@ func newPropRun(t *testing.T, seed uint64, web *sdl.Result) *propRun {
 
 // newSeededHarness is newHarnessParams with keys derived from the seed, so a failing
 // seed replays exactly; it returns the genesis app_state too.
-func newSeededHarness(t testing.TB, seed uint64, params Params, funds map[string]uint64) (*harness, []byte) {
+func newSeededHarness(t testing.TB, seed uint64, params api.Params, funds map[string]uint64) (*harness, []byte) {
 	t.Helper()
-	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
+	h := &harness{t: t, db: dbm.NewMemDB(), chain: testChain, keys: map[string]api.PrivKey{}, seq: map[string]uint64{}, names: map[string]string{}}
 	names := make([]string, 0, len(funds))
 	for n := range funds {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	g := GenesisState{Params: params}
+	g := api.GenesisState{Params: params}
 	for _, n := range names {
 		k := seededKey(t, seed, n)
 		addr, err := k.PubKey().Address(params.AddressPrefix)
@@ -219,7 +220,7 @@ func newSeededHarness(t testing.TB, seed uint64, params Params, funds map[string
 			t.Fatal(err)
 		}
 		h.keys[addr], h.names[n] = k, addr
-		g.Accounts = append(g.Accounts, GenesisAccount{Address: addr, Balances: []market.Coin{{Amount: market.Uint(funds[n]), Denom: DefaultDenom}}})
+		g.Accounts = append(g.Accounts, api.GenesisAccount{Address: addr, Balances: []market.Coin{{Amount: market.Uint(funds[n]), Denom: api.DefaultDenom}}})
 	}
 	b, err := json.Marshal(g)
 	if err != nil {
@@ -235,14 +236,14 @@ func newSeededHarness(t testing.TB, seed uint64, params Params, funds map[string
 // seededKey derives an account's key from the seed and its name. Most accounts have
 // ed25519 keys, which are much cheaper to verify under the race detector; the auditor
 // and the outsider have secp256k1 keys, so both kinds sign.
-func seededKey(t testing.TB, seed uint64, name string) PrivKey {
+func seededKey(t testing.TB, seed uint64, name string) api.PrivKey {
 	t.Helper()
 	secret := sha256.Sum256([]byte(fmt.Sprintf("berth property test/%d/%s", seed, name)))
-	typ, b := KeyEd25519, []byte(stded25519.NewKeyFromSeed(secret[:]))
+	typ, b := api.KeyEd25519, []byte(stded25519.NewKeyFromSeed(secret[:]))
 	if name == "auditor" || name == "outsider" {
-		typ, b = KeySecp256k1, secret[:]
+		typ, b = api.KeySecp256k1, secret[:]
 	}
-	k, err := PrivKeyFromBytes(typ, b)
+	k, err := api.PrivKeyFromBytes(typ, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,11 +261,11 @@ func (r *propRun) run(blocks int) {
 	}
 	var setup []plannedTx
 	for _, p := range r.providers {
-		setup = append(setup, plannedTx{signer: p, msgs: []Msg{r.providerMsg(p, attrs[p])}})
+		setup = append(setup, plannedTx{signer: p, msgs: []api.Msg{r.providerMsg(p, attrs[p])}})
 	}
 	setup = append(setup,
-		plannedTx{signer: r.auditor, msgs: []Msg{&MsgSignProviderAttributes{Auditor: r.h.addr(r.auditor), Owner: r.h.addr("p0"), Attributes: market.Attributes{usWest}}}},
-		plannedTx{signer: r.auditor, msgs: []Msg{&MsgSignProviderAttributes{Auditor: r.h.addr(r.auditor), Owner: r.h.addr("p2"), Attributes: market.Attributes{usWest}}}},
+		plannedTx{signer: r.auditor, msgs: []api.Msg{&api.MsgSignProviderAttributes{Auditor: r.h.addr(r.auditor), Owner: r.h.addr("p0"), Attributes: market.Attributes{usWest}}}},
+		plannedTx{signer: r.auditor, msgs: []api.Msg{&api.MsgSignProviderAttributes{Auditor: r.h.addr(r.auditor), Owner: r.h.addr("p2"), Attributes: market.Attributes{usWest}}}},
 	)
 	for i, res := range r.block(setup) {
 		if res.Code != 0 {
@@ -363,7 +364,7 @@ func (r *propRun) block(txs []plannedTx) []*abci.ExecTxResult {
 }
 
 // txLevelCodes are the codes of transactions rejected before their messages run.
-var txLevelCodes = []Code{CodeTxDecode, CodeTxTooLarge, CodeWrongChain, CodeUnauthorized, CodeWrongSequence, CodeUnknownAccount}
+var txLevelCodes = []api.Code{api.CodeTxDecode, api.CodeTxTooLarge, api.CodeWrongChain, api.CodeUnauthorized, api.CodeWrongSequence, api.CodeUnknownAccount}
 
 // deliver executes the block's transaction i and checks what it changed: a transaction
 // rejected before execution nothing, one whose messages failed only its signer's
@@ -374,11 +375,11 @@ func (r *propRun) deliver(height int64, i int, p plannedTx, raws [][]byte) *abci
 	key := accountKey(addr)
 	before := s.hash
 	oldAcc, _ := s.get(key)
-	var acc0 Account
+	var acc0 api.Account
 	getJSON(s, key, &acc0)
 
 	res := r.h.app.deliver(raw, height)
-	code := Code(res.Code)
+	code := api.Code(res.Code)
 	r.codes[code]++
 	where := func() string { return fmt.Sprintf("height %d tx %d (%s)", height, i, describe(p)) }
 	// diff shows what the transaction changed, for a failure message: the replay, still
@@ -394,7 +395,7 @@ func (r *propRun) deliver(height int64, i int, p plannedTx, raws [][]byte) *abci
 	if p.pre != 0 || p.raw != nil {
 		want := p.pre
 		if p.raw != nil {
-			want = CodeWrongSequence
+			want = api.CodeWrongSequence
 		}
 		if code != want {
 			t.Fatalf("%s: code %s, want %s: %s", where(), code, want, res.Log)
@@ -405,8 +406,8 @@ func (r *propRun) deliver(height int64, i int, p plannedTx, raws [][]byte) *abci
 		if len(res.Events) != 0 {
 			t.Fatalf("%s: rejected with events %v", where(), res.Events)
 		}
-		if code == CodeWrongSequence {
-			got, ok := ExpectedSequence(ErrorFromCode(res.Code, res.Codespace, res.Log))
+		if code == api.CodeWrongSequence {
+			got, ok := api.ExpectedSequence(api.ErrorFromCode(res.Code, res.Codespace, res.Log))
 			if !ok || got != acc0.Sequence {
 				t.Fatalf("%s: log %q: expected sequence %d, %v; the account is at %d", where(), res.Log, got, ok, acc0.Sequence)
 			}
@@ -414,13 +415,13 @@ func (r *propRun) deliver(height int64, i int, p plannedTx, raws [][]byte) *abci
 		return res
 	}
 
-	var acc1 Account
+	var acc1 api.Account
 	getJSON(s, key, &acc1)
 	if acc1.Sequence != acc0.Sequence+1 {
 		t.Fatalf("%s: code %s: sequence %d → %d, want it used: %s", where(), code, acc0.Sequence, acc1.Sequence, res.Log)
 	}
 	r.consumed = append(r.consumed, signedTx{signer: p.signer, raw: raw})
-	if code == CodeOK {
+	if code == api.CodeOK {
 		r.count(res.Events)
 		return res
 	}
@@ -475,7 +476,7 @@ func (r *propRun) count(evs []abci.Event) {
 	for _, e := range evs {
 		r.events[e.Type]++
 		for _, a := range e.Attributes {
-			if (e.Type == EventBidClosed && a.Key == AttrState) || (e.Type == EventLeaseClosed && a.Key == AttrReason) {
+			if (e.Type == api.EventBidClosed && a.Key == api.AttrState) || (e.Type == api.EventLeaseClosed && a.Key == api.AttrReason) {
 				r.events[e.Type+"/"+a.Value]++
 			}
 		}
@@ -487,15 +488,15 @@ func (r *propRun) count(evs []abci.Event) {
 func (r *propRun) countDepletions(evs []abci.Event) {
 	closed := map[string]int{}
 	for _, e := range evs {
-		if e.Type != EventLeaseClosed {
+		if e.Type != api.EventLeaseClosed {
 			continue
 		}
 		var owner, dseq string
 		for _, a := range e.Attributes {
 			switch a.Key {
-			case AttrOwner:
+			case api.AttrOwner:
 				owner = a.Value
-			case AttrDSeq:
+			case api.AttrDSeq:
 				dseq = a.Value
 			}
 		}
@@ -578,13 +579,13 @@ func pickMostly[T any](r *propRun, xs []T, percent int, ok func(T) bool) (T, boo
 // the next block's random messages. Groups and orders are read without their specs.
 type propSnap struct {
 	v       *view
-	deps    []Deployment
+	deps    []api.Deployment
 	groups  []propGroup
 	orders  []propOrder
-	bids    []Bid
-	leases  []Lease
-	escrows []EscrowAccount
-	pays    []Payment
+	bids    []api.Bid
+	leases  []api.Lease
+	escrows []api.EscrowAccount
+	pays    []api.Payment
 }
 
 type propGroup struct {
@@ -609,13 +610,13 @@ type decoded struct {
 func newPropSnap(v *view, c decodeCache) *propSnap {
 	return &propSnap{
 		v:       v,
-		deps:    scan[Deployment](v, tDeployment, c),
+		deps:    scan[api.Deployment](v, tDeployment, c),
 		groups:  scan[propGroup](v, tGroup, c),
 		orders:  scan[propOrder](v, tOrder, c),
-		bids:    scan[Bid](v, tBid, c),
-		leases:  scan[Lease](v, tLease, c),
-		escrows: scan[EscrowAccount](v, tEscrow, c),
-		pays:    scan[Payment](v, tPayment, c),
+		bids:    scan[api.Bid](v, tBid, c),
+		leases:  scan[api.Lease](v, tLease, c),
+		escrows: scan[api.EscrowAccount](v, tEscrow, c),
+		pays:    scan[api.Payment](v, tPayment, c),
 	}
 }
 

@@ -5,37 +5,9 @@ import (
 	"slices"
 	"strings"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
-
-// The ledger's queries. Requests and answers are JSON; list requests take a Page and
-// their answers carry NextKey (empty on the last page): List walks them.
-var (
-	QueryParams       = Query[NoRequest, ParamsResponse]{"/params"}
-	QueryAccount      = Query[AccountRequest, AccountResponse]{"/account"}
-	QueryProvider     = Query[ProviderRequest, Provider]{"/provider"}
-	QueryProviders    = Query[ProvidersRequest, ProvidersResponse]{"/providers"}
-	QueryAudit        = Query[AuditRequest, AuditResponse]{"/audit"}
-	QueryCertificates = Query[CertificatesRequest, CertificatesResponse]{"/certificates"}
-	QueryDeployment   = Query[DeploymentRequest, DeploymentResponse]{"/deployment"}
-	QueryDeployments  = Query[DeploymentsRequest, DeploymentsResponse]{"/deployments"}
-	QueryOrder        = Query[OrderRequest, Order]{"/order"}
-	QueryOrders       = Query[OrdersRequest, OrdersResponse]{"/orders"}
-	QueryBid          = Query[BidRequest, Bid]{"/bid"}
-	QueryBids         = Query[BidsRequest, BidsResponse]{"/bids"}
-	QueryLease        = Query[LeaseRequest, LeaseResponse]{"/lease"}
-	QueryLeases       = Query[LeasesRequest, LeasesResponse]{"/leases"}
-	QuerySupply       = Query[NoRequest, SupplyResponse]{"/supply"}
-)
-
-// Page selects one page of a list: up to Limit items (default 100, at most 1000)
-// starting at Key, the NextKey of the previous page. A filtered list reads a bounded
-// number of entries per page, so a page may hold fewer items than the limit, even none,
-// and still have a NextKey: the list ends only when NextKey is empty.
-type Page struct {
-	Key   []byte `json:"key,omitempty"`
-	Limit uint32 `json:"limit,omitempty"`
-}
 
 const (
 	defaultPageLimit = 100
@@ -45,236 +17,27 @@ const (
 	scanBase    = 1000
 )
 
-// ParamsResponse is the chain's identity and rules.
-type ParamsResponse struct {
-	ChainID string `json:"chain_id"`
-	Params  Params `json:"params"`
-}
-
-// AccountRequest names an account.
-type AccountRequest struct {
-	Address string `json:"address"`
-}
-
-// AccountResponse is an account and its balances.
-type AccountResponse struct {
-	Account  Account       `json:"account"`
-	Balances []market.Coin `json:"balances"`
-}
-
-// Balance is the account's balance in denom (0 when it holds none).
-func (a AccountResponse) Balance(denom string) market.Uint {
-	for _, c := range a.Balances {
-		if c.Denom == denom {
-			return c.Amount
-		}
-	}
-	return 0
-}
-
-// ProviderRequest names a provider.
-type ProviderRequest struct {
-	Owner string `json:"owner"`
-}
-
-// ProvidersRequest lists providers.
-type ProvidersRequest struct {
-	Page Page `json:"page"`
-}
-
-// ProvidersResponse is a page of providers.
-type ProvidersResponse struct {
-	Providers []Provider `json:"providers"`
-	NextKey   []byte     `json:"next_key,omitempty"`
-}
-
-// AuditRequest lists the attributes auditors signed for a provider (one auditor's when
-// Auditor is set).
-type AuditRequest struct {
-	Owner   string `json:"owner"`
-	Auditor string `json:"auditor,omitempty"`
-}
-
-// AuditResponse lists signed attributes, one entry per auditor.
-type AuditResponse struct {
-	Attributes []AuditedAttributes `json:"attributes"`
-}
-
-// CertificatesRequest lists an owner's certificates, optionally one serial or state.
-type CertificatesRequest struct {
-	Owner  string `json:"owner"`
-	Serial string `json:"serial,omitempty"`
-	State  string `json:"state,omitempty"`
-	Page   Page   `json:"page"`
-}
-
-// CertificatesResponse is a page of certificates.
-type CertificatesResponse struct {
-	Certificates []Certificate `json:"certificates"`
-	NextKey      []byte        `json:"next_key,omitempty"`
-}
-
-// DeploymentRequest names a deployment.
-type DeploymentRequest struct {
-	ID market.DeploymentID `json:"id"`
-}
-
-// DeploymentResponse is a deployment with its groups, its escrow account and the
-// account's lease payments, settled to the query's height.
-type DeploymentResponse struct {
-	Deployment Deployment    `json:"deployment"`
-	Groups     []Group       `json:"groups"`
-	Escrow     EscrowAccount `json:"escrow_account"`
-	Payments   []Payment     `json:"escrow_payments"`
-}
-
-// DeploymentsRequest lists an owner's deployments, optionally in one state.
-type DeploymentsRequest struct {
-	Owner string `json:"owner"`
-	State string `json:"state,omitempty"`
-	Page  Page   `json:"page"`
-}
-
-// DeploymentsResponse is a page of deployments.
-type DeploymentsResponse struct {
-	Deployments []DeploymentResponse `json:"deployments"`
-	NextKey     []byte               `json:"next_key,omitempty"`
-}
-
-// OrderRequest names an order.
-type OrderRequest struct {
-	ID market.OrderID `json:"id"`
-}
-
-// OrdersRequest lists orders, optionally by state and owner; or, with IDs, reads those
-// orders (at most MaxOrderIDs, no other filter; absent ones are left out).
-type OrdersRequest struct {
-	IDs   []market.OrderID `json:"ids,omitempty"`
-	State string           `json:"state,omitempty"`
-	Owner string           `json:"owner,omitempty"`
-	Page  Page             `json:"page"`
-}
-
-// MaxOrderIDs bounds the orders one query reads by ID.
-const MaxOrderIDs = 1000
-
-// OrdersResponse is a page of orders.
-type OrdersResponse struct {
-	Orders  []Order `json:"orders"`
-	NextKey []byte  `json:"next_key,omitempty"`
-}
-
-// BidRequest names a bid.
-type BidRequest struct {
-	ID market.BidID `json:"id"`
-}
-
-// BidsRequest lists the bids of an order, or of a provider, or of an owner's
-// deployments; optionally in one state.
-type BidsRequest struct {
-	Order    *market.OrderID `json:"order,omitempty"`
-	Provider string          `json:"provider,omitempty"`
-	Owner    string          `json:"owner,omitempty"`
-	DSeq     uint64          `json:"dseq,string,omitempty"`
-	State    string          `json:"state,omitempty"`
-	Page     Page            `json:"page"`
-}
-
-// BidsResponse is a page of bids.
-type BidsResponse struct {
-	Bids    []Bid  `json:"bids"`
-	NextKey []byte `json:"next_key,omitempty"`
-}
-
-// LeaseRequest names a lease.
-type LeaseRequest struct {
-	ID market.LeaseID `json:"id"`
-}
-
-// LeaseResponse is a lease and its payment settled to the query's height.
-type LeaseResponse struct {
-	Lease   Lease   `json:"lease"`
-	Payment Payment `json:"escrow_payment"`
-}
-
-// LeasesRequest lists leases of a provider or an owner (and deployment), optionally in
-// one state.
-type LeasesRequest struct {
-	Provider string `json:"provider,omitempty"`
-	Owner    string `json:"owner,omitempty"`
-	DSeq     uint64 `json:"dseq,string,omitempty"`
-	State    string `json:"state,omitempty"`
-	Page     Page   `json:"page"`
-}
-
-// LeasesResponse is a page of leases.
-type LeasesResponse struct {
-	Leases  []LeaseResponse `json:"leases"`
-	NextKey []byte          `json:"next_key,omitempty"`
-}
-
-// SupplyResponse is the total of each denomination (see Supply).
-type SupplyResponse struct {
-	Supply []market.DecCoin `json:"supply"`
-}
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r ProvidersRequest) WithKey(k []byte) ProvidersRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r ProvidersResponse) Next() []byte { return r.NextKey }
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r CertificatesRequest) WithKey(k []byte) CertificatesRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r CertificatesResponse) Next() []byte { return r.NextKey }
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r DeploymentsRequest) WithKey(k []byte) DeploymentsRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r DeploymentsResponse) Next() []byte { return r.NextKey }
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r OrdersRequest) WithKey(k []byte) OrdersRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r OrdersResponse) Next() []byte { return r.NextKey }
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r BidsRequest) WithKey(k []byte) BidsRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r BidsResponse) Next() []byte { return r.NextKey }
-
-// WithKey is the request for the page at k (PagedRequest).
-func (r LeasesRequest) WithKey(k []byte) LeasesRequest { r.Page.Key = k; return r }
-
-// Next is the next page's key (PagedResponse).
-func (r LeasesResponse) Next() []byte { return r.NextKey }
-
 type querier struct {
 	r       reader
 	height  int64
-	params  *Params
+	params  *api.Params
 	chainID string
 }
 
-func badQuery(format string, args ...any) error { return errf(CodeBadQuery, format, args...) }
+func badQuery(format string, args ...any) error { return api.Errorf(api.CodeBadQuery, format, args...) }
 
 func decodeReq(data []byte, v any) error {
 	if len(data) == 0 {
 		data = []byte("{}")
 	}
-	if err := strictUnmarshal(data, v); err != nil {
+	if err := api.UnmarshalStrict(data, v); err != nil {
 		return badQuery("request: %v", err)
 	}
 	return nil
 }
 
 func (q *querier) addr(field, a string) error {
-	if err := CheckAddress(a, q.params.AddressPrefix); err != nil {
+	if err := api.CheckAddress(a, q.params.AddressPrefix); err != nil {
 		return badQuery("%s: %v", field, err)
 	}
 	return nil
@@ -284,36 +47,36 @@ func (q *querier) query(path string, data []byte) ([]byte, error) {
 	var out any
 	var err error
 	switch path {
-	case QueryParams.Path:
-		out = ParamsResponse{ChainID: q.chainID, Params: *q.params}
-	case QueryAccount.Path:
+	case api.QueryParams.Path:
+		out = api.ParamsResponse{ChainID: q.chainID, Params: *q.params}
+	case api.QueryAccount.Path:
 		out, err = q.account(data)
-	case QueryProvider.Path:
+	case api.QueryProvider.Path:
 		out, err = q.provider(data)
-	case QueryProviders.Path:
+	case api.QueryProviders.Path:
 		out, err = q.providers(data)
-	case QueryAudit.Path:
+	case api.QueryAudit.Path:
 		out, err = q.audit(data)
-	case QueryCertificates.Path:
+	case api.QueryCertificates.Path:
 		out, err = q.certificates(data)
-	case QueryDeployment.Path:
+	case api.QueryDeployment.Path:
 		out, err = q.deployment(data)
-	case QueryDeployments.Path:
+	case api.QueryDeployments.Path:
 		out, err = q.deployments(data)
-	case QueryOrder.Path:
+	case api.QueryOrder.Path:
 		out, err = q.order(data)
-	case QueryOrders.Path:
+	case api.QueryOrders.Path:
 		out, err = q.orders(data)
-	case QueryBid.Path:
+	case api.QueryBid.Path:
 		out, err = q.bid(data)
-	case QueryBids.Path:
+	case api.QueryBids.Path:
 		out, err = q.bids(data)
-	case QueryLease.Path:
+	case api.QueryLease.Path:
 		out, err = q.lease(data)
-	case QueryLeases.Path:
+	case api.QueryLeases.Path:
 		out, err = q.leases(data)
-	case QuerySupply.Path:
-		var s SupplyResponse
+	case api.QuerySupply.Path:
+		var s api.SupplyResponse
 		s.Supply = append(s.Supply, sortedKeys(Supply(q.r))...)
 		out = s
 	default:
@@ -336,7 +99,7 @@ func sortedKeys(m map[string]market.Dec) []market.DecCoin {
 
 // page walks the keys under prefix from the page's key and collects up to the limit of
 // the items load accepts; NextKey is where the next page starts.
-func page[T any](r reader, prefix string, p Page, load func(k string, v []byte) (T, bool)) ([]T, []byte, error) {
+func page[T any](r reader, prefix string, p api.Page, load func(k string, v []byte) (T, bool)) ([]T, []byte, error) {
 	limit := int(p.Limit)
 	if limit == 0 {
 		limit = defaultPageLimit
@@ -376,17 +139,17 @@ func decodeAs[T any](key string, v []byte) T {
 	return t
 }
 
-func (q *querier) account(data []byte) (AccountResponse, error) {
-	var req AccountRequest
+func (q *querier) account(data []byte) (api.AccountResponse, error) {
+	var req api.AccountRequest
 	if err := decodeReq(data, &req); err != nil {
-		return AccountResponse{}, err
+		return api.AccountResponse{}, err
 	}
 	if err := q.addr("address", req.Address); err != nil {
-		return AccountResponse{}, err
+		return api.AccountResponse{}, err
 	}
-	var resp AccountResponse
+	var resp api.AccountResponse
 	if !getJSON(q.r, accountKey(req.Address), &resp.Account) {
-		return resp, errf(CodeNotFound, "account %s does not exist", req.Address)
+		return resp, api.Errorf(api.CodeNotFound, "account %s does not exist", req.Address)
 	}
 	resp.Balances = []market.Coin{}
 	q.r.ascend(balancePrefix(req.Address), "", func(k string, v []byte) bool {
@@ -396,43 +159,43 @@ func (q *querier) account(data []byte) (AccountResponse, error) {
 	return resp, nil
 }
 
-func (q *querier) provider(data []byte) (Provider, error) {
-	var req ProviderRequest
+func (q *querier) provider(data []byte) (api.Provider, error) {
+	var req api.ProviderRequest
 	if err := decodeReq(data, &req); err != nil {
-		return Provider{}, err
+		return api.Provider{}, err
 	}
 	if err := q.addr("owner", req.Owner); err != nil {
-		return Provider{}, err
+		return api.Provider{}, err
 	}
-	var p Provider
+	var p api.Provider
 	if !getJSON(q.r, providerKey(req.Owner), &p) {
-		return p, errf(CodeNotFound, "provider %s is not registered", req.Owner)
+		return p, api.Errorf(api.CodeNotFound, "provider %s is not registered", req.Owner)
 	}
 	return p, nil
 }
 
-func (q *querier) providers(data []byte) (ProvidersResponse, error) {
-	var req ProvidersRequest
+func (q *querier) providers(data []byte) (api.ProvidersResponse, error) {
+	var req api.ProvidersRequest
 	if err := decodeReq(data, &req); err != nil {
-		return ProvidersResponse{}, err
+		return api.ProvidersResponse{}, err
 	}
-	list, next, err := page(q.r, table(tProvider).String(), req.Page, func(k string, v []byte) (Provider, bool) {
-		return decodeAs[Provider](k, v), true
+	list, next, err := page(q.r, table(tProvider).String(), req.Page, func(k string, v []byte) (api.Provider, bool) {
+		return decodeAs[api.Provider](k, v), true
 	})
-	return ProvidersResponse{Providers: list, NextKey: next}, err
+	return api.ProvidersResponse{Providers: list, NextKey: next}, err
 }
 
-func (q *querier) audit(data []byte) (AuditResponse, error) {
-	var req AuditRequest
+func (q *querier) audit(data []byte) (api.AuditResponse, error) {
+	var req api.AuditRequest
 	if err := decodeReq(data, &req); err != nil {
-		return AuditResponse{}, err
+		return api.AuditResponse{}, err
 	}
 	if err := q.addr("owner", req.Owner); err != nil {
-		return AuditResponse{}, err
+		return api.AuditResponse{}, err
 	}
-	resp := AuditResponse{Attributes: []AuditedAttributes{}}
+	resp := api.AuditResponse{Attributes: []api.AuditedAttributes{}}
 	q.r.ascend(auditPrefix(req.Owner), "", func(k string, v []byte) bool {
-		a := decodeAs[AuditedAttributes](k, v)
+		a := decodeAs[api.AuditedAttributes](k, v)
 		if req.Auditor == "" || a.Auditor == req.Auditor {
 			resp.Attributes = append(resp.Attributes, a)
 		}
@@ -441,84 +204,84 @@ func (q *querier) audit(data []byte) (AuditResponse, error) {
 	return resp, nil
 }
 
-func (q *querier) certificates(data []byte) (CertificatesResponse, error) {
-	var req CertificatesRequest
+func (q *querier) certificates(data []byte) (api.CertificatesResponse, error) {
+	var req api.CertificatesRequest
 	if err := decodeReq(data, &req); err != nil {
-		return CertificatesResponse{}, err
+		return api.CertificatesResponse{}, err
 	}
 	if err := q.addr("owner", req.Owner); err != nil {
-		return CertificatesResponse{}, err
+		return api.CertificatesResponse{}, err
 	}
-	if req.State != "" && req.State != CertValid && req.State != CertRevoked {
-		return CertificatesResponse{}, badQuery("state %q: want valid or revoked", req.State)
+	if req.State != "" && req.State != api.CertValid && req.State != api.CertRevoked {
+		return api.CertificatesResponse{}, badQuery("state %q: want valid or revoked", req.State)
 	}
-	list, next, err := page(q.r, certPrefix(req.Owner), req.Page, func(k string, v []byte) (Certificate, bool) {
-		c := decodeAs[Certificate](k, v)
+	list, next, err := page(q.r, certPrefix(req.Owner), req.Page, func(k string, v []byte) (api.Certificate, bool) {
+		c := decodeAs[api.Certificate](k, v)
 		return c, (req.Serial == "" || c.Serial == req.Serial) && (req.State == "" || c.State == req.State)
 	})
-	return CertificatesResponse{Certificates: list, NextKey: next}, err
+	return api.CertificatesResponse{Certificates: list, NextKey: next}, err
 }
 
 // deploymentView builds a deployment's response with its escrow settled to the
 // query's height.
-func (q *querier) deploymentView(d Deployment) DeploymentResponse {
-	resp := DeploymentResponse{Deployment: d, Groups: []Group{}}
+func (q *querier) deploymentView(d api.Deployment) api.DeploymentResponse {
+	resp := api.DeploymentResponse{Deployment: d, Groups: []api.Group{}}
 	q.r.ascend(groupsPrefix(d.ID), "", func(k string, v []byte) bool {
-		resp.Groups = append(resp.Groups, decodeAs[Group](k, v))
+		resp.Groups = append(resp.Groups, decodeAs[api.Group](k, v))
 		return true
 	})
 	getJSON(q.r, escrowKey(d.ID), &resp.Escrow)
 	resp.Payments = readPayments(q.r, d.ID)
 	if resp.Payments == nil {
-		resp.Payments = []Payment{}
+		resp.Payments = []api.Payment{}
 	}
 	accrue(&resp.Escrow, resp.Payments, q.height)
 	return resp
 }
 
-func (q *querier) deployment(data []byte) (DeploymentResponse, error) {
-	var req DeploymentRequest
+func (q *querier) deployment(data []byte) (api.DeploymentResponse, error) {
+	var req api.DeploymentRequest
 	if err := decodeReq(data, &req); err != nil {
-		return DeploymentResponse{}, err
+		return api.DeploymentResponse{}, err
 	}
-	var d Deployment
+	var d api.Deployment
 	if !getJSON(q.r, deploymentKey(req.ID), &d) {
-		return DeploymentResponse{}, errf(CodeNotFound, "deployment %s does not exist", req.ID)
+		return api.DeploymentResponse{}, api.Errorf(api.CodeNotFound, "deployment %s does not exist", req.ID)
 	}
 	return q.deploymentView(d), nil
 }
 
-func (q *querier) deployments(data []byte) (DeploymentsResponse, error) {
-	var req DeploymentsRequest
+func (q *querier) deployments(data []byte) (api.DeploymentsResponse, error) {
+	var req api.DeploymentsRequest
 	if err := decodeReq(data, &req); err != nil {
-		return DeploymentsResponse{}, err
+		return api.DeploymentsResponse{}, err
 	}
 	if err := q.addr("owner", req.Owner); err != nil {
-		return DeploymentsResponse{}, err
+		return api.DeploymentsResponse{}, err
 	}
-	if req.State != "" && req.State != DeploymentActive && req.State != DeploymentClosed {
-		return DeploymentsResponse{}, badQuery("state %q: want active or closed", req.State)
+	if req.State != "" && req.State != api.DeploymentActive && req.State != api.DeploymentClosed {
+		return api.DeploymentsResponse{}, badQuery("state %q: want active or closed", req.State)
 	}
-	list, next, err := page(q.r, deploymentPrefix(req.Owner), req.Page, func(k string, v []byte) (DeploymentResponse, bool) {
-		d := decodeAs[Deployment](k, v)
+	list, next, err := page(q.r, deploymentPrefix(req.Owner), req.Page, func(k string, v []byte) (api.DeploymentResponse, bool) {
+		d := decodeAs[api.Deployment](k, v)
 		if req.State != "" && d.State != req.State {
-			return DeploymentResponse{}, false
+			return api.DeploymentResponse{}, false
 		}
 		return q.deploymentView(d), true
 	})
-	return DeploymentsResponse{Deployments: list, NextKey: next}, err
+	return api.DeploymentsResponse{Deployments: list, NextKey: next}, err
 }
 
-func (q *querier) ordersByID(req OrdersRequest) (OrdersResponse, error) {
-	if len(req.IDs) > MaxOrderIDs {
-		return OrdersResponse{}, badQuery("ids: %d orders, at most %d", len(req.IDs), MaxOrderIDs)
+func (q *querier) ordersByID(req api.OrdersRequest) (api.OrdersResponse, error) {
+	if len(req.IDs) > api.MaxOrderIDs {
+		return api.OrdersResponse{}, badQuery("ids: %d orders, at most %d", len(req.IDs), api.MaxOrderIDs)
 	}
 	if req.State != "" || req.Owner != "" || len(req.Page.Key) > 0 {
-		return OrdersResponse{}, badQuery("ids cannot be combined with state, owner or page")
+		return api.OrdersResponse{}, badQuery("ids cannot be combined with state, owner or page")
 	}
-	out := OrdersResponse{Orders: make([]Order, 0, len(req.IDs))}
+	out := api.OrdersResponse{Orders: make([]api.Order, 0, len(req.IDs))}
 	for _, id := range req.IDs {
-		var o Order
+		var o api.Order
 		if getJSON(q.r, orderKey(id), &o) {
 			out.Orders = append(out.Orders, o)
 		}
@@ -526,14 +289,14 @@ func (q *querier) ordersByID(req OrdersRequest) (OrdersResponse, error) {
 	return out, nil
 }
 
-func (q *querier) order(data []byte) (Order, error) {
-	var req OrderRequest
+func (q *querier) order(data []byte) (api.Order, error) {
+	var req api.OrderRequest
 	if err := decodeReq(data, &req); err != nil {
-		return Order{}, err
+		return api.Order{}, err
 	}
-	var o Order
+	var o api.Order
 	if !getJSON(q.r, orderKey(req.ID), &o) {
-		return o, errf(CodeNotFound, "order %s does not exist", req.ID)
+		return o, api.Errorf(api.CodeNotFound, "order %s does not exist", req.ID)
 	}
 	return o, nil
 }
@@ -550,85 +313,85 @@ func checkState(state string, allowed ...string) error {
 	return badQuery("state %q: want one of %s", state, strings.Join(allowed, ", "))
 }
 
-func (q *querier) orders(data []byte) (OrdersResponse, error) {
-	var req OrdersRequest
+func (q *querier) orders(data []byte) (api.OrdersResponse, error) {
+	var req api.OrdersRequest
 	if err := decodeReq(data, &req); err != nil {
-		return OrdersResponse{}, err
+		return api.OrdersResponse{}, err
 	}
 	if len(req.IDs) > 0 {
 		return q.ordersByID(req)
 	}
-	if err := checkState(req.State, OrderOpen, OrderActive, OrderClosed); err != nil {
-		return OrdersResponse{}, err
+	if err := checkState(req.State, api.OrderOpen, api.OrderActive, api.OrderClosed); err != nil {
+		return api.OrdersResponse{}, err
 	}
 	if req.Owner != "" {
 		if err := q.addr("owner", req.Owner); err != nil {
-			return OrdersResponse{}, err
+			return api.OrdersResponse{}, err
 		}
 	}
 	var prefix string
-	var load func(k string, v []byte) (Order, bool)
+	var load func(k string, v []byte) (api.Order, bool)
 	if req.State != "" {
 		// The index key is the state's prefix, then the order ID (owner first): the
 		// owner filter below narrows prefix, not the part before the ID.
 		statePrefix := orderStatePrefix(req.State)
 		prefix = statePrefix
-		load = func(k string, _ []byte) (Order, bool) {
+		load = func(k string, _ []byte) (api.Order, bool) {
 			id, ok := decodeOrderIDKey(k, statePrefix)
-			var o Order
+			var o api.Order
 			return o, ok && getJSON(q.r, orderKey(id), &o)
 		}
 	} else {
 		prefix = table(tOrder).String()
-		load = func(k string, v []byte) (Order, bool) { return decodeAs[Order](k, v), true }
+		load = func(k string, v []byte) (api.Order, bool) { return decodeAs[api.Order](k, v), true }
 	}
 	if req.Owner != "" {
 		prefix += req.Owner + "\x00"
 	}
 	list, next, err := page(q.r, prefix, req.Page, load)
-	return OrdersResponse{Orders: list, NextKey: next}, err
+	return api.OrdersResponse{Orders: list, NextKey: next}, err
 }
 
-func (q *querier) bid(data []byte) (Bid, error) {
-	var req BidRequest
+func (q *querier) bid(data []byte) (api.Bid, error) {
+	var req api.BidRequest
 	if err := decodeReq(data, &req); err != nil {
-		return Bid{}, err
+		return api.Bid{}, err
 	}
-	var b Bid
+	var b api.Bid
 	if !getJSON(q.r, bidKey(req.ID), &b) {
-		return b, errf(CodeNotFound, "bid %s does not exist", req.ID)
+		return b, api.Errorf(api.CodeNotFound, "bid %s does not exist", req.ID)
 	}
 	return b, nil
 }
 
-func (q *querier) bids(data []byte) (BidsResponse, error) {
-	var req BidsRequest
+func (q *querier) bids(data []byte) (api.BidsResponse, error) {
+	var req api.BidsRequest
 	if err := decodeReq(data, &req); err != nil {
-		return BidsResponse{}, err
+		return api.BidsResponse{}, err
 	}
-	if err := checkState(req.State, BidOpen, BidActive, BidLost, BidClosed); err != nil {
-		return BidsResponse{}, err
+	if err := checkState(req.State, api.BidOpen, api.BidActive, api.BidLost, api.BidClosed); err != nil {
+		return api.BidsResponse{}, err
 	}
-	keep := func(b Bid) bool { return req.State == "" || b.State == req.State }
+	keep := func(b api.Bid) bool { return req.State == "" || b.State == req.State }
 	var prefix string
-	var load func(k string, v []byte) (Bid, bool)
-	direct := func(k string, v []byte) (Bid, bool) { b := decodeAs[Bid](k, v); return b, keep(b) }
+	var load func(k string, v []byte) (api.Bid, bool)
+	direct := func(k string, v []byte) (api.Bid, bool) { b := decodeAs[api.Bid](k, v); return b, keep(b) }
 	switch {
 	case req.Order != nil:
 		prefix, load = bidsPrefix(*req.Order), direct
 	case req.Provider != "":
 		if err := q.addr("provider", req.Provider); err != nil {
-			return BidsResponse{}, err
+			return api.BidsResponse{}, err
 		}
 		prefix = bidProviderPrefix(req.Provider)
-		load = func(k string, _ []byte) (Bid, bool) {
+		load = func(k string, _ []byte) (api.Bid, bool) {
 			oid, ok := decodeOrderIDKey(k, prefix)
-			var b Bid
+			var b api.Bid
 			return b, ok && getJSON(q.r, bidKey(oid.Bid(req.Provider)), &b) && keep(b)
 		}
 	case req.Owner != "":
 		if err := q.addr("owner", req.Owner); err != nil {
-			return BidsResponse{}, err
+			return api.BidsResponse{}, err
 		}
 		k := table(tBid).str(req.Owner)
 		if req.DSeq != 0 {
@@ -636,19 +399,19 @@ func (q *querier) bids(data []byte) (BidsResponse, error) {
 		}
 		prefix, load = k.String(), direct
 	default:
-		return BidsResponse{}, badQuery("bids: give order, provider or owner")
+		return api.BidsResponse{}, badQuery("bids: give order, provider or owner")
 	}
 	list, next, err := page(q.r, prefix, req.Page, load)
-	return BidsResponse{Bids: list, NextKey: next}, err
+	return api.BidsResponse{Bids: list, NextKey: next}, err
 }
 
-func (q *querier) leaseView(l Lease) LeaseResponse {
-	resp := LeaseResponse{Lease: l}
+func (q *querier) leaseView(l api.Lease) api.LeaseResponse {
+	resp := api.LeaseResponse{Lease: l}
 	getJSON(q.r, paymentKey(l.ID), &resp.Payment)
-	if resp.Payment.State == PaymentOpen {
-		var a EscrowAccount
+	if resp.Payment.State == api.PaymentOpen {
+		var a api.EscrowAccount
 		if getJSON(q.r, escrowKey(l.ID.Deployment()), &a) {
-			pays := []Payment{resp.Payment}
+			pays := []api.Payment{resp.Payment}
 			// Settling only this payment gives its exact share; the account copy is
 			// discarded.
 			accrue(&a, pays, q.height)
@@ -658,46 +421,46 @@ func (q *querier) leaseView(l Lease) LeaseResponse {
 	return resp
 }
 
-func (q *querier) lease(data []byte) (LeaseResponse, error) {
-	var req LeaseRequest
+func (q *querier) lease(data []byte) (api.LeaseResponse, error) {
+	var req api.LeaseRequest
 	if err := decodeReq(data, &req); err != nil {
-		return LeaseResponse{}, err
+		return api.LeaseResponse{}, err
 	}
-	var l Lease
+	var l api.Lease
 	if !getJSON(q.r, leaseKey(req.ID), &l) {
-		return LeaseResponse{}, errf(CodeNotFound, "lease %s does not exist", req.ID)
+		return api.LeaseResponse{}, api.Errorf(api.CodeNotFound, "lease %s does not exist", req.ID)
 	}
 	return q.leaseView(l), nil
 }
 
-func (q *querier) leases(data []byte) (LeasesResponse, error) {
-	var req LeasesRequest
+func (q *querier) leases(data []byte) (api.LeasesResponse, error) {
+	var req api.LeasesRequest
 	if err := decodeReq(data, &req); err != nil {
-		return LeasesResponse{}, err
+		return api.LeasesResponse{}, err
 	}
-	if err := checkState(req.State, LeaseActive, LeaseInsufficientFunds, LeaseClosed); err != nil {
-		return LeasesResponse{}, err
+	if err := checkState(req.State, api.LeaseActive, api.LeaseInsufficientFunds, api.LeaseClosed); err != nil {
+		return api.LeasesResponse{}, err
 	}
-	keep := func(l Lease) bool {
+	keep := func(l api.Lease) bool {
 		return (req.State == "" || l.State == req.State) &&
 			(req.Owner == "" || l.ID.Owner == req.Owner) && (req.DSeq == 0 || l.ID.DSeq == req.DSeq)
 	}
 	var prefix string
-	var load func(k string, v []byte) (LeaseResponse, bool)
+	var load func(k string, v []byte) (api.LeaseResponse, bool)
 	switch {
 	case req.Provider != "":
 		if err := q.addr("provider", req.Provider); err != nil {
-			return LeasesResponse{}, err
+			return api.LeasesResponse{}, err
 		}
 		prefix = leaseProviderPrefix(req.Provider)
 		if req.Owner != "" {
 			prefix += req.Owner + "\x00"
 		}
-		load = func(k string, _ []byte) (LeaseResponse, bool) {
+		load = func(k string, _ []byte) (api.LeaseResponse, bool) {
 			oid, ok := decodeOrderIDKey(k, leaseProviderPrefix(req.Provider))
-			var l Lease
+			var l api.Lease
 			if !ok || !getJSON(q.r, leaseKey(oid.Bid(req.Provider).Lease()), &l) || !keep(l) {
-				return LeaseResponse{}, false
+				return api.LeaseResponse{}, false
 			}
 			return q.leaseView(l), true
 		}
@@ -705,7 +468,7 @@ func (q *querier) leases(data []byte) (LeasesResponse, error) {
 		prefix = table(tLease).String()
 		if req.Owner != "" {
 			if err := q.addr("owner", req.Owner); err != nil {
-				return LeasesResponse{}, err
+				return api.LeasesResponse{}, err
 			}
 			k := table(tLease).str(req.Owner)
 			if req.DSeq != 0 {
@@ -713,14 +476,14 @@ func (q *querier) leases(data []byte) (LeasesResponse, error) {
 			}
 			prefix = k.String()
 		}
-		load = func(k string, v []byte) (LeaseResponse, bool) {
-			l := decodeAs[Lease](k, v)
+		load = func(k string, v []byte) (api.LeaseResponse, bool) {
+			l := decodeAs[api.Lease](k, v)
 			if !keep(l) {
-				return LeaseResponse{}, false
+				return api.LeaseResponse{}, false
 			}
 			return q.leaseView(l), true
 		}
 	}
 	list, next, err := page(q.r, prefix, req.Page, load)
-	return LeasesResponse{Leases: list, NextKey: next}, err
+	return api.LeasesResponse{Leases: list, NextKey: next}, err
 }

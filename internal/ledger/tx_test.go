@@ -9,17 +9,18 @@ import (
 	dbm "github.com/cometbft/cometbft-db"
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
 // signBody signs body bytes as given, so a test can sign bodies SignTx would not make.
-func signBody(t *testing.T, body []byte, k PrivKey) []byte {
+func signBody(t *testing.T, body []byte, k api.PrivKey) []byte {
 	t.Helper()
-	sig, err := k.Sign(append([]byte(signDomain), body...))
+	sig, err := k.Sign(append([]byte(api.SignDomain), body...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := json.Marshal(Tx{Body: body, PubKey: k.PubKey(), Signature: sig})
+	raw, err := json.Marshal(api.Tx{Body: body, PubKey: k.PubKey(), Signature: sig})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +49,13 @@ func TestRejectedTransactions(t *testing.T) {
 	h := newHarness(t, fund, "alice", "bob")
 	alice, bob := h.addr("alice"), h.addr("bob")
 	key := h.keys[alice]
-	send := func(from, to string, amount uint64) *MsgSend {
-		return &MsgSend{From: from, To: to, Amount: []market.Coin{{Amount: market.Uint(amount), Denom: DefaultDenom}}}
+	send := func(from, to string, amount uint64) *api.MsgSend {
+		return &api.MsgSend{From: from, To: to, Amount: []market.Coin{{Amount: market.Uint(amount), Denom: api.DefaultDenom}}}
 	}
-	encode := func(msgs ...Msg) []EncodedMsg {
-		var out []EncodedMsg
+	encode := func(msgs ...api.Msg) []api.EncodedMsg {
+		var out []api.EncodedMsg
 		for _, m := range msgs {
-			em, err := EncodeMsg(m)
+			em, err := api.EncodeMsg(m)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,8 +63,8 @@ func TestRejectedTransactions(t *testing.T) {
 		}
 		return out
 	}
-	sign := func(body TxBody, k PrivKey) []byte {
-		raw, err := SignTx(body, k)
+	sign := func(body api.TxBody, k api.PrivKey) []byte {
+		raw, err := api.SignTx(body, k)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,13 +75,13 @@ func TestRejectedTransactions(t *testing.T) {
 		t.Fatal(r.Log)
 	}
 	// From here on alice's account has its key and expects sequence 1.
-	body := func(msgs ...Msg) TxBody {
-		return TxBody{ChainID: h.chain, Signer: alice, Sequence: 1, Msgs: encode(msgs...)}
+	body := func(msgs ...api.Msg) api.TxBody {
+		return api.TxBody{ChainID: h.chain, Signer: alice, Sequence: 1, Msgs: encode(msgs...)}
 	}
 	valid := sign(body(send(alice, bob, 1)), key)
 
 	badSig := func() []byte {
-		var tx Tx
+		var tx api.Tx
 		if err := json.Unmarshal(valid, &tx); err != nil {
 			t.Fatal(err)
 		}
@@ -98,53 +99,53 @@ func TestRejectedTransactions(t *testing.T) {
 	bobsBody := body(send(bob, alice, 1))
 	bobsBody.Signer = bob
 	unknownType := body(send(alice, bob, 1))
-	unknownType.Msgs = []EncodedMsg{{Type: "bank/mint", Value: json.RawMessage(`{"to":"` + alice + `"}`)}}
+	unknownType.Msgs = []api.EncodedMsg{{Type: "bank/mint", Value: json.RawMessage(`{"to":"` + alice + `"}`)}}
 	bodyBytes, err := json.Marshal(body(send(alice, bob, 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	extraInMsg := body(send(alice, bob, 1))
 	extraInMsg.Msgs[0].Value = withField(t, extraInMsg.Msgs[0].Value, "memo", "hi")
-	var tooMany []Msg
-	for range DefaultParams().MaxMsgsPerTx + 1 {
+	var tooMany []api.Msg
+	for range api.DefaultParams().MaxMsgsPerTx + 1 {
 		tooMany = append(tooMany, send(alice, bob, 1))
 	}
 	oversized := body(send(alice, bob, 1))
-	oversized.Memo = strings.Repeat("x", int(DefaultParams().MaxTxBytes))
-	strangerKey, err := NewPrivKey(KeyEd25519)
+	oversized.Memo = strings.Repeat("x", int(api.DefaultParams().MaxTxBytes))
+	strangerKey, err := api.NewPrivKey(api.KeyEd25519)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger, err := strangerKey.PubKey().Address(DefaultAddressPrefix)
+	stranger, err := strangerKey.PubKey().Address(api.DefaultAddressPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	strangers := TxBody{ChainID: h.chain, Signer: stranger, Msgs: encode(send(stranger, alice, 1))}
+	strangers := api.TxBody{ChainID: h.chain, Signer: stranger, Msgs: encode(send(stranger, alice, 1))}
 
 	for _, c := range []struct {
 		name string
 		raw  []byte
-		code Code
+		code api.Code
 		log  string
 	}{
-		{"bad signature", badSig, CodeUnauthorized, "signature does not verify"},
-		{"wrong sequence", sign(wrongSeq, key), CodeWrongSequence, "expected sequence 1, got 6"},
-		{"replayed", first, CodeWrongSequence, "expected sequence 1, got 0"},
-		{"wrong chain", sign(wrongChain, key), CodeWrongChain, `signed for chain "other-chain"`},
-		{"message of another signer", sign(body(send(bob, alice, 1)), key), CodeUnauthorized, "must be signed by " + bob},
-		{"signed with another's key", sign(bobsBody, key), CodeUnauthorized, "pub_key is the key of " + alice},
-		{"malformed JSON", []byte(`{"body": {"chain_id": "berth-test"`), CodeTxDecode, "transaction:"},
-		{"not JSON", []byte("\x00\x01\x02"), CodeTxDecode, "transaction:"},
-		{"data after the transaction", append(bytes.Clone(valid), " {}"...), CodeTxDecode, "data after"},
-		{"unknown message type", sign(unknownType, key), CodeTxDecode, `unknown message type "bank/mint"`},
-		{"unknown field in the transaction", withField(t, valid, "fee", "1uakt"), CodeTxDecode, `unknown field "fee"`},
-		{"unknown field in the body", signBody(t, withField(t, bodyBytes, "gas", 1), key), CodeTxDecode, `unknown field "gas"`},
-		{"unknown field in a message", sign(extraInMsg, key), CodeTxDecode, `unknown field "memo"`},
-		{"no messages", sign(body(), key), CodeTxDecode, "no messages"},
-		{"too many messages", sign(body(tooMany...), key), CodeTxTooLarge, "max_msgs_per_tx"},
-		{"oversized", sign(oversized, key), CodeTxTooLarge, "max_tx_bytes"},
-		{"invalid message", sign(body(send(alice, bob, 0)), key), CodeInvalidMsg, "amount must be positive"},
-		{"unknown account", sign(strangers, strangerKey), CodeUnknownAccount, stranger + " does not exist"},
+		{"bad signature", badSig, api.CodeUnauthorized, "signature does not verify"},
+		{"wrong sequence", sign(wrongSeq, key), api.CodeWrongSequence, "expected sequence 1, got 6"},
+		{"replayed", first, api.CodeWrongSequence, "expected sequence 1, got 0"},
+		{"wrong chain", sign(wrongChain, key), api.CodeWrongChain, `signed for chain "other-chain"`},
+		{"message of another signer", sign(body(send(bob, alice, 1)), key), api.CodeUnauthorized, "must be signed by " + bob},
+		{"signed with another's key", sign(bobsBody, key), api.CodeUnauthorized, "pub_key is the key of " + alice},
+		{"malformed JSON", []byte(`{"body": {"chain_id": "berth-test"`), api.CodeTxDecode, "transaction:"},
+		{"not JSON", []byte("\x00\x01\x02"), api.CodeTxDecode, "transaction:"},
+		{"data after the transaction", append(bytes.Clone(valid), " {}"...), api.CodeTxDecode, "data after"},
+		{"unknown message type", sign(unknownType, key), api.CodeTxDecode, `unknown message type "bank/mint"`},
+		{"unknown field in the transaction", withField(t, valid, "fee", "1uakt"), api.CodeTxDecode, `unknown field "fee"`},
+		{"unknown field in the body", signBody(t, withField(t, bodyBytes, "gas", 1), key), api.CodeTxDecode, `unknown field "gas"`},
+		{"unknown field in a message", sign(extraInMsg, key), api.CodeTxDecode, `unknown field "memo"`},
+		{"no messages", sign(body(), key), api.CodeTxDecode, "no messages"},
+		{"too many messages", sign(body(tooMany...), key), api.CodeTxTooLarge, "max_msgs_per_tx"},
+		{"oversized", sign(oversized, key), api.CodeTxTooLarge, "max_tx_bytes"},
+		{"invalid message", sign(body(send(alice, bob, 0)), key), api.CodeInvalidMsg, "amount must be positive"},
+		{"unknown account", sign(strangers, strangerKey), api.CodeUnknownAccount, stranger + " does not exist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h.t = t
@@ -155,11 +156,11 @@ func TestRejectedTransactions(t *testing.T) {
 			}
 			check := func(where string, code uint32, codespace, log string) {
 				t.Helper()
-				if Code(code) != c.code || codespace != Codespace || !strings.Contains(log, c.log) {
-					t.Fatalf("%s: code %s (%s) %q, want %s with %q", where, Code(code), codespace, log, c.code, c.log)
+				if api.Code(code) != c.code || codespace != api.Codespace || !strings.Contains(log, c.log) {
+					t.Fatalf("%s: code %s (%s) %q, want %s with %q", where, api.Code(code), codespace, log, c.code, c.log)
 				}
-				if c.code == CodeWrongSequence {
-					if seq, ok := ExpectedSequence(ErrorFromCode(code, codespace, log)); !ok || seq != 1 {
+				if c.code == api.CodeWrongSequence {
+					if seq, ok := api.ExpectedSequence(api.ErrorFromCode(code, codespace, log)); !ok || seq != 1 {
 						t.Fatalf("%s: ExpectedSequence(%q) = %d, %v, want 1", where, log, seq, ok)
 					}
 				}
@@ -189,8 +190,8 @@ func TestRejectedTransactions(t *testing.T) {
 	h.t = t
 
 	// Nothing used alice's sequence: her next transaction still carries 1.
-	var acc AccountResponse
-	h.mustQuery(QueryAccount.Path, AccountRequest{Address: alice}, &acc)
+	var acc api.AccountResponse
+	h.mustQuery(api.QueryAccount.Path, api.AccountRequest{Address: alice}, &acc)
 	if acc.Account.Sequence != 1 {
 		t.Fatalf("alice's sequence %d, want 1", acc.Account.Sequence)
 	}
@@ -206,8 +207,8 @@ func TestRejectedTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.fail(CodeInsufficientFunds, "alice", send(alice, bob, 2*fund))
-	h.mustQuery(QueryAccount.Path, AccountRequest{Address: alice}, &acc)
+	h.fail(api.CodeInsufficientFunds, "alice", send(alice, bob, 2*fund))
+	h.mustQuery(api.QueryAccount.Path, api.AccountRequest{Address: alice}, &acc)
 	if acc.Account.Sequence != 3 {
 		t.Fatalf("alice's sequence %d after a failed message, want 3", acc.Account.Sequence)
 	}
@@ -231,7 +232,7 @@ func TestInitialHeight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := json.Marshal(GenesisState{Params: DefaultParams()})
+	g, err := json.Marshal(api.GenesisState{Params: api.DefaultParams()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestInitialHeight(t *testing.T) {
 				t.Fatalf("after block %d: Info says height %d hash %X, want %X", h, info.LastBlockHeight, info.LastBlockAppHash, resp.AppHash)
 			}
 		}
-		q, err := app.Query(t.Context(), &abci.RequestQuery{Path: QueryParams.Path})
+		q, err := app.Query(t.Context(), &abci.RequestQuery{Path: api.QueryParams.Path})
 		if err != nil || q.Code != 0 || q.Height != h {
 			t.Fatalf("query after block %d: %v %+v", h, err, q)
 		}

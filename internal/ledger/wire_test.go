@@ -8,6 +8,7 @@ import (
 
 	abci "github.com/cometbft/cometbft/abci/types"
 
+	api "berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/market"
 )
 
@@ -18,16 +19,16 @@ func TestNonCanonicalTransactionsAreRefused(t *testing.T) {
 	h := newHarness(t, fund, "alice", "bob")
 	alice, bob := h.addr("alice"), h.addr("bob")
 	key := h.keys[alice]
-	em, err := EncodeMsg(&MsgSend{From: alice, To: bob, Amount: []market.Coin{{Amount: 5, Denom: DefaultDenom}}})
+	em, err := api.EncodeMsg(&api.MsgSend{From: alice, To: bob, Amount: []market.Coin{{Amount: 5, Denom: api.DefaultDenom}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(TxBody{ChainID: testChain, Signer: alice, Msgs: []EncodedMsg{em}})
+	body, err := json.Marshal(api.TxBody{ChainID: testChain, Signer: alice, Msgs: []api.EncodedMsg{em}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := DefaultParams()
-	if _, err := DecodeTx(signBody(t, body, key), testChain, &params); err != nil {
+	params := api.DefaultParams()
+	if _, err := api.DecodeTx(signBody(t, body, key), testChain, &params); err != nil {
 		t.Fatalf("the canonical form: %v", err)
 	}
 	variants := map[string]string{
@@ -43,24 +44,24 @@ func TestNonCanonicalTransactionsAreRefused(t *testing.T) {
 		if v == string(body) {
 			t.Fatalf("%s: the variant did not change the body", name)
 		}
-		_, err := DecodeTx(envelope(t, []byte(v), key), testChain, &params)
-		if CodeOf(err) != CodeTxDecode {
+		_, err := api.DecodeTx(envelope(t, []byte(v), key), testChain, &params)
+		if api.CodeOf(err) != api.CodeTxDecode {
 			t.Errorf("%s: %v, want a tx_decode error", name, err)
 		}
 	}
 	// The envelope too.
 	good := signBody(t, body, key)
 	spaced := bytes.Replace(good, []byte(`,"pub_key"`), []byte(`, "pub_key"`), 1)
-	if _, err := DecodeTx(spaced, testChain, &params); CodeOf(err) != CodeTxDecode || !strings.Contains(err.Error(), "canonical") {
+	if _, err := api.DecodeTx(spaced, testChain, &params); api.CodeOf(err) != api.CodeTxDecode || !strings.Contains(err.Error(), "canonical") {
 		t.Errorf("spaced envelope: %v", err)
 	}
 }
 
 // envelope signs body and wraps it without re-encoding it (json.Marshal would compact a
 // RawMessage).
-func envelope(t *testing.T, body []byte, k PrivKey) []byte {
+func envelope(t *testing.T, body []byte, k api.PrivKey) []byte {
 	t.Helper()
-	sig, err := k.Sign(append([]byte(signDomain), body...))
+	sig, err := k.Sign(append([]byte(api.SignDomain), body...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,31 +93,31 @@ func TestFilteredListIsBoundedAndComplete(t *testing.T) {
 	h := newHarness(t, 10_000_000_000_000, "tenant")
 	r := webDeployment(t)
 	const n = 1200 // more than one page's scan bound
-	per := int(DefaultParams().MaxMsgsPerTx)
+	per := int(api.DefaultParams().MaxMsgsPerTx)
 	for start := 0; start < n; start += per {
-		var msgs []Msg
+		var msgs []api.Msg
 		for i := start; i < min(start+per, n); i++ {
-			msgs = append(msgs, &MsgCreateDeployment{ID: market.DeploymentID{Owner: h.addr("tenant"), DSeq: uint64(i + 1)}, Groups: r.Groups, Version: r.Version,
-				Deposit: market.Coin{Amount: 5_000_000, Denom: DefaultDenom}})
+			msgs = append(msgs, &api.MsgCreateDeployment{ID: market.DeploymentID{Owner: h.addr("tenant"), DSeq: uint64(i + 1)}, Groups: r.Groups, Version: r.Version,
+				Deposit: market.Coin{Amount: 5_000_000, Denom: api.DefaultDenom}})
 		}
 		h.ok("tenant", msgs...)
 	}
 	// Close all but the last: listing active deployments must skip the others.
 	for start := 0; start < n-1; start += per {
-		var msgs []Msg
+		var msgs []api.Msg
 		for i := start; i < min(start+per, n-1); i++ {
-			msgs = append(msgs, &MsgCloseDeployment{ID: market.DeploymentID{Owner: h.addr("tenant"), DSeq: uint64(i + 1)}})
+			msgs = append(msgs, &api.MsgCloseDeployment{ID: market.DeploymentID{Owner: h.addr("tenant"), DSeq: uint64(i + 1)}})
 		}
 		h.ok("tenant", msgs...)
 	}
 	q := &querier{r: h.app.s.committed(), height: h.height, params: &h.app.params}
 	var found []uint64
-	var p Page
+	var p api.Page
 	p.Limit = 1
 	pages := 0
 	for {
 		pages++
-		req, err := json.Marshal(DeploymentsRequest{Owner: h.addr("tenant"), State: DeploymentActive, Page: p})
+		req, err := json.Marshal(api.DeploymentsRequest{Owner: h.addr("tenant"), State: api.DeploymentActive, Page: p})
 		if err != nil {
 			t.Fatal(err)
 		}

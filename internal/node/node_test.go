@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"

@@ -12,7 +12,7 @@ import (
 
 	"github.com/cometbft/cometbft/crypto/secp256k1"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 // A client certificate made elsewhere, as a PEM file. Akash's tools (`akash tx cert

@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/ledger"
 )
 
 // fixturePassword encrypts the keys in testdata (see testdata/README.md).

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 // Token access kinds.

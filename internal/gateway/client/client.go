@@ -23,8 +23,8 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 

@@ -13,9 +13,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 

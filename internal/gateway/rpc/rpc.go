@@ -32,10 +32,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
+	"berth.dev/berth/api/ledger/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/ledger"
 	"berth.dev/berth/internal/market"
 )
 

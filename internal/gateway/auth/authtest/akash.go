@@ -19,7 +19,7 @@ import (
 
 	"github.com/cometbft/cometbft/crypto/secp256k1"
 
-	"berth.dev/berth/internal/ledger"
+	"berth.dev/berth/api/ledger/v1"
 )
 
 // AkashOptions change a certificate file from what Akash's tools write.

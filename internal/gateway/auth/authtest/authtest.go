@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/ledger"
 )
 
 // Prefix is the address prefix of the keys made here.

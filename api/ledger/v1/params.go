@@ -108,7 +108,8 @@ func (p Params) Validate() error {
 	return nil
 }
 
-func (p Params) minDeployDeposit(denom string) (market.Coin, bool) {
+// MinDeployDeposit is the least deposit a deployment in denom takes (false: none set).
+func (p Params) MinDeployDeposit(denom string) (market.Coin, bool) {
 	for _, c := range p.DeploymentMinDeposit {
 		if c.Denom == denom {
 			return c, true

@@ -20,9 +20,9 @@ const (
 // keys and tokens of Akash tenant tools name the same accounts here.
 const DefaultAddressPrefix = "akash"
 
-// addressLen is the length of an account address: RIPEMD160(SHA256(key)) for secp256k1
+// AddressLen is the length of an account address: RIPEMD160(SHA256(key)) for secp256k1
 // keys and the first 20 bytes of SHA256(key) for ed25519, as on Cosmos chains.
-const addressLen = 20
+const AddressLen = 20
 
 // PubKey is an account's public key as transactions and queries carry it.
 type PubKey struct {
@@ -80,8 +80,8 @@ func CheckAddress(addr, prefix string) error {
 	if hrp != prefix {
 		return fmt.Errorf("%w %q: prefix %q, want %q", ErrAddress, addr, hrp, prefix)
 	}
-	if len(data) != addressLen {
-		return fmt.Errorf("%w %q: %d bytes, want %d", ErrAddress, addr, len(data), addressLen)
+	if len(data) != AddressLen {
+		return fmt.Errorf("%w %q: %d bytes, want %d", ErrAddress, addr, len(data), AddressLen)
 	}
 	if addr != strings.ToLower(addr) {
 		return fmt.Errorf("%w %q: not in lower case", ErrAddress, addr)
@@ -91,8 +91,8 @@ func CheckAddress(addr, prefix string) error {
 
 // AddressFromBytes encodes 20 address bytes under prefix.
 func AddressFromBytes(prefix string, b []byte) (string, error) {
-	if len(b) != addressLen {
-		return "", fmt.Errorf("%w: %d bytes, want %d", ErrAddress, len(b), addressLen)
+	if len(b) != AddressLen {
+		return "", fmt.Errorf("%w: %d bytes, want %d", ErrAddress, len(b), AddressLen)
 	}
 	return bech32Encode(prefix, b)
 }

@@ -304,7 +304,7 @@ func (m *MsgCloseLease) Signer() string { return m.Sender }
 // Signer implements Msg.
 func (m *MsgWithdrawLease) Signer() string { return m.ID.Provider }
 
-func invalid(format string, args ...any) error { return errf(CodeInvalidMsg, format, args...) }
+func invalid(format string, args ...any) error { return Errorf(CodeInvalidMsg, format, args...) }
 
 func checkAddr(field, addr string, p *Params) error {
 	if err := CheckAddress(addr, p.AddressPrefix); err != nil {
@@ -360,16 +360,18 @@ func checkBidID(field string, id market.BidID, p *Params) error {
 	return checkAddr(field+".provider", id.Provider, p)
 }
 
+// MaxAttributes bounds the attributes of a provider, a group or an auditor's signature.
+const MaxAttributes = 64
+
 const (
-	maxAttributes     = 64
 	maxAttributeBytes = 256
 	maxInfoBytes      = 256
 	maxCertBytes      = 8 << 10
 )
 
 func checkAttributes(field string, attrs market.Attributes) error {
-	if len(attrs) > maxAttributes {
-		return invalid("%s: %d attributes, at most %d", field, len(attrs), maxAttributes)
+	if len(attrs) > MaxAttributes {
+		return invalid("%s: %d attributes, at most %d", field, len(attrs), MaxAttributes)
 	}
 	seen := make(map[string]bool, len(attrs))
 	for i, a := range attrs {
@@ -453,8 +455,8 @@ func (m *MsgDeleteProviderAttributes) ValidateBasic(p *Params) error {
 	if err := checkAddr("owner", m.Owner, p); err != nil {
 		return err
 	}
-	if len(m.Keys) > maxAttributes {
-		return invalid("keys: %d, at most %d", len(m.Keys), maxAttributes)
+	if len(m.Keys) > MaxAttributes {
+		return invalid("keys: %d, at most %d", len(m.Keys), MaxAttributes)
 	}
 	for i, k := range m.Keys {
 		if k == "" {
@@ -464,9 +466,9 @@ func (m *MsgDeleteProviderAttributes) ValidateBasic(p *Params) error {
 	return nil
 }
 
-// parseCert reads a certificate and its public key, both PEM; the certificate's subject
+// ParseCert reads a certificate and its public key, both PEM; the certificate's subject
 // common name must be its owner's address, as Akash requires.
-func parseCert(certPEM, pubPEM []byte, owner string) (*x509.Certificate, error) {
+func ParseCert(certPEM, pubPEM []byte, owner string) (*x509.Certificate, error) {
 	if len(certPEM) == 0 || len(certPEM) > maxCertBytes || len(pubPEM) == 0 || len(pubPEM) > maxCertBytes {
 		return nil, invalid("cert and pubkey: PEM of 1 to %d bytes each", maxCertBytes)
 	}
@@ -501,7 +503,7 @@ func (m *MsgCreateCertificate) ValidateBasic(p *Params) error {
 	if err := checkAddr("owner", m.Owner, p); err != nil {
 		return err
 	}
-	_, err := parseCert(m.Cert, m.PubKey, m.Owner)
+	_, err := ParseCert(m.Cert, m.PubKey, m.Owner)
 	return err
 }
 
@@ -599,7 +601,7 @@ func (m *MsgCreateDeployment) ValidateBasic(p *Params) error {
 	if m.Deposit.Denom != denom {
 		return invalid("deposit: denomination %q, but the groups are priced in %q", m.Deposit.Denom, denom)
 	}
-	if least, ok := p.minDeployDeposit(denom); ok && m.Deposit.Amount < least.Amount {
+	if least, ok := p.MinDeployDeposit(denom); ok && m.Deposit.Amount < least.Amount {
 		return invalid("deposit: %s is less than the minimum %s", m.Deposit, least)
 	}
 	return nil
@@ -691,7 +693,7 @@ func (m *MsgCloseLease) ValidateBasic(p *Params) error {
 			return invalid("reason %q: a provider closes with unstable, decommission, unspecified or manifest_timeout", m.Reason)
 		}
 	default:
-		return errf(CodeNotPermitted, "sender %s is neither the lease's owner nor its provider", m.Sender)
+		return Errorf(CodeNotPermitted, "sender %s is neither the lease's owner nor its provider", m.Sender)
 	}
 	return nil
 }

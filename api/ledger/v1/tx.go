@@ -23,8 +23,8 @@ import (
 // the chain and the signer's sequence number, so a transaction cannot be replayed on
 // another chain or twice on this one.
 
-// signDomain separates berth transaction signatures from anything else a key signs.
-const signDomain = "berth/tx/v1\n"
+// SignDomain separates berth transaction signatures from anything else a key signs.
+const SignDomain = "berth/tx/v1\n"
 
 // TxBody is what the signer signs.
 type TxBody struct {
@@ -129,15 +129,15 @@ func SignTx(body TxBody, s Signer) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode tx body: %w", err)
 	}
-	sig, err := s.Sign(append([]byte(signDomain), bb...))
+	sig, err := s.Sign(append([]byte(SignDomain), bb...))
 	if err != nil {
 		return nil, fmt.Errorf("sign tx: %w", err)
 	}
 	return json.Marshal(Tx{Body: bb, PubKey: s.PubKey(), Signature: sig})
 }
 
-// strictUnmarshal decodes exactly one JSON value, rejecting unknown fields.
-func strictUnmarshal(b []byte, v any) error {
+// UnmarshalStrict decodes exactly one JSON value, rejecting unknown fields.
+func UnmarshalStrict(b []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
@@ -157,10 +157,10 @@ func strictUnmarshal(b []byte, v any) error {
 func canonical(raw []byte, v any, what string) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return errf(CodeTxDecode, "%s: %v", what, err)
+		return Errorf(CodeTxDecode, "%s: %v", what, err)
 	}
 	if !bytes.Equal(b, raw) {
-		return errf(CodeTxDecode, "%s is not in canonical form (compact JSON, fields in order, each once, as berth's encoder writes it)", what)
+		return Errorf(CodeTxDecode, "%s is not in canonical form (compact JSON, fields in order, each once, as berth's encoder writes it)", what)
 	}
 	return nil
 }
@@ -169,14 +169,14 @@ func canonical(raw []byte, v any, what string) error {
 // state: size, chain, message shapes, signer, signature.
 func DecodeTx(raw []byte, chainID string, p *Params) (*DecodedTx, error) {
 	if len(raw) > int(p.MaxTxBytes) {
-		return nil, errf(CodeTxTooLarge, "%d bytes, more than max_tx_bytes %d", len(raw), p.MaxTxBytes)
+		return nil, Errorf(CodeTxTooLarge, "%d bytes, more than max_tx_bytes %d", len(raw), p.MaxTxBytes)
 	}
 	var t DecodedTx
-	if err := strictUnmarshal(raw, &t.Tx); err != nil {
-		return nil, errf(CodeTxDecode, "transaction: %v", err)
+	if err := UnmarshalStrict(raw, &t.Tx); err != nil {
+		return nil, Errorf(CodeTxDecode, "transaction: %v", err)
 	}
-	if err := strictUnmarshal(t.Body, &t.TxBody); err != nil {
-		return nil, errf(CodeTxDecode, "transaction body: %v", err)
+	if err := UnmarshalStrict(t.Body, &t.TxBody); err != nil {
+		return nil, Errorf(CodeTxDecode, "transaction body: %v", err)
 	}
 	if err := canonical(raw, t.Tx, "transaction"); err != nil {
 		return nil, err
@@ -185,50 +185,50 @@ func DecodeTx(raw []byte, chainID string, p *Params) (*DecodedTx, error) {
 		return nil, err
 	}
 	if t.ChainID != chainID {
-		return nil, errf(CodeWrongChain, "signed for chain %q, this is %q", t.ChainID, chainID)
+		return nil, Errorf(CodeWrongChain, "signed for chain %q, this is %q", t.ChainID, chainID)
 	}
 	if len(t.Memo) > maxMemoBytes {
-		return nil, errf(CodeTxDecode, "memo: %d bytes, at most %d", len(t.Memo), maxMemoBytes)
+		return nil, Errorf(CodeTxDecode, "memo: %d bytes, at most %d", len(t.Memo), maxMemoBytes)
 	}
 	if len(t.TxBody.Msgs) == 0 {
-		return nil, errf(CodeTxDecode, "no messages")
+		return nil, Errorf(CodeTxDecode, "no messages")
 	}
 	if len(t.TxBody.Msgs) > int(p.MaxMsgsPerTx) {
-		return nil, errf(CodeTxTooLarge, "%d messages, more than max_msgs_per_tx %d", len(t.TxBody.Msgs), p.MaxMsgsPerTx)
+		return nil, Errorf(CodeTxTooLarge, "%d messages, more than max_msgs_per_tx %d", len(t.TxBody.Msgs), p.MaxMsgsPerTx)
 	}
 	if err := CheckAddress(t.Signer, p.AddressPrefix); err != nil {
-		return nil, errf(CodeTxDecode, "signer: %v", err)
+		return nil, Errorf(CodeTxDecode, "signer: %v", err)
 	}
 	t.Msgs = make([]Msg, len(t.TxBody.Msgs))
 	for i, em := range t.TxBody.Msgs {
 		mk, ok := msgTypes[em.Type]
 		if !ok {
-			return nil, errf(CodeTxDecode, "msgs[%d]: unknown message type %q", i, em.Type)
+			return nil, Errorf(CodeTxDecode, "msgs[%d]: unknown message type %q", i, em.Type)
 		}
 		m := mk()
-		if err := strictUnmarshal(em.Value, m); err != nil {
-			return nil, errf(CodeTxDecode, "msgs[%d] (%s): %v", i, em.Type, err)
+		if err := UnmarshalStrict(em.Value, m); err != nil {
+			return nil, Errorf(CodeTxDecode, "msgs[%d] (%s): %v", i, em.Type, err)
 		}
 		if err := canonical(em.Value, m, fmt.Sprintf("msgs[%d] (%s)", i, em.Type)); err != nil {
 			return nil, err
 		}
 		if err := m.ValidateBasic(p); err != nil {
-			return nil, within(err, "msgs[%d] (%s)", i, em.Type)
+			return nil, Within(err, "msgs[%d] (%s)", i, em.Type)
 		}
 		if m.Signer() != t.Signer {
-			return nil, errf(CodeUnauthorized, "msgs[%d] (%s): must be signed by %s, the transaction is signed by %s", i, em.Type, m.Signer(), t.Signer)
+			return nil, Errorf(CodeUnauthorized, "msgs[%d] (%s): must be signed by %s, the transaction is signed by %s", i, em.Type, m.Signer(), t.Signer)
 		}
 		t.Msgs[i] = m
 	}
 	addr, err := t.PubKey.Address(p.AddressPrefix)
 	if err != nil {
-		return nil, errf(CodeUnauthorized, "pub_key: %v", err)
+		return nil, Errorf(CodeUnauthorized, "pub_key: %v", err)
 	}
 	if addr != t.Signer {
-		return nil, errf(CodeUnauthorized, "pub_key is the key of %s, not of the signer %s", addr, t.Signer)
+		return nil, Errorf(CodeUnauthorized, "pub_key is the key of %s, not of the signer %s", addr, t.Signer)
 	}
-	if !t.PubKey.Verify(append([]byte(signDomain), t.Body...), t.Signature) {
-		return nil, errf(CodeUnauthorized, "signature does not verify")
+	if !t.PubKey.Verify(append([]byte(SignDomain), t.Body...), t.Signature) {
+		return nil, Errorf(CodeUnauthorized, "signature does not verify")
 	}
 	return &t, nil
 }

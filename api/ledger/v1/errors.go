@@ -90,14 +90,15 @@ var (
 	ErrBadQuery          = &Error{Code: CodeBadQuery}
 )
 
-func errf(c Code, format string, args ...any) error {
+// Errorf makes a ledger error with code c.
+func Errorf(c Code, format string, args ...any) error {
 	return &Error{Code: c, Msg: fmt.Sprintf(format, args...)}
 }
 
-// within says where an error happened ("msgs[2] (market/create-bid)") and keeps its
+// Within says where an error happened ("msgs[2] (market/create-bid)") and keeps its
 // code, so the result reads "invalid_state: msgs[2] (market/create-bid): order … is
 // closed" rather than repeating the code.
-func within(err error, format string, args ...any) error {
+func Within(err error, format string, args ...any) error {
 	where := fmt.Sprintf(format, args...)
 	var e *Error
 	if errors.As(err, &e) {
@@ -135,4 +136,18 @@ func trimCodePrefix(c Code, log string) string {
 		return log[len(p):]
 	}
 	return log
+}
+
+// ExpectedSequence reads the sequence a wrong_sequence error says the account expects.
+func ExpectedSequence(err error) (uint64, bool) {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeWrongSequence {
+		return 0, false
+	}
+	var signer string
+	var want, got uint64
+	if _, err := fmt.Sscanf(e.Msg, "account %s expected sequence %d, got %d", &signer, &want, &got); err != nil {
+		return 0, false
+	}
+	return want, true
 }
