@@ -19,6 +19,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/bidengine/onchain"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/chain"
@@ -39,7 +40,7 @@ type Provider struct {
 	client *chain.Client
 	bcast  *chain.Broadcaster
 	engine *bidengine.Engine
-	bids   *bidengine.Service
+	bids   *onchain.Service
 	won    *bus.Bus[bidengine.LeaseWon]
 	closed *bus.Bus[bidengine.LeaseClosed]
 	*clusterService
@@ -103,7 +104,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, fmt.Errorf("from: key %q: %w", cfg.From, err)
 	}
-	if p.bcast, err = chain.NewBroadcaster(c, signer, chain.BroadcastOptions{Linger: bidengine.ProviderLinger}); err != nil {
+	if p.bcast, err = chain.NewBroadcaster(c, signer, chain.BroadcastOptions{Linger: onchain.ProviderLinger}); err != nil {
 		return nil, err
 	}
 	policy, err := cfg.policy(prefix)
@@ -169,12 +170,12 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.orphans, err = cfg.orphanInterval(); err != nil {
 		return nil, err
 	}
-	cursor, err := bidengine.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
+	cursor, err := onchain.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
 	if err != nil {
 		return nil, err
 	}
-	if p.bids, err = bidengine.NewService(bidengine.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast,
-		bidengine.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
+	if p.bids, err = onchain.NewService(onchain.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast,
+		onchain.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
 		return nil, err
 	}
 	bcfg, err := cfg.balance(p.bcast.Address())

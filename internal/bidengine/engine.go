@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
@@ -203,6 +202,9 @@ func (e *Engine) SetAttributes(a market.Attributes) {
 	e.cfg.Policy.Attributes = a
 }
 
+// Provider is the address the engine bids as.
+func (e *Engine) Provider() string { return e.cfg.Provider }
+
 // History returns the decision history.
 func (e *Engine) History() *History { return e.history }
 
@@ -362,11 +364,15 @@ func (e *Engine) BidSent(id market.OrderID, err error, now time.Time) {
 	switch {
 	case ledger.CodeOf(err) != 0:
 		reason = "tx_" + ledger.CodeOf(err).String()
-	case errors.Is(err, chain.ErrTimeout):
+	case errors.Is(err, ErrNotIncluded):
 		reason = "tx_timeout"
 	}
 	e.record(id, now, ResultFailed, reason, err.Error(), nil)
 }
+
+// ErrNotIncluded marks a bid sent but not seen in a block in time (the broadcaster's
+// timeout, chain.ErrTimeout): BidSent records it as tx_timeout.
+var ErrNotIncluded = errors.New("bid not included in time")
 
 // Apply handles one block's events and returns what to do, in order.
 func (e *Engine) Apply(b ledger.Block, now time.Time) []Action {

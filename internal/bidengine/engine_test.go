@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
@@ -21,7 +22,7 @@ const (
 	us     = "akash1us"
 	rival  = "akash1rival"
 	tenant = "akash1tenant"
-	gib    = 1 << 30
+	gib    = bidtest.GiB
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -48,42 +49,9 @@ func engineRates(t testing.TB) *ScaleRates {
 	}
 }
 
-type unitSpec struct {
-	count    uint32
-	cpu      uint64 // millis
-	mem      uint64
-	gpus     uint64
-	gpuAttrs market.Attributes
-	persist  string // a persistent storage class
-	price    string // max per replica
-}
+type unitSpec = bidtest.Unit
 
-func groupSpec(attrs market.Attributes, units ...unitSpec) market.GroupSpec {
-	g := market.GroupSpec{Name: "dc", Requirements: market.PlacementRequirements{Attributes: attrs}}
-	for i, u := range units {
-		res := market.Resources{
-			ID:      uint32(i + 1),
-			CPU:     &market.CPU{Units: market.ResourceValue{Val: market.Uint(u.cpu)}},
-			Memory:  &market.Memory{Size: market.ResourceValue{Val: market.Uint(u.mem)}},
-			Storage: []market.Storage{{Name: "default", Size: market.ResourceValue{Val: gib}}},
-		}
-		if u.persist != "" {
-			res.Storage = append(res.Storage, market.Storage{Name: "data", Size: market.ResourceValue{Val: 10 * gib}, Attributes: market.Attributes{
-				{Key: "class", Value: u.persist}, {Key: "persistent", Value: "true"},
-			}})
-		}
-		if u.gpus > 0 {
-			res.GPU = &market.GPU{Units: market.ResourceValue{Val: market.Uint(u.gpus)}, Attributes: u.gpuAttrs}
-		}
-		price := u.price
-		if price == "" {
-			price = "100000"
-		}
-		amount, _ := market.ParseDec(price)
-		g.Resources = append(g.Resources, market.ResourceUnit{Count: u.count, Price: market.DecCoin{Denom: "uakt", Amount: amount}, Resources: res})
-	}
-	return g
-}
+var groupSpec = bidtest.GroupSpec
 
 func openOrder(dseq uint64, spec market.GroupSpec) ledger.Order {
 	return ledger.Order{ID: market.OrderID{Owner: tenant, DSeq: dseq, GSeq: 1, OSeq: 1}, State: ledger.OrderOpen, Spec: spec}
@@ -174,7 +142,7 @@ func (h *harness) apply(evs ...ledger.Event) []Action {
 	return h.e.Apply(ledger.Block{Height: 10, Events: evs}, h.now)
 }
 
-var web = unitSpec{count: 2, cpu: 500, mem: 512 << 20}
+var web = bidtest.Web
 
 func TestBidWonAndLeaseClosed(t *testing.T) {
 	h := newHarness(t, nil)
@@ -221,7 +189,7 @@ func TestBidWonAndLeaseClosed(t *testing.T) {
 func TestLostGivesCapacityBack(t *testing.T) {
 	h := newHarness(t, nil)
 	// Only the GPU node has 256Gi of memory: an order of 2 × 100Gi fills it.
-	big := groupSpec(nil, unitSpec{count: 2, cpu: 1000, mem: 100 * gib})
+	big := groupSpec(nil, unitSpec{Count: 2, CPU: 1000, Mem: 100 * gib})
 	o1, o2 := openOrder(1, big), openOrder(2, big)
 	if h.decide(o1) == nil {
 		t.Fatalf("no bid: %+v", h.last())
@@ -260,19 +228,19 @@ func TestDeclineReasons(t *testing.T) {
 			g.Requirements.SignedBy.AnyOf = []string{"akash1auditor"}
 			return g
 		}(), ReasonSignedBy},
-		{"gpu model", nil, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 1, gpuAttrs: gpu("h100")}), ReasonGPUCapability},
-		{"gpu ram", nil, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 1, gpuAttrs: gpu("a100/ram/40Gi")}), ReasonGPUCapability},
-		{"gpu fits", nil, groupSpec(nil, unitSpec{count: 2, cpu: 1000, mem: gib, gpus: 4, gpuAttrs: gpu("a100")}), ""},
-		{"gpu capacity", nil, groupSpec(nil, unitSpec{count: 3, cpu: 1000, mem: gib, gpus: 4, gpuAttrs: gpu("a100")}), ReasonCapacityGPU},
-		{"storage class", nil, groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: gib, persist: "beta2"}), ReasonStorageCapability},
-		{"storage capacity", nil, groupSpec(nil, unitSpec{count: 11, cpu: 100, mem: gib, persist: "beta3"}), ReasonCapacityStorage},
+		{"gpu model", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpu("h100")}), ReasonGPUCapability},
+		{"gpu ram", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpu("a100/ram/40Gi")}), ReasonGPUCapability},
+		{"gpu fits", nil, groupSpec(nil, unitSpec{Count: 2, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpu("a100")}), ""},
+		{"gpu capacity", nil, groupSpec(nil, unitSpec{Count: 3, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpu("a100")}), ReasonCapacityGPU},
+		{"storage class", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 100, Mem: gib, Persist: "beta2"}), ReasonStorageCapability},
+		{"storage capacity", nil, groupSpec(nil, unitSpec{Count: 11, CPU: 100, Mem: gib, Persist: "beta3"}), ReasonCapacityStorage},
 		{"deny", func(c *EngineConfig) { c.Policy.Deny = []string{tenant} }, groupSpec(nil, web), ReasonTenantDenied},
 		{"allow", func(c *EngineConfig) { c.Policy.Allow = []string{"akash1friend"} }, groupSpec(nil, web), ReasonTenantDenied},
 		{"limits", func(c *EngineConfig) { c.Policy.Limits.CPUMillis = 400 }, groupSpec(nil, web), ReasonLimits},
 		{"required of orders", func(c *EngineConfig) {
 			c.Policy.RequireAttributes = market.Attributes{{Key: "tier", Value: "community"}}
 		}, groupSpec(nil, web), ReasonOrderAttributes},
-		{"price", nil, groupSpec(nil, unitSpec{count: 1, cpu: 500, mem: 512 << 20, price: "10"}), ReasonPriceAboveMax},
+		{"price", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 500, Mem: 512 << 20, Price: "10"}), ReasonPriceAboveMax},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.mutate)
@@ -307,7 +275,7 @@ func TestDeclineReasons(t *testing.T) {
 
 func TestBudget(t *testing.T) {
 	h := newHarness(t, func(c *EngineConfig) { c.BidsPerHour, c.TenantBidsPerHour = 3, 2 })
-	small := groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: 1 << 20})
+	small := groupSpec(nil, unitSpec{Count: 1, CPU: 100, Mem: 1 << 20})
 	order := func(owner string, dseq uint64) ledger.Order {
 		o := openOrder(dseq, small)
 		o.ID.Owner = owner
@@ -438,7 +406,7 @@ func TestBudgetHoldsUnderConcurrentPricing(t *testing.T) {
 			return engineRates(t).Price(r)
 		}}
 	})
-	small := func(cpu uint64) market.GroupSpec { return groupSpec(nil, unitSpec{count: 1, cpu: cpu, mem: 1 << 20}) }
+	small := func(cpu uint64) market.GroupSpec { return groupSpec(nil, unitSpec{Count: 1, CPU: cpu, Mem: 1 << 20}) }
 	results := make(chan *ledger.MsgCreateBid, 5)
 	var wg sync.WaitGroup
 	for i := range 5 {

@@ -27,9 +27,9 @@ func TestEngineProperties(t *testing.T) {
 				h.now = h.now.Add(time.Duration(rng.IntN(20)) * time.Second)
 				switch op := rng.IntN(12); {
 				case op < 4 || len(known) == 0:
-					units := []unitSpec{{count: uint32(1 + rng.IntN(4)), cpu: uint64(100 * (1 + rng.IntN(30))), mem: uint64(1+rng.IntN(8)) * gib / 2}}
+					units := []unitSpec{{Count: uint32(1 + rng.IntN(4)), CPU: uint64(100 * (1 + rng.IntN(30))), Mem: uint64(1+rng.IntN(8)) * gib / 2}}
 					if rng.IntN(4) == 0 {
-						units[0].gpus, units[0].gpuAttrs = uint64(1+rng.IntN(3)), market.Attributes{{Key: "vendor/nvidia/model/a100", Value: "true"}}
+						units[0].GPUs, units[0].GPUAttrs = uint64(1+rng.IntN(3)), market.Attributes{{Key: "vendor/nvidia/model/a100", Value: "true"}}
 					}
 					o := openOrder(uint64(len(known)+1), groupSpec(nil, units...))
 					known = append(known, o)

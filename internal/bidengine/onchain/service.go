@@ -1,4 +1,9 @@
-package bidengine
+// Package onchain runs the bid engine on the ledger: it rebuilds the engine from the
+// ledger, catches up on open orders, then follows the ledger's blocks (chain.Feed) from
+// a persisted cursor, sends the engine's bids and bid closes (chain.Broadcaster), and
+// publishes the leases won and closed. The engine itself (internal/bidengine) knows
+// nothing of CometBFT or the network.
+package onchain
 
 import (
 	"context"
@@ -12,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/market"
@@ -47,7 +53,7 @@ type ServiceConfig struct {
 // events into bids and ledger events into bid lifecycle actions.
 type Service struct {
 	cfg    ServiceConfig
-	engine *Engine
+	engine *bidengine.Engine
 	client *chain.Client
 	sender Sender
 	buses  Buses
@@ -62,12 +68,12 @@ type Service struct {
 
 // Buses are where the service publishes: LeaseWon (required) and LeaseClosed.
 type Buses struct {
-	Won    *bus.Bus[LeaseWon]
-	Closed *bus.Bus[LeaseClosed]
+	Won    *bus.Bus[bidengine.LeaseWon]
+	Closed *bus.Bus[bidengine.LeaseClosed]
 }
 
 // NewService builds the run loop; it starts nothing.
-func NewService(cfg ServiceConfig, e *Engine, c *chain.Client, s Sender, buses Buses, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sender, buses Buses, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
 	if cfg.Cursor == nil || e == nil || c == nil || s == nil || buses.Won == nil || log == nil {
 		return nil, errors.New("bid engine service: cursor, engine, client, sender, bus and logger are required")
 	}
@@ -195,10 +201,10 @@ func (s *Service) tick(ctx context.Context) {
 }
 
 // decisions are the orders acts asks to decide.
-func decisions(acts []Action) []market.OrderID {
+func decisions(acts []bidengine.Action) []market.OrderID {
 	var ids []market.OrderID
 	for _, a := range acts {
-		if a.Kind == ActDecide {
+		if a.Kind == bidengine.ActDecide {
 			ids = append(ids, a.Order)
 		}
 	}
@@ -237,7 +243,7 @@ func (s *Service) decide(ctx context.Context, o *ledger.Order, start time.Time, 
 	id := o.ID
 	if checkExisting && o.State == ledger.OrderOpen {
 		var b ledger.Bid
-		err := ledger.QueryBid.Into(ctx, s.client, ledger.BidRequest{ID: id.Bid(s.engine.cfg.Provider)}, &b)
+		err := ledger.QueryBid.Into(ctx, s.client, ledger.BidRequest{ID: id.Bid(s.engine.Provider())}, &b)
 		if err == nil {
 			return nil // we bid on it before the restart
 		}
@@ -262,17 +268,20 @@ func (s *Service) decide(ctx context.Context, o *ledger.Order, start time.Time, 
 		case ctx.Err() == nil:
 			s.log.WarnContext(ctx, "bid not placed", slog.String("order", id.String()), slog.String("error", err.Error()))
 		}
+		if errors.Is(err, chain.ErrTimeout) {
+			err = fmt.Errorf("%w: %w", bidengine.ErrNotIncluded, err)
+		}
 		s.engine.BidSent(id, err, time.Now())
 	})
 	return nil
 }
 
 // act carries out the engine's actions other than decisions.
-func (s *Service) act(ctx context.Context, acts []Action) {
+func (s *Service) act(ctx context.Context, acts []bidengine.Action) {
 	for _, a := range acts {
 		var err error
 		switch a.Kind {
-		case ActCloseBid:
+		case bidengine.ActCloseBid:
 			s.sends.Go(func() {
 				_, err := s.sender.Submit(ctx, &ledger.MsgCloseBid{ID: a.Bid})
 				// Already closed (the ledger closed it with its group) is fine.
@@ -280,21 +289,21 @@ func (s *Service) act(ctx context.Context, acts []Action) {
 					s.log.WarnContext(ctx, "close bid", slog.String("bid", a.Bid.String()), slog.String("error", err.Error()))
 				}
 			})
-		case ActPublishWon:
+		case bidengine.ActPublishWon:
 			s.log.InfoContext(ctx, "lease won", slog.String("lease", a.Won.Lease.String()), slog.String("price", a.Won.Price.String()))
 			s.buses.Won.Publish(*a.Won)
-		case ActPublishClosed:
+		case bidengine.ActPublishClosed:
 			s.log.InfoContext(ctx, "lease closed", slog.String("lease", a.Closed.Lease.String()), slog.String("reason", a.Closed.Reason))
 			if s.buses.Closed != nil {
 				s.buses.Closed.Publish(*a.Closed)
 			}
-		case ActAdopt:
-			err = s.adopt(ctx, a.Order.Bid(s.engine.cfg.Provider).Lease(), false)
-		case ActRestoreBid:
+		case bidengine.ActAdopt:
+			err = s.adopt(ctx, a.Order.Bid(s.engine.Provider()).Lease(), false)
+		case bidengine.ActRestoreBid:
 			err = s.restoreBid(ctx, a.Bid)
-		case ActRefreshAudits:
+		case bidengine.ActRefreshAudits:
 			err = s.refreshAudits(ctx)
-		case ActRefreshProvider:
+		case bidengine.ActRefreshProvider:
 			err = s.refreshProvider(ctx)
 		}
 		if err != nil && ctx.Err() == nil {
@@ -343,7 +352,7 @@ func (s *Service) restoreBid(ctx context.Context, id market.BidID) error {
 
 // rebuild takes back our open bids and active leases from the ledger.
 func (s *Service) rebuild(ctx context.Context) error {
-	me := s.engine.cfg.Provider
+	me := s.engine.Provider()
 	var bids, leases int
 	err := ledger.List(ctx, s.client, ledger.QueryBids, ledger.BidsRequest{Provider: me, State: ledger.BidOpen, Page: ledger.Page{Limit: 200}},
 		func(r ledger.BidsResponse) error {
@@ -394,7 +403,7 @@ func (s *Service) catchUp(ctx context.Context) error {
 
 func (s *Service) refreshProvider(ctx context.Context) error {
 	var p ledger.Provider
-	if err := ledger.QueryProvider.Into(ctx, s.client, ledger.ProviderRequest{Owner: s.engine.cfg.Provider}, &p); err != nil {
+	if err := ledger.QueryProvider.Into(ctx, s.client, ledger.ProviderRequest{Owner: s.engine.Provider()}, &p); err != nil {
 		return fmt.Errorf("bid engine: our provider record (register with `berth provider register`): %w", err)
 	}
 	s.engine.SetAttributes(p.Attributes)
@@ -403,10 +412,10 @@ func (s *Service) refreshProvider(ctx context.Context) error {
 
 func (s *Service) refreshAudits(ctx context.Context) error {
 	var r ledger.AuditResponse
-	if err := ledger.QueryAudit.Into(ctx, s.client, ledger.AuditRequest{Owner: s.engine.cfg.Provider}, &r); err != nil {
+	if err := ledger.QueryAudit.Into(ctx, s.client, ledger.AuditRequest{Owner: s.engine.Provider()}, &r); err != nil {
 		return fmt.Errorf("bid engine: auditor signatures: %w", err)
 	}
-	a := Audits{}
+	a := bidengine.Audits{}
 	for _, rec := range r.Attributes {
 		a[rec.Auditor] = rec.Attributes
 	}

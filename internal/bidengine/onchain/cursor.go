@@ -1,4 +1,4 @@
-package bidengine
+package onchain
 
 import (
 	"errors"

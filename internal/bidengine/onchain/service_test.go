@@ -1,4 +1,4 @@
-package bidengine
+package onchain
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/bidengine"
+	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
@@ -27,13 +29,13 @@ import (
 // broadcaster, as `berth provider run` composes them.
 type providerStack struct {
 	cap    *cluster.Capacity
-	engine *Engine
+	engine *bidengine.Engine
 	svc    *Service
-	won    *bus.Subscription[LeaseWon]
+	won    *bus.Subscription[bidengine.LeaseWon]
 	stop   func()
 }
 
-func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor string, mutate func(*EngineConfig)) *providerStack {
+func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor string, mutate func(*bidengine.EngineConfig)) *providerStack {
 	t.Helper()
 	c := l.Client(t)
 	bc := l.Broadcaster(t, c, "provider")
@@ -43,21 +45,21 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := EngineConfig{
+	cfg := bidengine.EngineConfig{
 		Provider:   l.Address(t, "provider"),
-		Pricer:     &ScalePricer{Rates: *engineRates(t)},
+		Pricer:     &bidengine.ScalePricer{Rates: *rates(t)},
 		Deposit:    c.Params().BidMinDeposit,
 		BidTimeout: 10 * time.Minute,
 	}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e := newTestEngine(t, cfg, capacity)
+	e := newEngine(t, cfg, capacity)
 	cur, err := NewCursor(cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wonBus, err := bus.New[LeaseWon]("lease_won", nil)
+	wonBus, err := bus.New[bidengine.LeaseWon]("lease_won", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +152,9 @@ func eventuallyNoErr(t *testing.T, what string, f func() error) {
 }
 
 // decisionFor waits for the engine's decision on an order.
-func decisionFor(t *testing.T, e *Engine, order market.OrderID) Decision {
+func decisionFor(t *testing.T, e *bidengine.Engine, order market.OrderID) bidengine.Decision {
 	t.Helper()
-	var d Decision
+	var d bidengine.Decision
 	eventuallyNoErr(t, "a decision on "+order.String(), func() error {
 		for _, x := range e.History().Last(0) {
 			if x.Order == order {
@@ -188,7 +190,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	}
 	me := l.Address(t, "provider")
 	cursor := filepath.Join(t.TempDir(), "bidengine.cursor")
-	mutate := func(c *EngineConfig) {
+	mutate := func(c *bidengine.EngineConfig) {
 		c.Policy.Deny = []string{l.Address(t, "denied")}
 		c.TenantBidsPerHour = 4
 	}
@@ -196,7 +198,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	tenant := newTenant(t, l, "tenant")
 
 	// A matching order gets our bid at the scale price.
-	webSpec := groupSpec(region, web)
+	webSpec := bidtest.GroupSpec(region, bidtest.Web)
 	o1 := tenant.deploy(1, webSpec)
 	b1 := bidOf(t, tenant.c, o1, me)
 	if b1.Price.String() != "112.288000000000000000uakt" || b1.State != ledger.BidOpen {
@@ -215,22 +217,22 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 		order  market.OrderID
 		reason string
 	}{
-		{tenant.deploy(2, groupSpec(market.Attributes{{Key: "region", Value: "eu-central"}}, web)), ReasonAttributes},
-		{tenant.deploy(3, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 1, gpuAttrs: gpu("h100")})), ReasonGPUCapability},
-		{tenant.deploy(4, groupSpec(nil, unitSpec{count: 1, cpu: 1000, mem: gib, gpus: 8, gpuAttrs: gpu("a100")})), ReasonCapacityGPU},
-		{tenant.deploy(5, groupSpec(nil, unitSpec{count: 3, cpu: 8000, mem: gib})), ReasonCapacityNodes},
-		{denied.deploy(1, webSpec), ReasonTenantDenied},
+		{tenant.deploy(2, bidtest.GroupSpec(market.Attributes{{Key: "region", Value: "eu-central"}}, bidtest.Web)), bidengine.ReasonAttributes},
+		{tenant.deploy(3, bidtest.GroupSpec(nil, bidtest.Unit{Count: 1, CPU: 1000, Mem: bidtest.GiB, GPUs: 1, GPUAttrs: gpu("h100")})), bidengine.ReasonGPUCapability},
+		{tenant.deploy(4, bidtest.GroupSpec(nil, bidtest.Unit{Count: 1, CPU: 1000, Mem: bidtest.GiB, GPUs: 8, GPUAttrs: gpu("a100")})), bidengine.ReasonCapacityGPU},
+		{tenant.deploy(5, bidtest.GroupSpec(nil, bidtest.Unit{Count: 3, CPU: 8000, Mem: bidtest.GiB})), bidengine.ReasonCapacityNodes},
+		{denied.deploy(1, webSpec), bidengine.ReasonTenantDenied},
 	} {
-		if d := decisionFor(t, p.engine, tc.order); d.Result != ResultNoBid || d.Reason != tc.reason || d.Detail == "" {
+		if d := decisionFor(t, p.engine, tc.order); d.Result != bidengine.ResultNoBid || d.Reason != tc.reason || d.Detail == "" {
 			t.Errorf("order %s: decision %+v, want no bid for %s", tc.order, d, tc.reason)
 		}
 	}
 	greedy := newTenant(t, l, "greedy")
-	small := groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: 64 << 20})
+	small := bidtest.GroupSpec(nil, bidtest.Unit{Count: 1, CPU: 100, Mem: 64 << 20})
 	for i := range 5 {
 		o := greedy.deploy(uint64(i+1), small)
 		d := decisionFor(t, p.engine, o)
-		if want := map[bool]string{true: ReasonTenantBudget, false: ReasonPriced}[i == 4]; d.Reason != want {
+		if want := map[bool]string{true: bidengine.ReasonTenantBudget, false: bidengine.ReasonPriced}[i == 4]; d.Reason != want {
 			t.Errorf("greedy order %d: %+v, want %s", i+1, d, want)
 		}
 	}
@@ -260,7 +262,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: o6.Bid(l.Address(t, "rival"))}); err != nil {
 		t.Fatal(err)
 	}
-	if d := decisionFor(t, p.engine, o6); d.Result != ResultLost && d.Result != ResultBid {
+	if d := decisionFor(t, p.engine, o6); d.Result != bidengine.ResultLost && d.Result != bidengine.ResultBid {
 		t.Fatalf("decision %+v", d)
 	}
 	eventuallyNoErr(t, "capacity released after losing", func() error {
@@ -296,7 +298,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	p.stop()
 	wg.Wait() // the rest arrive while the provider is down
 	arrive(13, 14)
-	p2 := startProvider(t, l, k, cursor, func(c *EngineConfig) { mutate(c); c.TenantBidsPerHour = 0 })
+	p2 := startProvider(t, l, k, cursor, func(c *bidengine.EngineConfig) { mutate(c); c.TenantBidsPerHour = 0 })
 	wg.Go(func() { arrive(15, 18) }) // and after it is back
 	wg.Wait()
 
@@ -308,7 +310,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 		}
 	}
 	for _, d := range p2.engine.History().Last(0) {
-		if d.Result == ResultFailed {
+		if d.Result == bidengine.ResultFailed {
 			t.Errorf("after the restart: %+v", d)
 		}
 	}
@@ -350,11 +352,11 @@ func TestOrdersDeclinedWhileInventoryUnknownAreBidLater(t *testing.T) {
 	p.cap.SetUnavailable("no report in Inventory test on the cluster")
 	tenant := newTenant(t, l, "tenant")
 
-	small := groupSpec(nil, unitSpec{count: 1, cpu: 100, mem: 64 << 20})
+	small := bidtest.GroupSpec(nil, bidtest.Unit{Count: 1, CPU: 100, Mem: 64 << 20})
 	kept, closed := tenant.deploy(1, small), tenant.deploy(2, small)
 	for _, o := range []market.OrderID{kept, closed} {
-		if d := decisionFor(t, p.engine, o); d.Result != ResultNoBid || d.Reason != ReasonInventoryStale {
-			t.Fatalf("order %s while the inventory is unknown: %+v, want no bid for %s", o, d, ReasonInventoryStale)
+		if d := decisionFor(t, p.engine, o); d.Result != bidengine.ResultNoBid || d.Reason != bidengine.ReasonInventoryStale {
+			t.Fatalf("order %s while the inventory is unknown: %+v, want no bid for %s", o, d, bidengine.ReasonInventoryStale)
 		}
 	}
 	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCloseDeployment{ID: closed.Group().Deployment()}); err != nil {
@@ -366,7 +368,7 @@ func TestOrdersDeclinedWhileInventoryUnknownAreBidLater(t *testing.T) {
 	if b.State != ledger.BidOpen || !p.cap.Reserved(kept) {
 		t.Fatalf("bid %+v (reserved %v), want an open bid holding its capacity", b, p.cap.Reserved(kept))
 	}
-	if d := decisionFor(t, p.engine, kept); d.Result != ResultBid || d.Reason != ReasonPriced {
+	if d := decisionFor(t, p.engine, kept); d.Result != bidengine.ResultBid || d.Reason != bidengine.ReasonPriced {
 		t.Errorf("order %s once the inventory is known: %+v, want a bid", kept, d)
 	}
 	var none ledger.Bid
