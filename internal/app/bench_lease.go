@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -145,7 +144,7 @@ func newReadiness() *readiness {
 		gone: map[market.LeaseID]bool{}, changed: make(chan struct{}, 1)}
 }
 
-func (r *readiness) observe(s kube.LeaseStatus) {
+func (r *readiness) observe(s cluster.LeaseStatus) {
 	now := time.Now()
 	r.mu.Lock()
 	r.last = now

@@ -16,7 +16,6 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/status"
@@ -252,4 +251,6 @@ func (noLeases) MigrateEndpoints(string, []string, uint64, uint32) ([]string, er
 
 func (noLeases) Routes(market.LeaseID) cluster.Routes { return cluster.Routes{} }
 
-func (noLeases) Status(market.LeaseID) (kube.LeaseStatus, bool) { return kube.LeaseStatus{}, false }
+func (noLeases) Status(market.LeaseID) (cluster.LeaseStatus, bool) {
+	return cluster.LeaseStatus{}, false
+}

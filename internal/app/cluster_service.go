@@ -38,7 +38,7 @@ type clusterService struct {
 // owner's leases only (the provider and its chain: others may share the cluster).
 // active asks the ledger about a lease; onStatus (may be nil) receives each lease
 // status change and must not block.
-func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(kube.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
+func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
 	if err := owner.Validate(); err != nil {
 		return nil, err
 	}

@@ -139,7 +139,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: c.ChainID()}
-	if p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s kube.LeaseStatus) {
+	if p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s cluster.LeaseStatus) {
 		p.readyClock.observe(s)
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)

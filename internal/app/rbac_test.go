@@ -500,7 +500,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	// The monitor follows the workloads, the node port and the events.
 	testenv.EventuallyNoError(t, time.Minute, "the lease's status (watch deployments, statefulsets, services, events)", func() error {
 		st, _ := svc.monitor.Status(a)
-		byName := map[string]kube.ServiceStatus{}
+		byName := map[string]cluster.ServiceStatus{}
 		for _, s := range st.Services {
 			byName[s.Name] = s
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/market"
@@ -62,7 +63,7 @@ func (l leaseStreams) Logs(ctx context.Context, id market.LeaseID, o rest.LogOpt
 // Events implements rest.Streams.
 func (l leaseStreams) Events(ctx context.Context, id market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error {
 	ns := kube.LeaseNamespace(id)
-	return streamError(l.k.Events(ctx, id, kube.EventOptions{Follow: follow}, func(e kube.Event) error {
+	return streamError(l.k.Events(ctx, id, kube.EventOptions{Follow: follow}, func(e cluster.Event) error {
 		kind, name, _ := strings.Cut(e.Object, "/")
 		return emit(api.LeaseEvent{Type: e.Type, Reason: e.Reason, Note: e.Message, Object: api.EventObject{Kind: kind, Namespace: ns, Name: name}})
 	}))

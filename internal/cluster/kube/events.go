@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
 
@@ -25,7 +26,7 @@ type EventOptions struct {
 
 // newEvent is what berth reports of a Kubernetes event. Events recorded through
 // events.k8s.io carry their time and count in their series, or only an event time.
-func newEvent(e *corev1.Event) Event {
+func newEvent(e *corev1.Event) cluster.Event {
 	at, count := e.LastTimestamp.Time, e.Count
 	if s := e.Series; s != nil {
 		at, count = s.LastObservedTime.Time, s.Count
@@ -35,7 +36,7 @@ func newEvent(e *corev1.Event) Event {
 			at = t
 		}
 	}
-	return Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
+	return cluster.Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
 		Message: e.Message, Count: max(count, 1)}
 }
 
@@ -46,7 +47,7 @@ func newEvent(e *corev1.Event) Event {
 // error). What waits for a slow fn is at most one entry per event of the namespace:
 // an event updated meanwhile is delivered once, as it is then. An unknown lease is
 // ErrNoSuchLease.
-func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts EventOptions, fn func(Event) error) error {
+func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts EventOptions, fn func(cluster.Event) error) error {
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
 		return err
@@ -73,7 +74,7 @@ func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts EventOptio
 // followEvents runs an informer on the namespace's events: its handlers only queue the
 // event's key, and this goroutine delivers the event as the informer's store has it,
 // unless that version was delivered already.
-func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string, fn func(Event) error) error {
+func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string, fn func(cluster.Event) error) error {
 	// An informer retries a failing list forever: a list that cannot be made is an
 	// error here rather than a stream that never starts.
 	if _, err := s.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
@@ -110,7 +111,7 @@ func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string
 
 // deliverEvents waits for the informer's first list, delivers it oldest first, then
 // what the queue names, until the queue shuts down (ctx ended) or fn fails.
-func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced cache.InformerSynced, queue workqueue.TypedInterface[string], fn func(Event) error) error {
+func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced cache.InformerSynced, queue workqueue.TypedInterface[string], fn func(cluster.Event) error) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return nil // ctx ended; runInformers reports a failure to list
 	}
@@ -140,7 +141,7 @@ func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced c
 	}
 }
 
-func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[string]string, fn func(Event) error) error {
+func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[string]string, fn func(cluster.Event) error) error {
 	o, exists, err := store.GetByKey(key)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", key, err)
@@ -161,7 +162,7 @@ func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[stri
 func oldestFirst(events []*corev1.Event) []*corev1.Event {
 	type timed struct {
 		e  *corev1.Event
-		at Event
+		at cluster.Event
 	}
 	ts := make([]timed, len(events))
 	for i, e := range events {

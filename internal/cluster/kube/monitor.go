@@ -24,87 +24,8 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// ForwardedPort is a global port of a service reached through a node port.
-type ForwardedPort struct {
-	Port         int32  `json:"port"`
-	ExternalPort int32  `json:"externalPort"`
-	Proto        string `json:"proto"`
-	Name         string `json:"name"`
-}
-
-// ServiceStatus is one manifest service as the cluster runs it.
-type ServiceStatus struct {
-	Name string `json:"name"`
-	// Total is the replicas wanted; Available those ready long enough to serve; Ready
-	// those passing readiness now.
-	Total     int32 `json:"total"`
-	Available int32 `json:"available"`
-	Ready     int32 `json:"ready"`
-	// Replicas are the pods that exist, Updated those running the current manifest;
-	// ObservedGeneration is the last workload spec the controller acted on.
-	Replicas           int32           `json:"replicas"`
-	Updated            int32           `json:"updated"`
-	ObservedGeneration int64           `json:"observed_generation"`
-	Forwarded          []ForwardedPort `json:"forwarded_ports,omitempty"`
-	// Errors are why replicas are missing (unschedulable, image pull, crash loop,
-	// refused by admission), newest state first.
-	Errors []string `json:"errors,omitempty"`
-}
-
-// Event is a Kubernetes event about one of a lease's objects.
-type Event struct {
-	Time    time.Time `json:"time"`
-	Type    string    `json:"type"` // Normal or Warning
-	Reason  string    `json:"reason"`
-	Object  string    `json:"object"` // kind/name
-	Message string    `json:"message"`
-	// Count is how many times it happened (at least 1; Time is the last).
-	Count int32 `json:"count"`
-}
-
 // eventsKept is how many recent events a lease's status holds.
 const eventsKept = 10
-
-// LeaseStatus is a lease's state on the cluster, computed from the informers' caches.
-type LeaseStatus struct {
-	Lease    market.LeaseID  `json:"lease"`
-	Services []ServiceStatus `json:"services"`
-	// Events are the lease's most recent Kubernetes events, newest last.
-	Events []Event `json:"events,omitempty"`
-	// Hosts are the lease's hostnames as the hostname operator reports them (from
-	// the ProviderHosts' status), by hostname.
-	Hosts []HostStatus `json:"hosts,omitempty"`
-	// IPs are the lease's ports on leased IPs as the IP operator reports them.
-	IPs []LeasedIPStatus `json:"ips,omitempty"`
-	// Ready: every service has all its replicas available.
-	Ready     bool      `json:"ready"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// HostStatus is how one hostname of a lease is routed.
-type HostStatus struct {
-	Hostname string `json:"hostname"`
-	Service  string `json:"service"`
-	// Phase is the ProviderHost's (Routed, Ready, Unready, Conflict, Failed; "" until
-	// the hostname operator has seen it).
-	Phase   string `json:"phase"`
-	Message string `json:"message,omitempty"`
-}
-
-// LeasedIPStatus is one port of a lease on a leased IP.
-type LeasedIPStatus struct {
-	Service      string `json:"service"`
-	Endpoint     string `json:"endpoint"`
-	Port         int32  `json:"port"`
-	ExternalPort int32  `json:"external_port"`
-	Protocol     string `json:"protocol"`
-	// IP is the address ("" until MetalLB assigns one); Phase and Message the
-	// ProviderLeasedIP's (Assigned, Pending, Failed; "" until the IP operator has
-	// seen it).
-	IP      string `json:"ip,omitempty"`
-	Phase   string `json:"phase"`
-	Message string `json:"message,omitempty"`
-}
 
 // Monitor watches the lease namespaces of its owner (provider and chain) through
 // informers (no polling) and keeps each lease's status up to date, calling OnChange with each new status. Status reads are
@@ -113,7 +34,7 @@ type Monitor struct {
 	cs       kubernetes.Interface
 	owner    cluster.Owner
 	log      *slog.Logger
-	onChange func(LeaseStatus)
+	onChange func(cluster.LeaseStatus)
 
 	// The informers' stores, indexed by namespace; they hold views (views.go).
 	deployments, statefulSets, pods, services cache.Indexer
@@ -122,23 +43,23 @@ type Monitor struct {
 	hosts, leasedIPs cache.Indexer
 
 	mu       sync.Mutex
-	statuses map[market.LeaseID]LeaseStatus
-	events   map[market.LeaseID][]Event
+	statuses map[market.LeaseID]cluster.LeaseStatus
+	events   map[market.LeaseID][]cluster.Event
 	leaseOf  map[string]market.LeaseID // namespace → lease, for events (which carry no labels)
 	synced   chan struct{}
 }
 
 // NewMonitor returns a monitor; onChange (may be nil) is called with each changed
 // status, in order, from the informers' goroutines, and must not block.
-func NewMonitor(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger, onChange func(LeaseStatus)) (*Monitor, error) {
+func NewMonitor(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger, onChange func(cluster.LeaseStatus)) (*Monitor, error) {
 	if cs == nil || log == nil {
 		return nil, errors.New("monitor: client and logger are required")
 	}
 	if err := owner.Validate(); err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)
 	}
-	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]LeaseStatus{},
-		events: map[market.LeaseID][]Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
+	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]cluster.LeaseStatus{},
+		events: map[market.LeaseID][]cluster.Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
 }
 
 // WithHosts has the monitor also watch the leases' ProviderHosts through dc, so that
@@ -184,7 +105,7 @@ func (m *Monitor) HostPhases() map[string]int {
 }
 
 // Status returns a lease's last computed status.
-func (m *Monitor) Status(id market.LeaseID) (LeaseStatus, bool) {
+func (m *Monitor) Status(id market.LeaseID) (cluster.LeaseStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.statuses[id]
@@ -326,21 +247,21 @@ func (m *Monitor) touch(o any) {
 	}
 }
 
-func sameStatus(a, b LeaseStatus) bool {
-	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y ServiceStatus) bool {
+func sameStatus(a, b cluster.LeaseStatus) bool {
+	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y cluster.ServiceStatus) bool {
 		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
 			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors)
 	})
 }
 
 // compute builds a lease's status from the caches.
-func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
+func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 	ns := LeaseNamespace(id)
-	byName := map[string]*ServiceStatus{}
-	get := func(name string) *ServiceStatus {
+	byName := map[string]*cluster.ServiceStatus{}
+	get := func(name string) *cluster.ServiceStatus {
 		s, ok := byName[name]
 		if !ok {
-			s = &ServiceStatus{Name: name}
+			s = &cluster.ServiceStatus{Name: name}
 			byName[name] = s
 		}
 		return s
@@ -355,7 +276,7 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 			}
 		}
 	}
-	var hosts []HostStatus
+	var hosts []cluster.HostStatus
 	if m.hosts != nil {
 
 		for _, o := range byNamespace(m.hosts, ns) {
@@ -363,16 +284,16 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 				hosts = append(hosts, h.status)
 			}
 		}
-		slices.SortFunc(hosts, func(a, b HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
+		slices.SortFunc(hosts, func(a, b cluster.HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	}
-	var ips []LeasedIPStatus
+	var ips []cluster.LeasedIPStatus
 	if m.leasedIPs != nil {
 		for _, o := range byNamespace(m.leasedIPs, ns) {
 			if v, ok := o.(*leasedIPView); ok && v.lease != nil {
 				ips = append(ips, v.status)
 			}
 		}
-		slices.SortFunc(ips, func(a, b LeasedIPStatus) int {
+		slices.SortFunc(ips, func(a, b cluster.LeasedIPStatus) int {
 			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ExternalPort, b.ExternalPort), cmp.Compare(a.Protocol, b.Protocol))
 		})
 	}
@@ -403,19 +324,19 @@ func (m *Monitor) compute(id market.LeaseID) LeaseStatus {
 		}
 		for _, p := range sv.ports {
 			if p.nodePort != 0 {
-				s.Forwarded = append(s.Forwarded, ForwardedPort{Port: p.port, ExternalPort: p.nodePort, Proto: string(p.proto), Name: s.Name})
+				s.Forwarded = append(s.Forwarded, cluster.ForwardedPort{Port: p.port, ExternalPort: p.nodePort, Proto: string(p.proto), Name: s.Name})
 			}
 		}
 	}
-	out := LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts, IPs: ips}
+	out := cluster.LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts, IPs: ips}
 	for _, s := range byName {
-		slices.SortFunc(s.Forwarded, func(a, b ForwardedPort) int { return int(a.Port) - int(b.Port) })
+		slices.SortFunc(s.Forwarded, func(a, b cluster.ForwardedPort) int { return int(a.Port) - int(b.Port) })
 		out.Services = append(out.Services, *s)
 		if s.Available < s.Total || s.Total == 0 {
 			out.Ready = false
 		}
 	}
-	slices.SortFunc(out.Services, func(a, b ServiceStatus) int {
+	slices.SortFunc(out.Services, func(a, b cluster.ServiceStatus) int {
 		switch {
 		case a.Name < b.Name:
 			return -1

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -40,8 +41,8 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	)
 	nvidiaRuntimeClass(t, cs)
 	d := newTestDeployer(t, kube) // installs the CRDs the monitor watches
-	updates := make(chan LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s LeaseStatus) {
+	updates := make(chan cluster.LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s cluster.LeaseStatus) {
 		if s.Lease == monLease {
 			updates <- s
 		}
@@ -75,7 +76,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), monLease) })
 
-	await := func(what string, cond func(LeaseStatus) bool) LeaseStatus {
+	await := func(what string, cond func(cluster.LeaseStatus) bool) cluster.LeaseStatus {
 		t.Helper()
 		timeout := time.After(60 * time.Second)
 		for {
@@ -90,15 +91,15 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 			}
 		}
 	}
-	svc := func(s LeaseStatus, name string) ServiceStatus {
+	svc := func(s cluster.LeaseStatus, name string) cluster.ServiceStatus {
 		for _, x := range s.Services {
 			if x.Name == name {
 				return x
 			}
 		}
-		return ServiceStatus{}
+		return cluster.ServiceStatus{}
 	}
-	s := await("web and llm available, the worker's reason", func(s LeaseStatus) bool {
+	s := await("web and llm available, the worker's reason", func(s cluster.LeaseStatus) bool {
 		web, llm, worker := svc(s, "web"), svc(s, "llm"), svc(s, "worker")
 		return web.Available == 2 && llm.Available == 1 && len(web.Forwarded) == 2 && len(worker.Errors) > 0
 	})
@@ -112,16 +113,16 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		t.Fatalf("worker %+v", w)
 	}
 	// The scheduler's event about the worker shows among the lease's recent events.
-	await("the scheduling event", func(s LeaseStatus) bool {
-		return slices.ContainsFunc(s.Events, func(e Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
+	await("the scheduling event", func(s cluster.LeaseStatus) bool {
+		return slices.ContainsFunc(s.Events, func(e cluster.Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
 	})
 	// The hostname operator's report on the lease's hostname shows in its status.
 	hosts := dc.Resource(ProviderHostResource).Namespace(LeaseNamespace(monLease))
 	if _, err := hosts.Patch(ctx, "www.example.com", types.MergePatchType, []byte(`{"status":{"phase":"Ready","message":"reached"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	await("the hostname's status", func(s LeaseStatus) bool {
-		return slices.Equal(s.Hosts, []HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
+	await("the hostname's status", func(s cluster.LeaseStatus) bool {
+		return slices.Equal(s.Hosts, []cluster.HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
 	})
 	// And the IP operator's on its port on a leased IP.
 	ips := dc.Resource(ProviderLeasedIPResource).Namespace(LeaseNamespace(monLease))
@@ -132,7 +133,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if _, err := ips.Patch(ctx, l.Items[0].GetName(), types.MergePatchType, []byte(`{"status":{"phase":"Assigned","ip":"192.0.2.7"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	await("the leased IP's status", func(s LeaseStatus) bool {
+	await("the leased IP's status", func(s cluster.LeaseStatus) bool {
 		return len(s.IPs) == 1 && s.IPs[0].IP == "192.0.2.7" && s.IPs[0].Phase == "Assigned" && s.IPs[0].Endpoint == "pub" && s.IPs[0].ExternalPort > 0
 	})
 	s, _ = mon.Status(monLease)
@@ -142,7 +143,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if err := d.Teardown(ctx, monLease); err != nil {
 		t.Fatal(err)
 	}
-	await("the lease gone", func(s LeaseStatus) bool { return len(s.Services) == 0 })
+	await("the lease gone", func(s cluster.LeaseStatus) bool { return len(s.Services) == 0 })
 	if _, ok := mon.Status(monLease); ok {
 		t.Fatal("a torn-down lease still has a status")
 	}

@@ -33,8 +33,8 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	updates := make(chan LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, log, func(s LeaseStatus) {
+	updates := make(chan cluster.LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, testOwner, log, func(s cluster.LeaseStatus) {
 		if s.Lease == id {
 			updates <- s
 		}
@@ -61,7 +61,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := res.Manifest[0]
-	await := func(what string, timeout time.Duration, cond func(LeaseStatus) bool) {
+	await := func(what string, timeout time.Duration, cond func(cluster.LeaseStatus) bool) {
 		t.Helper()
 		deadline := time.After(timeout)
 		for {
@@ -79,7 +79,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{1}, 32), group); err != nil {
 		t.Fatal(err)
 	}
-	await("the lease ready", time.Minute, func(s LeaseStatus) bool { return s.Ready })
+	await("the lease ready", time.Minute, func(s cluster.LeaseStatus) bool { return s.Ready })
 
 	if err := kube.RestartAPIServer(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{2}, 32), group); err != nil {
 		t.Fatal(err)
 	}
-	await("the update rolled out after the outage", 4*time.Minute, func(s LeaseStatus) bool {
+	await("the update rolled out after the outage", 4*time.Minute, func(s cluster.LeaseStatus) bool {
 		if !s.Ready {
 			return false
 		}

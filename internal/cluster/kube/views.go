@@ -206,7 +206,7 @@ func (v *workloadView) DeepCopyObject() runtime.Object {
 // ignores them) keep only their names.
 type eventView struct {
 	view
-	event *Event
+	event *cluster.Event
 }
 
 func newEventView(e *corev1.Event) *eventView {
@@ -231,7 +231,7 @@ func (v *eventView) DeepCopyObject() runtime.Object {
 // hostView is a ProviderHost as the monitor keeps it: its lease and its status.
 type hostView struct {
 	view
-	status HostStatus
+	status cluster.HostStatus
 }
 
 // newHostView reads a ProviderHost from the dynamic informer.
@@ -254,7 +254,7 @@ func (v *hostView) DeepCopyObject() runtime.Object { c := *v; return &c }
 // leasedIPView is a ProviderLeasedIP as the monitor keeps it.
 type leasedIPView struct {
 	view
-	status LeasedIPStatus
+	status cluster.LeasedIPStatus
 }
 
 // newLeasedIPView reads a ProviderLeasedIP from the dynamic informer.
@@ -270,7 +270,7 @@ func newLeasedIPView(o any, owner cluster.Owner) any {
 		n, _, _ := unstructured.NestedInt64(u.Object, f...)
 		return int32(min(max(n, 0), 65535))
 	}
-	v.status = LeasedIPStatus{
+	v.status = cluster.LeasedIPStatus{
 		Service: str("spec", "service"), Endpoint: str("spec", "name"), Port: num("spec", "port"), ExternalPort: num("spec", "externalPort"),
 		Protocol: str("spec", "protocol"), IP: str("status", "ip"), Phase: str("status", "phase"), Message: str("status", "message"),
 	}

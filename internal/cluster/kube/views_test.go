@@ -129,7 +129,7 @@ func TestViews(t *testing.T) {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web-1.abc", Namespace: LeaseNamespace(id)},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "web-1"}, Type: corev1.EventTypeWarning, Reason: "BackOff", Message: "back-off pulling",
 		LastTimestamp: metav1.NewTime(time.Unix(1700000100, 0))}
-	want := Event{Time: time.Unix(1700000100, 0), Type: "Warning", Reason: "BackOff", Object: "Pod/web-1", Message: "back-off pulling"}
+	want := cluster.Event{Time: time.Unix(1700000100, 0), Type: "Warning", Reason: "BackOff", Object: "Pod/web-1", Message: "back-off pulling"}
 	if v := mustView[*eventView](t, ev); v.event == nil || !v.event.Time.Equal(want.Time) || v.event.Object != want.Object || v.event.Message != want.Message {
 		t.Fatalf("event view %+v", v.event)
 	}

@@ -11,7 +11,6 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
@@ -200,7 +199,7 @@ func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market
 	s.writeError(w, r, notFound(fmt.Sprintf("lease %d/%d/%d has no service %q", id.DSeq, id.GSeq, id.OSeq, name)))
 }
 
-func findService(st kube.LeaseStatus, name string) *kube.ServiceStatus {
+func findService(st cluster.LeaseStatus, name string) *cluster.ServiceStatus {
 	for i := range st.Services {
 		if st.Services[i].Name == name {
 			return &st.Services[i]

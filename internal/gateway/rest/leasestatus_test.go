@@ -6,7 +6,6 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/market"
 )
 
@@ -16,10 +15,10 @@ import (
 // provider.
 func TestLeaseStatusRoutes(t *testing.T) {
 	g := market.ManifestGroup{Name: "g", Services: []market.Service{{Name: "web", Count: 1}}}
-	st := kube.LeaseStatus{
-		Hosts: []kube.HostStatus{{Hostname: "a.example.com", Service: "web", Phase: "Ready", Message: "reached"},
+	st := cluster.LeaseStatus{
+		Hosts: []cluster.HostStatus{{Hostname: "a.example.com", Service: "web", Phase: "Ready", Message: "reached"},
 			{Hostname: "b.example.com", Service: "web", Phase: "Failed", Message: "ingresses.networking.k8s.io is forbidden: secret detail"}},
-		IPs: []kube.LeasedIPStatus{
+		IPs: []cluster.LeasedIPStatus{
 			{Service: "web", Endpoint: "pub", Port: 8080, ExternalPort: 80, Protocol: "TCP", IP: "192.0.2.7", Phase: "Assigned", Message: "MetalLB assigned 192.0.2.7"},
 			{Service: "web", Endpoint: "pub2", Port: 53, ExternalPort: 53, Protocol: "UDP", Phase: "Pending", Message: "MetalLB cannot assign an address: no available IPs"},
 		},

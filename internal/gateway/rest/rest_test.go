@@ -25,7 +25,6 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/manifest"
@@ -123,9 +122,9 @@ func (f *fakeDeployments) Routes(id market.LeaseID) cluster.Routes {
 	return r
 }
 
-type fakeStatuses map[market.LeaseID]kube.LeaseStatus
+type fakeStatuses map[market.LeaseID]cluster.LeaseStatus
 
-func (f fakeStatuses) Status(id market.LeaseID) (kube.LeaseStatus, bool) {
+func (f fakeStatuses) Status(id market.LeaseID) (cluster.LeaseStatus, bool) {
 	s, ok := f[id]
 	return s, ok
 }
@@ -186,9 +185,9 @@ func newEnv(t *testing.T, certs ...func(own tls.Certificate) func(*tls.ClientHel
 		getCert = c(tc)
 	}
 	reg := prometheus.NewRegistry()
-	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []kube.ServiceStatus{{
+	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []cluster.ServiceStatus{{
 		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
-		Forwarded: []kube.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
+		Forwarded: []cluster.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
 	}}}}
 	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", IngressDomain: testIngressDomain, PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
 		Certificate: getCert},

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/net/netutil"
 
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
@@ -44,7 +43,7 @@ type Deployments interface {
 
 // Statuses are the leases' cluster status (kube.Monitor).
 type Statuses interface {
-	Status(id market.LeaseID) (kube.LeaseStatus, bool)
+	Status(id market.LeaseID) (cluster.LeaseStatus, bool)
 }
 
 // StatusSource is the provider's status snapshot: its JSON, served as it is.
