@@ -41,8 +41,7 @@ type Provider struct {
 	bcast  *chain.Broadcaster
 	engine *bidengine.Engine
 	bids   *onchain.Service
-	won    *bus.Bus[bidengine.LeaseWon]
-	closed *bus.Bus[bidengine.LeaseClosed]
+	leases *bus.Bus[bidengine.LeaseEvent]
 	*clusterService
 	orphans time.Duration
 	// unhealthy tracks leases not ready, for the optional close policy checked every
@@ -161,10 +160,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, err
 	}
-	if p.won, err = bus.New[bidengine.LeaseWon]("lease_won", p.reg); err != nil {
-		return nil, err
-	}
-	if p.closed, err = bus.New[bidengine.LeaseClosed]("lease_closed", p.reg); err != nil {
+	if p.leases, err = bus.New[bidengine.LeaseEvent]("leases", p.reg); err != nil {
 		return nil, err
 	}
 	if p.orphans, err = cfg.orphanInterval(); err != nil {
@@ -175,7 +171,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	if p.bids, err = onchain.NewService(onchain.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast,
-		onchain.Buses{Won: p.won, Closed: p.closed}, log, p.reg); err != nil {
+		p.leases, log, p.reg); err != nil {
 		return nil, err
 	}
 	bcfg, err := cfg.balance(p.bcast.Address())
@@ -259,9 +255,6 @@ func kubeConfig(cfg ProviderConfig) (*rest.Config, error) {
 // Engine is the bid engine's decision core (for status).
 func (p *Provider) Engine() *bidengine.Engine { return p.engine }
 
-// LeaseWon is the bus LeaseWon events are published on.
-func (p *Provider) LeaseWon() *bus.Bus[bidengine.LeaseWon] { return p.won }
-
 // Balance is the balance checker (earnings, withdrawals).
 func (p *Provider) Balance() *balance.Checker { return p.balance }
 
@@ -301,28 +294,21 @@ func (p *Provider) Monitor() *kube.Monitor { return p.monitor }
 
 // Run runs every component until ctx ends or one fails; it returns after all stopped.
 func (p *Provider) Run(ctx context.Context) error {
-	closed, err := p.closed.Subscribe(1024, nil)
+	leases, err := p.leases.Subscribe(1024, nil)
 	if err != nil {
 		return err
 	}
 	// The balance checker has its own subscription: its ledger reads do not hold up
 	// teardowns.
-	payouts, err := p.closed.Subscribe(1024, nil)
+	payouts, err := p.leases.Subscribe(1024, nil)
 	if err != nil {
-		closed.Close()
-		return err
-	}
-	won, err := p.won.Subscribe(1024, nil)
-	if err != nil {
-		closed.Close()
-		payouts.Close()
+		leases.Close()
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	p.start(ctx, g, p.cfg.Cluster.InstallCRDs, p.log)
-	g.Go(func() error { return p.followClosed(ctx, closed) })
+	g.Go(func() error { return p.followLeases(ctx, leases) })
 	g.Go(func() error { return p.followPayouts(ctx, payouts) })
-	g.Go(func() error { return p.followWon(ctx, won) })
 	g.Go(func() error {
 		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.manager.Started()} {
 			select {
@@ -393,16 +379,17 @@ func (p *Provider) Run(ctx context.Context) error {
 	err = g.Wait()
 	p.client.Close()
 	p.log.InfoContext(context.WithoutCancel(ctx), "provider stopped", slog.Duration("took", time.Since(stopping)))
-	p.won.Close()
-	p.closed.Close()
+	p.leases.Close()
 	p.balanceEvents.Close()
 	return err
 }
 
-// followClosed tears down every lease the ledger closes. If the subscription falls
-// behind, the orphan pass (which checks every lease namespace against the ledger)
-// catches what was missed.
-func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[bidengine.LeaseClosed]) error {
+// followLeases follows each lease of ours in the ledger's order: a lease won starts
+// its manifest watchdog, a lease closed stops it and is torn down. If the subscription
+// falls behind, the orphan pass (which checks every lease namespace against the
+// ledger) catches the closes missed; leases won meanwhile have no watchdog (they are
+// not closed for lack of a manifest: the error is on the tenant's side).
+func (p *Provider) followLeases(ctx context.Context, sub *bus.Subscription[bidengine.LeaseEvent]) error {
 	// Events wait in the subscription until the manager has rebuilt.
 	select {
 	case <-p.manager.Started():
@@ -410,11 +397,16 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 		sub.Close()
 		return nil
 	}
-	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
-		p.gw.manifests.LeaseClosed(ev.Lease)
-		p.manager.LeaseClosed(ev.Lease)
+	return follow(ctx, p.leases, sub, func(ev bidengine.LeaseEvent) {
+		switch {
+		case ev.Won != nil:
+			p.gw.manifests.LeaseWon(ctx, ev.Won.Lease, ev.Won.CreatedAt)
+		case ev.Closed != nil:
+			p.gw.manifests.LeaseClosed(ev.Closed.Lease)
+			p.manager.LeaseClosed(ev.Closed.Lease)
+		}
 	}, func(err error) {
-		p.log.WarnContext(ctx, "lease-closed events fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
+		p.log.WarnContext(ctx, "lease events fell behind; checking every lease against the ledger (leases won meanwhile have no manifest watchdog)", slog.String("error", err.Error()))
 		p.orphanPass(ctx)
 	})
 }
@@ -422,22 +414,16 @@ func (p *Provider) followClosed(ctx context.Context, sub *bus.Subscription[biden
 // followPayouts records, for the balance checker, what the ledger paid each lease of
 // ours as it closed. Events missed when the subscription falls behind are found by the
 // checker's next check (a lease gone from the active list is read again).
-func (p *Provider) followPayouts(ctx context.Context, sub *bus.Subscription[bidengine.LeaseClosed]) error {
-	return follow(ctx, p.closed, sub, func(ev bidengine.LeaseClosed) {
-		if err := p.balance.LeaseClosed(ctx, ev.Lease, ev.Reason); err != nil && ctx.Err() == nil {
-			p.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Lease.String()), slog.String("error", err.Error()))
+func (p *Provider) followPayouts(ctx context.Context, sub *bus.Subscription[bidengine.LeaseEvent]) error {
+	return follow(ctx, p.leases, sub, func(ev bidengine.LeaseEvent) {
+		if ev.Closed == nil {
+			return
+		}
+		if err := p.balance.LeaseClosed(ctx, ev.Closed.Lease, ev.Closed.Reason); err != nil && ctx.Err() == nil {
+			p.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Closed.Lease.String()), slog.String("error", err.Error()))
 		}
 	}, func(err error) {
-		p.log.WarnContext(ctx, "lease-closed events fell behind; the balance checker's next check finds the payouts", slog.String("error", err.Error()))
-	})
-}
-
-// followWon starts the manifest watchdog for each lease won. Leases missed when the
-// subscription falls behind have no watchdog (they are not closed for lack of a
-// manifest: the error is on the tenant's side).
-func (p *Provider) followWon(ctx context.Context, sub *bus.Subscription[bidengine.LeaseWon]) error {
-	return follow(ctx, p.won, sub, func(ev bidengine.LeaseWon) { p.gw.manifests.LeaseWon(ctx, ev.Lease, ev.CreatedAt) }, func(err error) {
-		p.log.WarnContext(ctx, "lease-won events fell behind; some leases have no manifest watchdog", slog.String("error", err.Error()))
+		p.log.WarnContext(ctx, "lease events fell behind; the balance checker's next check finds the payouts", slog.String("error", err.Error()))
 	})
 }
 

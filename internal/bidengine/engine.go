@@ -78,6 +78,14 @@ type LeaseClosed struct {
 	Reason string
 }
 
+// LeaseEvent is one step of a lease of ours, Won or Closed (one is set). They go on
+// one bus in the ledger's order, so a subscriber sees a lease won before it sees it
+// closed.
+type LeaseEvent struct {
+	Won    *LeaseWon
+	Closed *LeaseClosed
+}
+
 // ActionKind says what the run loop must do.
 type ActionKind int
 

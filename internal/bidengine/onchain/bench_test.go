@@ -41,11 +41,11 @@ func benchProvider(b *testing.B, l *testenv.LedgerNode, observe func(time.Durati
 	if err != nil {
 		b.Fatal(err)
 	}
-	won, err := bus.New[bidengine.LeaseWon]("bench", nil)
+	leases, err := bus.New[bidengine.LeaseEvent]("bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := NewService(ServiceConfig{Cursor: cur, Observe: observe}, e, c, bc, Buses{Won: won}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
+	svc, err := NewService(ServiceConfig{Cursor: cur, Observe: observe}, e, c, bc, leases, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -56,7 +56,7 @@ type Service struct {
 	engine *bidengine.Engine
 	client *chain.Client
 	sender Sender
-	buses  Buses
+	leases *bus.Bus[bidengine.LeaseEvent]
 	log    *slog.Logger
 
 	latency prometheus.Histogram
@@ -66,15 +66,9 @@ type Service struct {
 	sends sync.WaitGroup
 }
 
-// Buses are where the service publishes: LeaseWon (required) and LeaseClosed.
-type Buses struct {
-	Won    *bus.Bus[bidengine.LeaseWon]
-	Closed *bus.Bus[bidengine.LeaseClosed]
-}
-
 // NewService builds the run loop; it starts nothing.
-func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sender, buses Buses, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
-	if cfg.Cursor == nil || e == nil || c == nil || s == nil || buses.Won == nil || log == nil {
+func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sender, leases *bus.Bus[bidengine.LeaseEvent], log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+	if cfg.Cursor == nil || e == nil || c == nil || s == nil || leases == nil || log == nil {
 		return nil, errors.New("bid engine service: cursor, engine, client, sender, bus and logger are required")
 	}
 	if cfg.Concurrency <= 0 {
@@ -84,7 +78,7 @@ func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sende
 		cfg.TickInterval = time.Second
 	}
 	svc := &Service{
-		cfg: cfg, engine: e, client: c, sender: s, buses: buses, log: log, ready: make(chan struct{}),
+		cfg: cfg, engine: e, client: c, sender: s, leases: leases, log: log, ready: make(chan struct{}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "berth_bid_latency_seconds",
 			Help:    "Time from reading an order's block to handing its bid to the broadcaster.",
@@ -291,12 +285,10 @@ func (s *Service) act(ctx context.Context, acts []bidengine.Action) {
 			})
 		case bidengine.ActPublishWon:
 			s.log.InfoContext(ctx, "lease won", slog.String("lease", a.Won.Lease.String()), slog.String("price", a.Won.Price.String()))
-			s.buses.Won.Publish(*a.Won)
+			s.leases.Publish(bidengine.LeaseEvent{Won: a.Won})
 		case bidengine.ActPublishClosed:
 			s.log.InfoContext(ctx, "lease closed", slog.String("lease", a.Closed.Lease.String()), slog.String("reason", a.Closed.Reason))
-			if s.buses.Closed != nil {
-				s.buses.Closed.Publish(*a.Closed)
-			}
+			s.leases.Publish(bidengine.LeaseEvent{Closed: a.Closed})
 		case bidengine.ActAdopt:
 			err = s.adopt(ctx, a.Order.Bid(s.engine.Provider()).Lease(), false)
 		case bidengine.ActRestoreBid:
@@ -330,7 +322,7 @@ func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) er
 	}
 	if won != nil {
 		s.log.InfoContext(ctx, "lease adopted", slog.String("lease", won.Lease.String()), slog.Bool("at_start", rebuilt))
-		s.buses.Won.Publish(*won)
+		s.leases.Publish(bidengine.LeaseEvent{Won: won})
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ type providerStack struct {
 	cap    *cluster.Capacity
 	engine *bidengine.Engine
 	svc    *Service
-	won    *bus.Subscription[bidengine.LeaseWon]
+	leases *bus.Subscription[bidengine.LeaseEvent]
 	stop   func()
 }
 
@@ -59,15 +59,15 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	if err != nil {
 		t.Fatal(err)
 	}
-	wonBus, err := bus.New[bidengine.LeaseWon]("lease_won", nil)
+	leaseBus, err := bus.New[bidengine.LeaseEvent]("leases", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sub, err := wonBus.Subscribe(64, nil)
+	sub, err := leaseBus.Subscribe(64, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := NewService(ServiceConfig{Cursor: cur}, e, c, bc, Buses{Won: wonBus}, log, nil)
+	svc, err := NewService(ServiceConfig{Cursor: cur}, e, c, bc, leaseBus, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +98,11 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 			stopped = true
 			cancel()
 			wg.Wait()
-			wonBus.Close()
+			leaseBus.Close()
 		}
 	}
 	t.Cleanup(stop)
-	return &providerStack{cap: capacity, engine: e, svc: svc, won: sub, stop: stop}
+	return &providerStack{cap: capacity, engine: e, svc: svc, leases: sub, stop: stop}
 }
 
 type tenantClient struct {
@@ -241,13 +241,8 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCreateLease{BidID: o1.Bid(me)}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case w := <-p.won.Events():
-		if w.Lease != o1.Bid(me).Lease() || w.Price.String() != b1.Price.String() || w.Rebuilt {
-			t.Fatalf("lease won %+v", w)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no LeaseWon")
+	if w := nextLeaseEvent(t, p.leases).Won; w == nil || w.Lease != o1.Bid(me).Lease() || w.Price.String() != b1.Price.String() || w.Rebuilt {
+		t.Fatalf("lease won %+v", w)
 	}
 
 	// Lost: the tenant leases the rival's cheaper bid → our bid is lost and its
@@ -315,13 +310,8 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 		}
 	}
 	// The restarted engine holds our won lease and the open bids again, each reserved.
-	select {
-	case w := <-p2.won.Events():
-		if w.Lease != o1.Bid(me).Lease() || !w.Rebuilt {
-			t.Fatalf("rebuilt lease %+v", w)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the active lease was not rebuilt")
+	if w := nextLeaseEvent(t, p2.leases).Won; w == nil || w.Lease != o1.Bid(me).Lease() || !w.Rebuilt {
+		t.Fatalf("rebuilt lease %+v", w)
 	}
 	for _, o := range append([]market.OrderID{o1}, orders...) {
 		if !p2.cap.Reserved(o) {
@@ -331,6 +321,30 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 	if err := p2.cap.Check(); err != nil {
 		t.Fatal(err)
 	}
+
+	// The tenant closes the deployment: the lease's close follows its won on the one
+	// stream, and its capacity is back.
+	if _, err := tenant.b.Broadcast(t.Context(), &ledger.MsgCloseDeployment{ID: o1.Group().Deployment()}); err != nil {
+		t.Fatal(err)
+	}
+	if c := nextLeaseEvent(t, p2.leases).Closed; c == nil || c.Lease != o1.Bid(me).Lease() {
+		t.Fatalf("after the close: %+v, want the lease closed", c)
+	}
+	if p2.cap.Reserved(o1) {
+		t.Error("a closed lease still holds its capacity")
+	}
+}
+
+// nextLeaseEvent waits up to 30 s for the stream's next event.
+func nextLeaseEvent(t *testing.T, sub *bus.Subscription[bidengine.LeaseEvent]) bidengine.LeaseEvent {
+	t.Helper()
+	select {
+	case ev := <-sub.Events():
+		return ev
+	case <-time.After(30 * time.Second):
+		t.Fatal("no lease event in 30 s")
+	}
+	return bidengine.LeaseEvent{}
 }
 
 // TestOrdersDeclinedWhileInventoryUnknownAreBidLater: orders that arrive while the
