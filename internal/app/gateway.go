@@ -105,7 +105,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 		return nil, err
 	}
 	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, IngressDomain: cfg.Cluster.IngressDomain, Version: version, Certificate: getCert},
-		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: leaseStreams{streams},
+		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: streams,
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg, Decisions: p.engine.History()}, p.log); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
-	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -533,13 +532,13 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := leaseStreams{streams}
+	var ls rest.Streams = streams
 	marker := fmt.Sprintf("rbac-%d", time.Now().UnixNano())
 	k.AppendContainerLog(t, marker)
 	errFound := errors.New("found")
 	for _, follow := range []bool{false, true} {
 		seen := false
-		err := ls.Logs(ctx, a, rest.LogOptions{Services: []string{"web"}, Follow: follow, Tail: -1}, func(l rest.LogLine) error {
+		err := ls.Logs(ctx, a, cluster.LogOptions{Services: []string{"web"}, Follow: follow}, func(l cluster.LogLine) error {
 			if l.Message == marker {
 				seen = true
 				return errFound
@@ -551,7 +550,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		}
 	}
 	testenv.EventuallyNoError(t, 30*time.Second, "the lease's events listed", func() error {
-		switch err := ls.Events(ctx, a, false, func(api.LeaseEvent) error { return errFound }); {
+		switch err := ls.Events(ctx, a, cluster.EventOptions{}, func(cluster.Event) error { return errFound }); {
 		case err == nil:
 			return errors.New("no event yet")
 		case !errors.Is(err, errFound):
@@ -559,13 +558,13 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		}
 		return nil
 	})
-	if err := ls.Events(ctx, a, true, func(api.LeaseEvent) error { return errFound }); !errors.Is(err, errFound) {
+	if err := ls.Events(ctx, a, cluster.EventOptions{Follow: true}, func(cluster.Event) error { return errFound }); !errors.Is(err, errFound) {
 		t.Fatalf("events followed: %v", err)
 	}
 	// A shell goes over a websocket (SPDY is only the fallback): "get pods/exec" is
 	// among the requests used below, and a refused upgrade among those refused.
 	var stdout, stderr bytes.Buffer
-	code, err := ls.Exec(ctx, a, rest.ExecRequest{Service: "web", Command: []string{"echo", marker}, Stdout: &stdout, Stderr: &stderr})
+	code, err := ls.Exec(ctx, a, cluster.ExecRequest{Service: "web", Command: []string{"echo", marker}, Stdout: &stdout, Stderr: &stderr})
 	if err != nil || code != 0 || stdout.String() != marker+"\n" {
 		t.Fatalf("exec: exit %d, %v, stdout %q, stderr %q", code, err, stdout.String(), stderr.String())
 	}

@@ -42,6 +42,8 @@ type Event struct {
 	Message string    `json:"message"`
 	// Count is how many times it happened (at least 1; Time is the last).
 	Count int32 `json:"count"`
+	// Namespace is the object's (the lease's namespace; not in a status's JSON).
+	Namespace string `json:"-"`
 }
 
 // LeaseStatus is a lease's state on the cluster, computed from the informers' caches.

@@ -17,13 +17,6 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// EventOptions choose what Events delivers.
-type EventOptions struct {
-	// Follow delivers, after the current events, each event created or updated (its
-	// count growing) afterwards, until ctx ends.
-	Follow bool
-}
-
 // newEvent is what berth reports of a Kubernetes event. Events recorded through
 // events.k8s.io carry their time and count in their series, or only an event time.
 func newEvent(e *corev1.Event) cluster.Event {
@@ -37,7 +30,7 @@ func newEvent(e *corev1.Event) cluster.Event {
 		}
 	}
 	return cluster.Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
-		Message: e.Message, Count: max(count, 1)}
+		Message: e.Message, Count: max(count, 1), Namespace: e.InvolvedObject.Namespace}
 }
 
 // Events delivers the Kubernetes events of the lease's namespace to fn, oldest first,
@@ -47,7 +40,7 @@ func newEvent(e *corev1.Event) cluster.Event {
 // error). What waits for a slow fn is at most one entry per event of the namespace:
 // an event updated meanwhile is delivered once, as it is then. An unknown lease is
 // ErrNoSuchLease.
-func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts EventOptions, fn func(cluster.Event) error) error {
+func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts cluster.EventOptions, fn func(cluster.Event) error) error {
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
 		return err

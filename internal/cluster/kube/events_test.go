@@ -36,7 +36,7 @@ func TestEvents(t *testing.T) {
 		var last []cluster.Event
 		eventually(t, "the scheduler's event about the db pod", func() bool {
 			var c collected[cluster.Event]
-			if err := s.Events(ctx, l.id, EventOptions{}, c.add); err != nil {
+			if err := s.Events(ctx, l.id, cluster.EventOptions{}, c.add); err != nil {
 				t.Fatal(err)
 			}
 			last = c.all()
@@ -54,7 +54,7 @@ func TestEvents(t *testing.T) {
 		defer wg.Wait()
 		defer stop()
 		wg.Go(func() {
-			if err := s.Events(runCtx, l.id, EventOptions{Follow: true}, c.add); err != nil {
+			if err := s.Events(runCtx, l.id, cluster.EventOptions{Follow: true}, c.add); err != nil {
 				t.Error(err)
 			}
 		})
@@ -102,7 +102,7 @@ func TestEvents(t *testing.T) {
 		errStop := errors.New("enough")
 		for _, follow := range []bool{false, true} {
 			n := 0
-			err := s.Events(ctx, l.id, EventOptions{Follow: follow}, func(cluster.Event) error {
+			err := s.Events(ctx, l.id, cluster.EventOptions{Follow: follow}, func(cluster.Event) error {
 				n++
 				return errStop
 			})
@@ -114,7 +114,7 @@ func TestEvents(t *testing.T) {
 
 	t.Run("unknown lease", func(t *testing.T) {
 		other := market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
-		if err := s.Events(ctx, other, EventOptions{Follow: true}, func(cluster.Event) error { return nil }); !errors.Is(err, ErrNoSuchLease) {
+		if err := s.Events(ctx, other, cluster.EventOptions{Follow: true}, func(cluster.Event) error { return nil }); !errors.Is(err, cluster.ErrNoSuchLease) {
 			t.Fatalf("err %v", err)
 		}
 	})

@@ -17,34 +17,9 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
-
-// ExecOptions say what Exec runs, where, and with which streams.
-type ExecOptions struct {
-	// Service is the manifest service whose container runs the command (required).
-	Service string
-	// PodIndex picks one of the service's running pods, sorted by name.
-	PodIndex int
-	// Command is the program and its arguments (required).
-	Command []string
-	// Stdin, when set, is the command's input; its end closes the command's stdin.
-	// Exec may return before Stdin has ended: a read of it still waiting then returns
-	// when the caller closes it (the tenant's connection, say).
-	Stdin io.Reader
-	// Stdout and Stderr receive the command's output; nil discards it. With TTY the
-	// terminal's output goes to Stdout only.
-	Stdout, Stderr io.Writer
-	// TTY runs the command in a terminal; Resize then tells it its size (the first
-	// value as soon as known; close it or end ctx when done).
-	TTY    bool
-	Resize <-chan TerminalSize
-}
-
-// TerminalSize is a terminal's width and height, in characters.
-type TerminalSize struct {
-	Width, Height uint16
-}
 
 // Exec runs a command in the container of one of a lease service's running pods and
 // returns once it has exited, with its exit code: a command that fails is a result, not
@@ -54,9 +29,9 @@ type TerminalSize struct {
 //
 // The session goes over a websocket, or SPDY when the API server does not take
 // websockets.
-func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts ExecOptions) (int, error) {
+func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts cluster.ExecRequest) (int, error) {
 	if opts.Service == "" || len(opts.Command) == 0 || opts.Command[0] == "" {
-		return 0, fmt.Errorf("lease %s: exec needs a service and a command: %w", id, ErrInvalidRequest)
+		return 0, fmt.Errorf("lease %s: exec needs a service and a command: %w", id, cluster.ErrInvalidRequest)
 	}
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
@@ -100,7 +75,7 @@ func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts ExecOptions)
 	case errors.As(err, &exit) && exit.Exited():
 		return exit.ExitStatus(), nil
 	case commandNotFound(err):
-		return 0, fmt.Errorf("lease %s: exec %q in %s/%s: %w", id, opts.Command[0], ns, pod.Name, ErrNoSuchCommand)
+		return 0, fmt.Errorf("lease %s: exec %q in %s/%s: %w", id, opts.Command[0], ns, pod.Name, cluster.ErrNoSuchCommand)
 	default:
 		return 0, fmt.Errorf("lease %s: exec in %s/%s: %w", id, ns, pod.Name, err)
 	}
@@ -134,7 +109,7 @@ func (s *Streams) execPod(ctx context.Context, id market.LeaseID, ns, service st
 		}
 	}
 	if index < 0 || index >= len(running) {
-		return nil, fmt.Errorf("lease %s: service %s has %d running pods, not one at index %d: %w", id, service, len(running), index, ErrNoSuchPod)
+		return nil, fmt.Errorf("lease %s: service %s has %d running pods, not one at index %d: %w", id, service, len(running), index, cluster.ErrNoSuchPod)
 	}
 	slices.SortFunc(running, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return running[index], nil
@@ -160,7 +135,7 @@ func (s *Streams) executor(u *url.URL) (remotecommand.Executor, error) {
 // closed or the session is over.
 type resizeQueue struct {
 	ctx   context.Context // the session's: a queue lives for one Exec
-	sizes <-chan TerminalSize
+	sizes <-chan cluster.TerminalSize
 }
 
 func (q resizeQueue) Next() *remotecommand.TerminalSize {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -15,29 +16,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
-
-// LogOptions choose the logs Logs streams.
-type LogOptions struct {
-	// Service limits the logs to one service's pods; empty: every service's.
-	Service string
-	// Follow streams new lines as they are written, and the pods that start meanwhile,
-	// until ctx ends. Without it, Logs returns once it has read what each pod has.
-	Follow bool
-	// TailLines, when set, starts each pod's log that many lines before its end. A pod
-	// that starts while following is streamed from its first line.
-	TailLines *int64
-}
-
-// LogLine is one line of a container's log.
-type LogLine struct {
-	Service string
-	Pod     string
-	// Message is the line without its newline. A line longer than MaxLogLine bytes
-	// arrives as several, in order.
-	Message string
-}
 
 const (
 	// MaxLogLine is the longest Message of a LogLine.
@@ -47,7 +28,8 @@ const (
 	logBuffer = 128
 )
 
-// Logs streams the logs of the lease's pods (one service's when opts.Service is set),
+// Logs streams the logs of the lease's pods (the services' in opts.Services; every
+// service's when it is empty),
 // each pod's from its own connection, merged as they come: fn sees each pod's lines in
 // order, one call at a time, from the caller's goroutine. Memory is bounded however
 // slow fn is: when fn falls behind, reading stops.
@@ -60,23 +42,23 @@ const (
 // is logged and left out (one that has not started is streamed when it starts). No
 // pods at all is ErrNoPods; an unknown lease is ErrNoSuchLease, an unknown service
 // ErrNoSuchService.
-func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, fn func(LogLine) error) error {
+func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts cluster.LogOptions, fn func(cluster.LogLine) error) error {
 	if opts.TailLines != nil && *opts.TailLines < 0 {
-		return fmt.Errorf("lease %s: negative tail: %w", id, ErrInvalidRequest)
+		return fmt.Errorf("lease %s: negative tail: %w", id, cluster.ErrInvalidRequest)
 	}
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
 		return err
 	}
-	if opts.Service != "" {
-		if err := s.checkService(ctx, id, ns, opts.Service); err != nil {
+	for _, svc := range opts.Services {
+		if err := s.checkService(ctx, id, ns, svc); err != nil {
 			return err
 		}
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := &logMux{s: s, id: id, ns: ns, opts: opts, lines: make(chan LogLine, logBuffer), started: map[string]bool{}}
+	m := &logMux{s: s, id: id, ns: ns, opts: opts, lines: make(chan cluster.LogLine, logBuffer), started: map[string]bool{}}
 	var findErr error
 	go func() {
 		if opts.Follow {
@@ -92,8 +74,8 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, 
 	}()
 	var fnErr error
 	for l := range m.lines {
-		if fnErr != nil {
-			continue // drain until the streams have seen ctx end
+		if fnErr != nil || len(opts.Services) > 1 && !slices.Contains(opts.Services, l.Service) {
+			continue // drained until the streams have seen ctx end; or not asked for
 		}
 		if fnErr = fn(l); fnErr != nil {
 			cancel()
@@ -110,7 +92,7 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts LogOptions, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unread > 0 {
-		return fmt.Errorf("lease %s: %d of %d pods: %w", id, m.unread, m.pods, ErrLogUnreadable)
+		return fmt.Errorf("lease %s: %d of %d pods: %w", id, m.unread, m.pods, cluster.ErrLogUnreadable)
 	}
 	return nil
 }
@@ -120,8 +102,8 @@ type logMux struct {
 	s     *Streams
 	id    market.LeaseID
 	ns    string
-	opts  LogOptions
-	lines chan LogLine
+	opts  cluster.LogOptions
+	lines chan cluster.LogLine
 
 	mu      sync.Mutex // guards started, closed, pods and unread, and the Add side of streams
 	started map[string]bool
@@ -129,6 +111,15 @@ type logMux struct {
 	streams sync.WaitGroup
 	// Without Follow: the pods listed, and those whose log could not be read.
 	pods, unread int
+}
+
+// service is the one service whose pods are read ("": every service's pods, the lines
+// of those not asked for left out by Logs).
+func (m *logMux) service() string {
+	if len(m.opts.Services) == 1 {
+		return m.opts.Services[0]
+	}
+	return ""
 }
 
 // failed counts a pod whose log could not be read, without Follow (following, one
@@ -144,12 +135,12 @@ func (m *logMux) failed() {
 
 // listPods streams the pods running now.
 func (m *logMux) listPods(ctx context.Context) error {
-	pods, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.opts.Service)})
+	pods, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.service())})
 	if err != nil {
 		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
 	}
 	if len(pods.Items) == 0 {
-		return fmt.Errorf("lease %s: %w", m.id, ErrNoPods)
+		return fmt.Errorf("lease %s: %w", m.id, cluster.ErrNoPods)
 	}
 	m.mu.Lock()
 	m.pods = len(pods.Items)
@@ -165,12 +156,12 @@ func (m *logMux) listPods(ctx context.Context) error {
 func (m *logMux) watchPods(ctx context.Context) error {
 	// An informer retries a failing list forever: a list that cannot be made (no
 	// permission, say) is an error here rather than a stream that never starts.
-	if _, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.opts.Service), Limit: 1}); err != nil {
+	if _, err := m.s.cs.CoreV1().Pods(m.ns).List(ctx, metav1.ListOptions{LabelSelector: podSelector(m.service()), Limit: 1}); err != nil {
 		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
 	}
 	f := informers.NewSharedInformerFactoryWithOptions(m.s.cs, 0, informers.WithNamespace(m.ns),
 		informers.WithTransform(stripManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = podSelector(m.opts.Service) }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = podSelector(m.service()) }))
 	reg, err := f.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(o any, initial bool) {
 			if p, ok := o.(*corev1.Pod); ok {
@@ -243,7 +234,7 @@ func (m *logMux) stream(ctx context.Context, pod, service, container string, tai
 			return
 		}
 		select {
-		case m.lines <- LogLine{Service: service, Pod: pod, Message: string(line)}:
+		case m.lines <- cluster.LogLine{Service: service, Pod: pod, Message: string(line)}:
 		case <-ctx.Done():
 			return
 		}

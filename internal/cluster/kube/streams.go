@@ -18,32 +18,12 @@ import (
 	"berth.dev/berth/internal/market"
 )
 
-// Errors of the tenant streams, for the gateway to map to its codes (not found, bad
-// request). Their text names no cluster internals.
-var (
-	// ErrNoSuchLease: the cluster runs nothing for the lease.
-	ErrNoSuchLease = errors.New("the lease runs nothing on this provider")
-	// ErrNoSuchService: the lease's manifest has no such service.
-	ErrNoSuchService = errors.New("the lease has no such service")
-	// ErrNoPods: the lease (or service) has no pod to read the logs of.
-	ErrNoPods = errors.New("no running pods")
-	// ErrNoSuchPod: the service has no running replica at that index.
-	ErrNoSuchPod = errors.New("the service has no running replica at that index")
-	// ErrInvalidRequest: the request lacks what it needs (a service, a command).
-	ErrInvalidRequest = errors.New("invalid request")
-	// ErrLogUnreadable: without Follow, a listed pod's log could not be read (its
-	// container has not started, or the pod is gone).
-	ErrLogUnreadable = errors.New("a pod's log could not be read")
-	// ErrNoSuchCommand: the container has no such program to execute.
-	ErrNoSuchCommand = errors.New("no such command in the container")
-)
-
 // Streams serves a lease's tenant what the provider gateway exposes of the lease's
 // pods: their logs (Logs), the Kubernetes events of the lease's namespace (Events) and
 // commands run in their containers (Exec), all through the API server. It holds no
 // state between calls and is safe for concurrent use. Logs and Events return only
 // after every goroutine they started has exited; Exec's session goroutines are
-// client-go's, and one may still read ExecOptions.Stdin after it returns.
+// client-go's, and one may still read ExecRequest.Stdin after it returns.
 //
 // The provider's identity needs, in lease namespaces: get namespaces; list pods,
 // deployments and statefulsets; get pods/log; get and create pods/exec (websockets are
@@ -76,13 +56,13 @@ func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string
 	name := LeaseNamespace(id)
 	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("lease %s: %w", id, ErrNoSuchLease)
+		return "", fmt.Errorf("lease %s: %w", id, cluster.ErrNoSuchLease)
 	}
 	if err != nil {
 		return "", fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
 	}
 	if got, ok := cluster.LeaseFromLabels(ns.Labels); !ok || got != id {
-		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, ErrNoSuchLease)
+		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, cluster.ErrNoSuchLease)
 	}
 	return name, nil
 }
@@ -91,7 +71,7 @@ func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string
 func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, service string) error {
 	if len(validation.IsValidLabelValue(service)) > 0 || service == "" {
 		// Not a name the manifest could have (and not to be put in a label selector).
-		return fmt.Errorf("lease %s: service %q: %w", id, service, ErrNoSuchService)
+		return fmt.Errorf("lease %s: service %q: %w", id, service, cluster.ErrNoSuchService)
 	}
 	opts := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true," + LabelService + "=" + service}
 	deps, err := s.cs.AppsV1().Deployments(ns).List(ctx, opts)
@@ -108,7 +88,7 @@ func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, servi
 	if len(sets.Items) > 0 {
 		return nil
 	}
-	return fmt.Errorf("lease %s: service %q: %w", id, service, ErrNoSuchService)
+	return fmt.Errorf("lease %s: service %q: %w", id, service, cluster.ErrNoSuchService)
 }
 
 // podSelector selects the lease's pods, or one service's.

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
 )
 
 // Shell websocket frame codes, as Akash's provider and tenant tools use them.
@@ -71,16 +72,11 @@ func parseShellQuery(q url.Values) (shellRequest, error) {
 	return r, nil
 }
 
-// TerminalSize is a terminal's width and height in characters.
-type TerminalSize struct {
-	Width, Height uint16
-}
-
 // clientFrame is one frame a shell client sends: input, or a terminal resize.
 type clientFrame struct {
 	code   byte
 	stdin  []byte
-	resize TerminalSize
+	resize cluster.TerminalSize
 }
 
 // parseClientFrame reads a binary message from a shell client. Empty messages are
@@ -97,7 +93,7 @@ func parseClientFrame(msg []byte) (clientFrame, bool, error) {
 		if len(msg) != 5 {
 			return f, false, fmt.Errorf("resize frame of %d bytes: want the code and 4 (width, height as uint16 big-endian)", len(msg))
 		}
-		f.resize = TerminalSize{Width: binary.BigEndian.Uint16(msg[1:3]), Height: binary.BigEndian.Uint16(msg[3:5])}
+		f.resize = cluster.TerminalSize{Width: binary.BigEndian.Uint16(msg[1:3]), Height: binary.BigEndian.Uint16(msg[3:5])}
 	default:
 		return f, false, fmt.Errorf("frame code %d: a client sends %d (stdin) or %d (resize)", f.code, frameStdin, frameResize)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"berth.dev/berth/internal/cluster"
 )
 
 func TestParseShellQuery(t *testing.T) {
@@ -33,7 +35,7 @@ func TestClientFrames(t *testing.T) {
 		t.Fatalf("stdin: %+v %v %v", f, ok, err)
 	}
 	f, ok, err = parseClientFrame([]byte{frameResize, 0, 80, 0, 24})
-	if err != nil || !ok || f.resize != (TerminalSize{80, 24}) {
+	if err != nil || !ok || f.resize != (cluster.TerminalSize{Width: 80, Height: 24}) {
 		t.Fatalf("resize: %+v %v %v", f, ok, err)
 	}
 	if _, ok, err := parseClientFrame(nil); ok || err != nil {

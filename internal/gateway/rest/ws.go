@@ -18,61 +18,24 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 )
 
-// Streams reach a lease's containers and events through the cluster.
+// Streams serve a lease's logs, events and shells (kube.Streams). Their errors the
+// tenant can act on are cluster's: ErrNoSuchLease, ErrNoSuchService, ErrNoPods,
+// ErrNoSuchPod, ErrInvalidRequest, ErrLogUnreadable, ErrNoSuchCommand.
 type Streams interface {
 	// Logs sends each log line of the lease's pods (of the services named, or all) to
 	// emit; without Follow it returns when the logs are read, with ErrLogUnreadable if
 	// a pod's could not be (after the others' lines) and ErrNoPods if there are none.
-	Logs(ctx context.Context, id market.LeaseID, opts LogOptions, emit func(LogLine) error) error
-	// Events sends the lease's Kubernetes events to emit; with follow it then sends
+	Logs(ctx context.Context, id market.LeaseID, opts cluster.LogOptions, emit func(cluster.LogLine) error) error
+	// Events sends the lease's Kubernetes events to emit; with Follow it then sends
 	// new ones until ctx ends.
-	Events(ctx context.Context, id market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error
-	// Exec runs a command in one of a service's pods and returns its exit code; a
-	// command that could not run is ErrNoPods, ErrPodIndex, ErrNotFound or
-	// ErrCommandNotFound.
-	Exec(ctx context.Context, id market.LeaseID, req ExecRequest) (int, error)
+	Events(ctx context.Context, id market.LeaseID, opts cluster.EventOptions, emit func(cluster.Event) error) error
+	// Exec runs a command in one of a service's pods and returns its exit code.
+	Exec(ctx context.Context, id market.LeaseID, req cluster.ExecRequest) (int, error)
 }
-
-// LogOptions select log lines.
-type LogOptions struct {
-	Services []string
-	Follow   bool
-	// Tail is how many of each container's last lines to start with (-1: all).
-	Tail int64
-}
-
-// LogLine is one log line of a pod.
-type LogLine struct {
-	Pod, Service, Message string
-}
-
-// ExecRequest is a command to run in a lease's pod.
-type ExecRequest struct {
-	Service  string
-	PodIndex int
-	Command  []string
-	Stdin    io.Reader // nil: no input
-	Stdout   io.Writer
-	Stderr   io.Writer
-	TTY      bool
-	Resize   <-chan TerminalSize // nil unless TTY
-}
-
-// Errors Streams return that the tenant can act on: they are shown, not hidden.
-var (
-	// ErrNoPods: the service (or lease) has no running pod to read or exec into.
-	ErrNoPods = errors.New("no running pods")
-	// ErrPodIndex: podIndex is past the service's running pods.
-	ErrPodIndex = errors.New("pod index out of range")
-	// ErrLogUnreadable: without follow, a pod's log could not be read (Logs returns
-	// it after the other pods' lines).
-	ErrLogUnreadable = errors.New("a pod's log could not be read")
-	// ErrCommandNotFound: the container has no such command.
-	ErrCommandNotFound = errors.New("command not found")
-)
 
 // Close reasons and result messages the tenant sees. msgCommandNotFound is Akash's
 // result text for a command the container does not have, word for word.
@@ -248,13 +211,13 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 		ws.close(websocket.CloseProtocolError, *ws.violation.Load())
 	case err == nil, ws.ctx.Err() != nil:
 		ws.close(websocket.CloseNormalClosure, "")
-	case errors.Is(err, ErrNoPods):
+	case errors.Is(err, cluster.ErrNoPods):
 		ws.close(closeInternal, "no running pods")
-	case errors.Is(err, ErrLogUnreadable):
+	case errors.Is(err, cluster.ErrLogUnreadable):
 		ws.close(closeInternal, reasonLogUnread)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrNoSuchLease), errors.Is(err, cluster.ErrNoSuchService):
 		ws.close(closeNotFound, "lease or service not found (not deployed yet?)")
-	case errors.Is(err, ErrBadRequest):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, cluster.ErrInvalidRequest):
 		ws.close(closeInternal, "invalid request")
 	default:
 		code, msg := statusOf(err)
@@ -269,8 +232,8 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 
 // streamParams reads the logs and events routes' query: service (comma-separated,
 // each in the lease's manifest), follow, tail.
-func streamParams(r *http.Request, g *market.ManifestGroup) (LogOptions, error) {
-	o := LogOptions{Tail: -1}
+func streamParams(r *http.Request, g *market.ManifestGroup) (cluster.LogOptions, error) {
+	var o cluster.LogOptions
 	q := r.URL.Query()
 	if v := q.Get("service"); v != "" {
 		if strings.HasSuffix(v, ",") {
@@ -295,14 +258,16 @@ func streamParams(r *http.Request, g *market.ManifestGroup) (LogOptions, error) 
 		if err != nil || n < -1 {
 			return o, badRequest(fmt.Sprintf(`parameter "tail" %q: want a number of lines, or -1 for all`, v))
 		}
-		o.Tail = n
+		if n >= 0 {
+			o.TailLines = &n
+		}
 	}
 	return o, nil
 }
 
 // stream checks a logs or events request, upgrades it and runs stream on the socket
 // until it ends, closing with the code its error calls for.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseID, stream func(ws *wsConn, o LogOptions) error) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseID, stream func(ws *wsConn, o cluster.LogOptions) error) {
 	g, err := s.leaseGroup(id)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -321,16 +286,19 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseI
 }
 
 func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
-	s.stream(w, r, id, func(ws *wsConn, o LogOptions) error {
-		return s.deps.Streams.Logs(ws.ctx, id, o, func(l LogLine) error {
+	s.stream(w, r, id, func(ws *wsConn, o cluster.LogOptions) error {
+		return s.deps.Streams.Logs(ws.ctx, id, o, func(l cluster.LogLine) error {
 			return ws.writeJSON(api.LogMessage{Name: l.Pod, Message: l.Message})
 		})
 	})
 }
 
 func (s *Server) leaseEvents(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
-	s.stream(w, r, id, func(ws *wsConn, o LogOptions) error {
-		return s.deps.Streams.Events(ws.ctx, id, o.Follow, func(e api.LeaseEvent) error { return ws.writeJSON(e) })
+	s.stream(w, r, id, func(ws *wsConn, o cluster.LogOptions) error {
+		return s.deps.Streams.Events(ws.ctx, id, cluster.EventOptions{Follow: o.Follow}, func(e cluster.Event) error {
+			kind, name, _ := strings.Cut(e.Object, "/")
+			return ws.writeJSON(api.LeaseEvent{Type: e.Type, Reason: e.Reason, Note: e.Message, Object: api.EventObject{Kind: kind, Namespace: e.Namespace, Name: name}})
+		})
 	})
 }
 
@@ -378,9 +346,9 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	if req.Stdin {
 		stdinR, stdinW = io.Pipe()
 	}
-	var resize chan TerminalSize
+	var resize chan cluster.TerminalSize
 	if req.TTY {
-		resize = make(chan TerminalSize, 4)
+		resize = make(chan cluster.TerminalSize, 4)
 	}
 	ws, err := s.upgrade(w, r, id.Owner, func(kind int, msg []byte) error {
 		if kind != websocket.BinaryMessage {
@@ -407,7 +375,7 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	if err != nil {
 		return
 	}
-	er := ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
+	er := cluster.ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
 		Stdout: frameWriter{ws, frameStdout}, Stderr: frameWriter{ws, frameStderr}}
 	var writer sync.WaitGroup
 	defer writer.Wait()
@@ -445,11 +413,11 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 		// ended it), and closeFor says why.
 	case err == nil:
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code}))
-	case errors.Is(err, ErrNoPods), errors.Is(err, ErrPodIndex):
+	case errors.Is(err, cluster.ErrNoPods), errors.Is(err, cluster.ErrNoSuchPod):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "no running pod at that index (pod index out of range)"}))
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrNoSuchLease), errors.Is(err, cluster.ErrNoSuchService):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "the lease's service is not deployed (yet)"}))
-	case errors.Is(err, ErrCommandNotFound):
+	case errors.Is(err, cluster.ErrNoSuchCommand):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: msgCommandNotFound}))
 	default:
 		s.log.WarnContext(r.Context(), "lease shell failed", slog.String("lease", id.String()), slog.String("error", err.Error()))

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
@@ -25,24 +26,28 @@ import (
 // fakeStreams behaves like a lease with a web service of two pods.
 type fakeStreams struct {
 	mu      sync.Mutex
-	resizes []TerminalSize
+	resizes []cluster.TerminalSize
 }
 
-func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o LogOptions, emit func(LogLine) error) error {
-	if o.Tail == 99 { // the lease's namespace is not there yet
-		return fmt.Errorf("%w: lease akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/7/1/1/akash1provider: the lease runs nothing on this provider (namespace lease-abcdef)", ErrNotFound)
+func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o cluster.LogOptions, emit func(cluster.LogLine) error) error {
+	tail := int64(-1)
+	if o.TailLines != nil {
+		tail = *o.TailLines
 	}
-	if o.Tail == 98 {
-		return ErrNoPods
+	if tail == 99 { // the lease's namespace is not there yet
+		return fmt.Errorf("%w: lease akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/7/1/1/akash1provider: the lease runs nothing on this provider (namespace lease-abcdef)", cluster.ErrNoSuchLease)
 	}
-	if o.Tail == 97 { // one pod's container has not started
-		if err := emit(LogLine{Pod: "web-0", Service: "web", Message: "hello from web-0"}); err != nil {
+	if tail == 98 {
+		return cluster.ErrNoPods
+	}
+	if tail == 97 { // one pod's container has not started
+		if err := emit(cluster.LogLine{Pod: "web-0", Service: "web", Message: "hello from web-0"}); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", ErrLogUnreadable)
+		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", cluster.ErrLogUnreadable)
 	}
 	for _, pod := range []string{"web-0", "web-1"} {
-		if err := emit(LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(o.Tail, 10)}); err != nil {
+		if err := emit(cluster.LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(tail, 10)}); err != nil {
 			return err
 		}
 	}
@@ -52,22 +57,22 @@ func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o LogOptions, 
 	return nil
 }
 
-func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, follow bool, emit func(api.LeaseEvent) error) error {
-	if err := emit(api.LeaseEvent{Type: "Normal", Reason: "Scheduled", Note: "assigned", Object: api.EventObject{Kind: "Pod", Name: "web-0"}}); err != nil {
+func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, o cluster.EventOptions, emit func(cluster.Event) error) error {
+	if err := emit(cluster.Event{Type: "Normal", Reason: "Scheduled", Message: "assigned", Object: "Pod/web-0", Namespace: "lease-abcdef", Count: 1}); err != nil {
 		return err
 	}
-	if follow {
+	if o.Follow {
 		<-ctx.Done()
 	}
 	return nil
 }
 
-func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r ExecRequest) (int, error) {
+func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r cluster.ExecRequest) (int, error) {
 	switch {
 	case r.PodIndex == 9:
-		return 0, ErrPodIndex
+		return 0, cluster.ErrNoSuchPod
 	case r.Command[0] == "no-such-command":
-		return 0, fmt.Errorf("%w: exec in lease-abcdef/web-0", ErrCommandNotFound)
+		return 0, fmt.Errorf("%w: exec in lease-abcdef/web-0", cluster.ErrNoSuchCommand)
 	case r.Command[0] == "boom":
 		return 0, errors.New("kube: stream reset by peer at 10.0.0.3")
 	case r.Command[0] == "exit":
@@ -188,7 +193,7 @@ func TestLogsAndEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ev api.LeaseEvent
-	if err := c.ReadJSON(&ev); err != nil || ev.Reason != "Scheduled" || ev.Object.Name != "web-0" {
+	if err := c.ReadJSON(&ev); err != nil || ev.Reason != "Scheduled" || ev.Note != "assigned" || ev.Object != (api.EventObject{Kind: "Pod", Namespace: "lease-abcdef", Name: "web-0"}) {
 		t.Fatalf("event: %+v %v", ev, err)
 	}
 
@@ -277,7 +282,7 @@ func TestShell(t *testing.T) {
 	}
 	_ = c.Close()
 	e.srv.sessions.Wait()
-	if fs, _ := e.srv.deps.Streams.(*fakeStreams); len(fs.resizes) != 1 || fs.resizes[0] != (TerminalSize{120, 40}) {
+	if fs, _ := e.srv.deps.Streams.(*fakeStreams); len(fs.resizes) != 1 || fs.resizes[0] != (cluster.TerminalSize{Width: 120, Height: 40}) {
 		t.Fatalf("resizes %v", fs.resizes)
 	}
 	// A pod index past the pods: a result with the reason; an internal failure: 103,
