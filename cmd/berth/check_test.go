@@ -27,7 +27,7 @@ func TestCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := run(t, "provider", "run", "--config", bad, "--check")
-	if exitCode(err) != 2 || !strings.Contains(err.Error(), `bidding.timeout "1s"`) || strings.Contains(out, "valid") {
+	if exitCode(err) != 2 || !strings.Contains(err.Error(), "bidding.timeout 1s") || strings.Contains(out, "valid") {
 		t.Fatalf("a wrong key: exit %d, %v\n%s", exitCode(err), err, out)
 	}
 	// A flag is checked as run would take it.

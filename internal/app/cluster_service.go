@@ -58,11 +58,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 		return nil, err
 	}
 	if cfg.Inventory.Operator != "" {
-		maxAge, err := cfg.inventoryMaxAge()
-		if err != nil {
-			return nil, err
-		}
-		s.inv.FromOperator(s.dc, cfg.Inventory.Operator, maxAge)
+		s.inv.FromOperator(s.dc, cfg.Inventory.Operator, cfg.Inventory.MaxAge)
 	}
 	if pool, ok, err := cfg.leasedIPPool(); err != nil {
 		return nil, err

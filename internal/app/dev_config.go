@@ -52,12 +52,12 @@ func devProviderDefaults(cfg DevConfig) ProviderConfig {
 	pc.Cluster.InstallCRDs = true
 	pc.Cluster.IngressDomain = DevIngressDomain
 	pc.Build = cfg.Build
-	pc.Cluster.OrphanInterval = "1m"
+	pc.Cluster.OrphanInterval = time.Minute
 	check := 10 * time.Second
 	if cfg.WithdrawPeriod > 0 {
 		check = min(check, cfg.WithdrawPeriod)
 	}
-	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod.String(), check.String()
+	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod, check
 	pc.Inventory.Operator = DevInventoryName
 	pc.Inventory.LeasedIPPool = DevMetalLBNamespace + "/" + DevMetalLBPool
 	pc.Bidding.Pricing.Scale = DevScaleRates()
@@ -98,7 +98,7 @@ func parseDevProviderConfig(cfg DevConfig, path string, data []byte) (ProviderCo
 	}
 	if cfg.WithdrawPeriodSet {
 		// As for provider run: flags beat the file.
-		pc.Balance.WithdrawPeriod = cfg.WithdrawPeriod.String()
+		pc.Balance.WithdrawPeriod = cfg.WithdrawPeriod
 	}
 	if err := pc.Validate(); err != nil {
 		return pc, fmt.Errorf("%s: %w", where, err)

@@ -55,7 +55,7 @@ func TestDevProviderConfigLayers(t *testing.T) {
 			if s := pc.Bidding.Pricing.Scale; pc.Bidding.Pricing.Strategy != "scale" || s.CPU != DevScaleRates().CPU || s.Storage["beta2"] != "0.00003" {
 				t.Errorf("pricing %+v, want the dev scale rates", pc.Bidding.Pricing)
 			}
-			if pc.Balance.WithdrawPeriod != "10m0s" || pc.Balance.CheckInterval != "10s" {
+			if pc.Balance.WithdrawPeriod != 10*time.Minute || pc.Balance.CheckInterval != 10*time.Second {
 				t.Errorf("balance %+v", pc.Balance)
 			}
 			want := append(devLocationAttributes(), caps...)
@@ -74,7 +74,7 @@ bidding:
   limits: {gpus_per_replica: 2}
 `, check: func(t *testing.T, pc ProviderConfig) {
 			b := pc.Bidding
-			if b.Pricing.Strategy != "script" || b.Pricing.Script.Path != script || b.Pricing.Script.Timeout != "3s" ||
+			if b.Pricing.Strategy != "script" || b.Pricing.Script.Path != script || b.Pricing.Script.Timeout != 3*time.Second ||
 				!slices.Equal(b.Tenants.Deny, []string{tenant}) || b.Budget.BidsPerHour != 12 || b.Limits.GPUsPerReplica != 2 {
 				t.Errorf("bidding %+v", b)
 			}
@@ -82,7 +82,7 @@ bidding:
 				t.Errorf("pricer: %v", err)
 			}
 			// What the file does not set keeps the dev value.
-			if pc.Cluster.IngressDomain != DevIngressDomain || pc.Bidding.Timeout != "5m" {
+			if pc.Cluster.IngressDomain != DevIngressDomain || pc.Bidding.Timeout != 5*time.Minute {
 				t.Errorf("unset keys lost their dev values: %+v", pc.Cluster)
 			}
 		}},
@@ -106,13 +106,13 @@ bidding:
 			}
 		}},
 		{name: "the file's withdraw period", file: "balance:\n  withdraw_period: 30s\n", check: func(t *testing.T, pc ProviderConfig) {
-			if pc.Balance.WithdrawPeriod != "30s" || pc.Balance.CheckInterval != "10s" {
+			if pc.Balance.WithdrawPeriod != 30*time.Second || pc.Balance.CheckInterval != 10*time.Second {
 				t.Errorf("balance %+v", pc.Balance)
 			}
 		}},
 		{name: "--withdraw-period beats the file", file: "balance:\n  withdraw_period: 30s\n", flag: time.Minute, check: func(t *testing.T, pc ProviderConfig) {
-			if pc.Balance.WithdrawPeriod != "1m0s" {
-				t.Errorf("withdraw period %q, want the flag's 1m0s", pc.Balance.WithdrawPeriod)
+			if pc.Balance.WithdrawPeriod != time.Minute {
+				t.Errorf("withdraw period %s, want the flag's 1m0s", pc.Balance.WithdrawPeriod)
 			}
 		}},
 		{name: "an empty file", file: "# nothing\n", check: func(t *testing.T, pc ProviderConfig) {
@@ -137,7 +137,7 @@ cluster:
 		{name: "an owned key set through an alias", file: "cluster: {ingress_namespace: &l \"0.0.0.0:1\"}\ngateway: {listen: *l}\n", want: []string{"line 2: gateway.listen: "}},
 		{name: "unknown key", file: "bidding:\n  pricng: {}\n", want: []string{"config ", "line 2: bidding.pricng: unknown key"}},
 		{name: "wrong type", file: "bidding:\n  budget: {bids_per_hour: many}\n", want: []string{"line 2: bidding.budget.bids_per_hour"}},
-		{name: "invalid value", file: "bidding:\n  timeout: 1s\n", want: []string{"bidding.timeout \"1s\""}},
+		{name: "invalid value", file: "bidding:\n  timeout: 1s\n", want: []string{"bidding.timeout 1s"}},
 		{name: "missing script", file: "bidding:\n  pricing: {strategy: script, script: {path: /nonexistent/price.sh}}\n", want: []string{"/nonexistent/price.sh"}},
 		{name: "a capability attribute", file: "attributes:\n  - {key: region, value: x}\n  - {key: capabilities/storage/1/class, value: beta2}\n",
 			want: []string{`attributes[1] "capabilities/storage/1/class": berth dev declares its simulated cluster's capabilities itself`}},

@@ -333,7 +333,8 @@ type devBanner struct {
 	grpc, metrics                                   string
 	tenant                                          devTenant
 	leases                                          []ledger.LeaseResponse
-	manifestTimeout, defaultHome                    string
+	defaultHome                                     string
+	manifestTimeout                                 time.Duration
 	hostnameOperator, ipOperator, inventoryOperator string
 	// processes, with --redis: the provider's and the operators' processes.
 	processes *devProcesses

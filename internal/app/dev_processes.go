@@ -40,7 +40,7 @@ type devProcesses struct {
 	hostURI, grpc   string
 	metrics         string
 	operatorAddrs   [3]string // hostname, ip, inventory: probes and metrics
-	manifestTimeout string
+	manifestTimeout time.Duration
 }
 
 // all are the processes started, the provider first, Redis last.

@@ -81,10 +81,7 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timeout, err := pc.bidTimeout()
-	if err != nil {
-		t.Fatal(err)
-	}
+	timeout := pc.Bidding.Timeout
 	// The storage classes' sizes, as berth dev's inventory operator reports them.
 	capacity := cluster.NewCapacity()
 	for _, sc := range devInventoryConfig("", "").Storage {

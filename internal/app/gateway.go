@@ -50,16 +50,14 @@ type gatewayService struct {
 // newGateway builds the gateway; it listens but serves nothing until run.
 func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix string) (*gatewayService, error) {
 	cfg := p.cfg
-	timeout, err := cfg.manifestTimeout()
-	if err != nil {
-		return nil, err
-	}
+	timeout := cfg.manifestTimeout()
 	addr := p.bcast.Address()
 	gw := &gatewayService{statusInt: time.Second, statusEvery: 30 * time.Second}
 	closeBid := func(ctx context.Context, id market.BidID, reason string) error {
 		_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id, Reason: reason})
 		return err
 	}
+	var err error
 	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: timeout, BlockedHostnames: cfg.Gateway.BlockedHostnames, IngressDomain: cfg.Cluster.IngressDomain},
 		reader, p.manager, closeBid, p.log, p.reg); err != nil {
 		return nil, err

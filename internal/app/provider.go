@@ -114,10 +114,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if err != nil {
 		return nil, err
 	}
-	timeout, err := cfg.bidTimeout()
-	if err != nil {
-		return nil, err
-	}
+	timeout := cfg.Bidding.Timeout
 	deposit := c.Params().BidMinDeposit
 	if cfg.Bidding.Deposit != "" {
 		d, err := market.ParseCoin(cfg.Bidding.Deposit)
@@ -127,10 +124,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		deposit = d
 	}
 
-	window, err := cfg.unhealthyWindow()
-	if err != nil {
-		return nil, err
-	}
+	window := cfg.Cluster.UnhealthyCloseAfter
 	p.unhealthy, p.unhealthyOn, p.unhealthyTick = cluster.NewUnhealthy(window), window > 0, time.Minute
 	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
 	rc, err := kubeConfig(cfg)
@@ -163,9 +157,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.leases, err = bus.New[bidengine.LeaseEvent]("leases", p.reg); err != nil {
 		return nil, err
 	}
-	if p.orphans, err = cfg.orphanInterval(); err != nil {
-		return nil, err
-	}
+	p.orphans = cfg.Cluster.OrphanInterval
 	cursor, err := onchain.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
 	if err != nil {
 		return nil, err
@@ -513,7 +505,7 @@ func (p *Provider) closeUnhealthy(ctx context.Context) error {
 			if err != nil || !active {
 				continue
 			}
-			p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.String("window", p.cfg.Cluster.UnhealthyCloseAfter))
+			p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.Duration("window", p.cfg.Cluster.UnhealthyCloseAfter))
 			if _, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable}); err != nil {
 				if ctx.Err() == nil {
 					p.log.WarnContext(ctx, "close unhealthy lease", slog.String("lease", id.String()), slog.String("error", err.Error()))
@@ -545,7 +537,7 @@ func (p *Provider) orphanPass(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		p.log.WarnContext(ctx, "orphan check incomplete", slog.String("error", err.Error()))
 	}
-	if ttl, _ := p.cfg.failedPodTTL(); ttl > 0 { // validated at start
+	if ttl := p.cfg.Cluster.FailedPodTTL; ttl > 0 {
 		removed, err := p.deploy.RemoveFailedPods(ctx, ttl)
 		if len(removed) > 0 {
 			p.log.InfoContext(ctx, "failed pods removed (their ReplicaSets replaced them)", slog.Any("pods", removed))

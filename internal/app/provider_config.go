@@ -63,10 +63,10 @@ type ProviderConfig struct {
 
 // BalanceConfig configures the balance checker (internal/balance).
 type BalanceConfig struct {
-	// WithdrawPeriod: every lease is withdrawn this often ("0": only on thresholds).
-	WithdrawPeriod string `yaml:"withdraw_period"`
+	// WithdrawPeriod: every lease is withdrawn this often ("0s": only on thresholds).
+	WithdrawPeriod time.Duration `yaml:"withdraw_period"`
 	// CheckInterval is how often escrows and the provider's balance are read.
-	CheckInterval string `yaml:"check_interval"`
+	CheckInterval time.Duration `yaml:"check_interval"`
 	// LowFundsBlocks: a deployment whose escrow pays for fewer blocks has our leases
 	// withdrawn at once (0: never).
 	LowFundsBlocks int64 `yaml:"low_funds_blocks"`
@@ -85,16 +85,7 @@ func (c *ProviderConfig) balance(provider string) (balance.Config, error) {
 	if b.EarningsFile == "" {
 		b.EarningsFile = filepath.Join(c.Home, "provider", "earnings.json")
 	}
-	for key, v := range map[string]struct {
-		s   string
-		out *time.Duration
-	}{"balance.withdraw_period": {c.Balance.WithdrawPeriod, &b.WithdrawPeriod}, "balance.check_interval": {c.Balance.CheckInterval, &b.CheckInterval}} {
-		d, err := time.ParseDuration(v.s)
-		if err != nil {
-			return b, fmt.Errorf("%s %q: not a duration (like 1h or 30s)", key, v.s)
-		}
-		*v.out = d
-	}
+	b.WithdrawPeriod, b.CheckInterval = c.Balance.WithdrawPeriod, c.Balance.CheckInterval
 	if c.Balance.MinBalance != "" {
 		m, err := market.ParseCoin(c.Balance.MinBalance)
 		if err != nil {
@@ -125,8 +116,8 @@ type GatewayConfig struct {
 	// the provider's host URI).
 	PublicHostname string `yaml:"public_hostname"`
 	// ManifestTimeout: a won lease without a manifest this long has its bid closed
-	// (reason manifest_timeout); "0" never.
-	ManifestTimeout string `yaml:"manifest_timeout"`
+	// (reason manifest_timeout); "0s" never.
+	ManifestTimeout time.Duration `yaml:"manifest_timeout"`
 	// BlockedHostnames may not be used by tenants: a name, or ".domain" for every
 	// name under it.
 	BlockedHostnames []string `yaml:"blocked_hostnames"`
@@ -152,13 +143,13 @@ type ClusterConfig struct {
 	// OrphanInterval is how often lease namespaces are checked against the ledger;
 	// FailedPodTTL is how long after it failed a Deployment's pod (evicted, its node
 	// lost) is deleted ("0s": never).
-	FailedPodTTL string `yaml:"failed_pod_ttl"`
+	FailedPodTTL time.Duration `yaml:"failed_pod_ttl"`
 	// OrphanDryRun only reports what would be removed.
-	OrphanInterval string `yaml:"orphan_interval"`
-	OrphanDryRun   bool   `yaml:"orphan_dry_run"`
+	OrphanInterval time.Duration `yaml:"orphan_interval"`
+	OrphanDryRun   bool          `yaml:"orphan_dry_run"`
 	// UnhealthyCloseAfter, when set, closes leases (reason unstable) not ready for that
-	// long while the cluster is observable ("": never, the default).
-	UnhealthyCloseAfter string `yaml:"unhealthy_close_after"`
+	// long while the cluster is observable ("0s": never, the default).
+	UnhealthyCloseAfter time.Duration `yaml:"unhealthy_close_after"`
 	// DeployConcurrency is how many leases are applied or torn down at once.
 	DeployConcurrency int `yaml:"deploy_concurrency"`
 	// Overcommit is in percent per resource: requests (and reservations) are
@@ -189,7 +180,7 @@ type AttributeConfig struct {
 // BiddingConfig configures the bid engine.
 type BiddingConfig struct {
 	// Timeout is how long a bid waits for a lease before we close it.
-	Timeout string `yaml:"timeout"`
+	Timeout time.Duration `yaml:"timeout"`
 	// Deposit overrides the ledger's bid_min_deposit (it may only be larger).
 	Deposit string        `yaml:"deposit"`
 	Pricing PricingConfig `yaml:"pricing"`
@@ -233,9 +224,9 @@ type ScaleConfig struct {
 
 // ScriptConfig configures the script strategy.
 type ScriptConfig struct {
-	Path          string `yaml:"path"`
-	Timeout       string `yaml:"timeout"`
-	MaxConcurrent int    `yaml:"max_concurrent"`
+	Path          string        `yaml:"path"`
+	Timeout       time.Duration `yaml:"timeout"`
+	MaxConcurrent int           `yaml:"max_concurrent"`
 }
 
 // LimitsConfig bounds orders; sizes are Kubernetes quantities ("16Gi"), CPU in cores
@@ -269,7 +260,7 @@ type InventoryConfig struct {
 	Operator string `yaml:"operator"`
 	// MaxAge is how old the operator's last report may be before the provider stops
 	// bidding (with reason inventory_stale) until it reports again (default 2m).
-	MaxAge string `yaml:"max_age"`
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // DefaultProviderConfig returns the defaults every key falls back to.
@@ -279,7 +270,7 @@ func DefaultProviderConfig() ProviderConfig {
 		home = d + "/.berth"
 	}
 	c := ProviderConfig{Home: home, From: "provider", KubeQPS: 100, KubeBurst: 200, LogLevel: "info"}
-	c.Bidding.Timeout = "5m"
+	c.Bidding.Timeout = 5 * time.Minute
 	c.Bidding.History = 1000
 	c.Bidding.Concurrency = 32
 	c.Bidding.Pricing = PricingConfig{
@@ -292,13 +283,13 @@ func DefaultProviderConfig() ProviderConfig {
 			Storage:  map[string]string{bidengine.ClassEphemeral: "0.0002", bidengine.ClassRAM: "0.002", market.StorageClassDefault: "0.0003"},
 			GPU:      map[string]string{"*": "100"},
 		},
-		Script: ScriptConfig{Timeout: "10s", MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
+		Script: ScriptConfig{Timeout: 10 * time.Second, MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
-	c.Inventory.MaxAge = "2m"
-	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: "5m"}
-	c.Balance = BalanceConfig{WithdrawPeriod: "1h", CheckInterval: "1m", LowFundsBlocks: balance.DefaultLowFundsBlocks}
-	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: "10m", FailedPodTTL: "10m", DeployConcurrency: cluster.DefaultDeployConcurrency}
+	c.Inventory.MaxAge = 2 * time.Minute
+	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: 5 * time.Minute}
+	c.Balance = BalanceConfig{WithdrawPeriod: time.Hour, CheckInterval: time.Minute, LowFundsBlocks: balance.DefaultLowFundsBlocks}
+	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: 10 * time.Minute, FailedPodTTL: 10 * time.Minute, DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
 }
 
@@ -379,7 +370,7 @@ func (c *ProviderConfig) Validate() error {
 	case c.Cluster.DeployConcurrency < 1 || c.Cluster.DeployConcurrency > 1024:
 		return fmt.Errorf("cluster.deploy_concurrency: %d is outside 1–1024", c.Cluster.DeployConcurrency)
 	}
-	if _, err := c.bidTimeout(); err != nil {
+	if err := c.checkBidTimeout(); err != nil {
 		return err
 	}
 	if _, err := c.balance("validating"); err != nil {
@@ -396,25 +387,16 @@ func (c *ProviderConfig) Validate() error {
 	if _, err := c.inventoryPools(); err != nil {
 		return err
 	}
-	if _, err := c.inventoryMaxAge(); err != nil {
+	if err := c.checkInventory(); err != nil {
 		return err
 	}
 	if err := c.Bus.Validate(); err != nil {
 		return err
 	}
-	if _, err := c.orphanInterval(); err != nil {
-		return err
-	}
-	if _, err := c.failedPodTTL(); err != nil {
-		return err
-	}
-	if _, err := c.unhealthyWindow(); err != nil {
+	if err := c.checkDurations(); err != nil {
 		return err
 	}
 	if err := c.Gateway.validate(); err != nil {
-		return err
-	}
-	if _, err := c.manifestTimeout(); err != nil {
 		return err
 	}
 	for name, v := range map[string]uint32{"cpu": c.Cluster.Overcommit.CPU, "memory": c.Cluster.Overcommit.Memory, "storage": c.Cluster.Overcommit.Storage} {
@@ -436,12 +418,11 @@ func (c *ProviderConfig) Validate() error {
 	return err
 }
 
-func (c *ProviderConfig) bidTimeout() (time.Duration, error) {
-	d, err := time.ParseDuration(c.Bidding.Timeout)
-	if err != nil || d < 10*time.Second || d > 24*time.Hour {
-		return 0, fmt.Errorf("bidding.timeout %q: want a duration from 10s to 24h (e.g. 5m)", c.Bidding.Timeout)
+func (c *ProviderConfig) checkBidTimeout() error {
+	if d := c.Bidding.Timeout; d < 10*time.Second || d > 24*time.Hour {
+		return fmt.Errorf("bidding.timeout %s: want a duration from 10s to 24h (e.g. 5m)", d)
 	}
-	return d, nil
+	return nil
 }
 
 func (g *GatewayConfig) validate() error {
@@ -464,62 +445,44 @@ func (g *GatewayConfig) validate() error {
 	return nil
 }
 
-func (c *ProviderConfig) manifestTimeout() (time.Duration, error) {
-	d, err := time.ParseDuration(c.Gateway.ManifestTimeout)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("gateway.manifest_timeout %q: want a duration such as 5m, or 0 for never", c.Gateway.ManifestTimeout)
+// manifestTimeout is the manifest watchdog's timeout (negative: never).
+func (c *ProviderConfig) manifestTimeout() time.Duration {
+	if c.Gateway.ManifestTimeout == 0 {
+		return -1 // manifest.Config: negative disables the watchdog
 	}
-	if d == 0 {
-		return -1, nil // manifest.Config: negative disables the watchdog
-	}
-	return d, nil
+	return c.Gateway.ManifestTimeout
 }
 
 // inventoryMaxAge checks inventory.operator with what goes with it, and returns
 // inventory.max_age.
-func (c *ProviderConfig) inventoryMaxAge() (time.Duration, error) {
-	d, err := time.ParseDuration(c.Inventory.MaxAge)
-	if err != nil || d < time.Second || d > time.Hour {
-		return 0, fmt.Errorf("inventory.max_age %q: want a duration from 1s to 1h (e.g. 2m)", c.Inventory.MaxAge)
+func (c *ProviderConfig) checkInventory() error {
+	if d := c.Inventory.MaxAge; d < time.Second || d > time.Hour {
+		return fmt.Errorf("inventory.max_age %s: want a duration from 1s to 1h (e.g. 2m)", d)
 	}
 	if name := c.Inventory.Operator; name != "" {
 		if len(validation.IsDNS1123Subdomain(name)) > 0 {
-			return 0, fmt.Errorf("inventory.operator %q: not a resource name (the inventory operator's name setting)", name)
+			return fmt.Errorf("inventory.operator %q: not a resource name (the inventory operator's name setting)", name)
 		}
 		if len(c.Inventory.Storage) > 0 {
-			return 0, errors.New("inventory: storage and operator both set: with the inventory operator, storage classes and their sizes are its storage setting; remove inventory.storage")
+			return errors.New("inventory: storage and operator both set: with the inventory operator, storage classes and their sizes are its storage setting; remove inventory.storage")
 		}
 	}
-	return d, nil
+	return nil
 }
 
-func (c *ProviderConfig) orphanInterval() (time.Duration, error) {
-	d, err := time.ParseDuration(c.Cluster.OrphanInterval)
-	if err != nil || d < 10*time.Second {
-		return 0, fmt.Errorf("cluster.orphan_interval %q: want a duration of at least 10s (e.g. 10m)", c.Cluster.OrphanInterval)
+// checkDurations checks the cluster's durations.
+func (c *ProviderConfig) checkDurations() error {
+	switch cl := c.Cluster; {
+	case cl.OrphanInterval < 10*time.Second:
+		return fmt.Errorf("cluster.orphan_interval %s: want a duration of at least 10s (e.g. 10m)", cl.OrphanInterval)
+	case cl.FailedPodTTL < 0 || cl.FailedPodTTL > 30*24*time.Hour:
+		return fmt.Errorf("cluster.failed_pod_ttl %s: want a duration from 0s (never) to 720h (e.g. 10m)", cl.FailedPodTTL)
+	case cl.UnhealthyCloseAfter != 0 && cl.UnhealthyCloseAfter < time.Hour:
+		return fmt.Errorf("cluster.unhealthy_close_after %s: want a duration of at least 1h (e.g. 6h), or 0s to never close unhealthy leases", cl.UnhealthyCloseAfter)
+	case c.Gateway.ManifestTimeout < 0:
+		return fmt.Errorf("gateway.manifest_timeout %s: want a duration such as 5m, or 0s for never", c.Gateway.ManifestTimeout)
 	}
-	return d, nil
-}
-
-// failedPodTTL is how long a failed Deployment pod is kept (0: for ever).
-func (c *ProviderConfig) failedPodTTL() (time.Duration, error) {
-	d, err := time.ParseDuration(c.Cluster.FailedPodTTL)
-	if err != nil || d < 0 || d > 30*24*time.Hour {
-		return 0, fmt.Errorf("cluster.failed_pod_ttl %q: want a duration from 0s (never) to 720h (e.g. 10m)", c.Cluster.FailedPodTTL)
-	}
-	return d, nil
-}
-
-// unhealthyWindow is the unhealthy-lease policy's window (0: off).
-func (c *ProviderConfig) unhealthyWindow() (time.Duration, error) {
-	if c.Cluster.UnhealthyCloseAfter == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(c.Cluster.UnhealthyCloseAfter)
-	if err != nil || d < time.Hour {
-		return 0, fmt.Errorf("cluster.unhealthy_close_after %q: want a duration of at least 1h (e.g. 6h), or nothing to never close unhealthy leases", c.Cluster.UnhealthyCloseAfter)
-	}
-	return d, nil
+	return nil
 }
 
 func attributes(field string, in []AttributeConfig) (market.Attributes, error) {
@@ -649,14 +612,7 @@ func (c *ProviderConfig) pricer() (bidengine.Pricer, error) {
 		}
 		return &bidengine.ScalePricer{Rates: r}, nil
 	case "script":
-		sc := bidengine.ScriptConfig{Path: p.Script.Path, MaxConcurrent: p.Script.MaxConcurrent}
-		if p.Script.Timeout != "" {
-			d, err := time.ParseDuration(p.Script.Timeout)
-			if err != nil {
-				return nil, fmt.Errorf("bidding.pricing.script.timeout %q: %w", p.Script.Timeout, err)
-			}
-			sc.Timeout = d
-		}
+		sc := bidengine.ScriptConfig{Path: p.Script.Path, MaxConcurrent: p.Script.MaxConcurrent, Timeout: p.Script.Timeout}
 		pr, err := bidengine.NewScriptPricer(sc)
 		if err != nil {
 			return nil, fmt.Errorf("bidding.%w", err)

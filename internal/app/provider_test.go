@@ -85,7 +85,7 @@ inventory:
 		{"negative rate", "bidding:\n  pricing:\n    scale: {gpu: {h100: \"-1\"}}\n", nil, "bidding.pricing.scale.gpu.h100"},
 		{"strategy", "bidding:\n  pricing:\n    strategy: auction\n", nil, `bidding.pricing.strategy "auction"`},
 		{"script path", "bidding:\n  pricing:\n    strategy: script\n    script: {path: /nonexistent}\n", nil, "pricing.script.path"},
-		{"timeout", "bidding:\n  timeout: 1s\n", nil, `bidding.timeout "1s"`},
+		{"timeout", "bidding:\n  timeout: 1s\n", nil, `bidding.timeout 1s: want a duration from 10s`},
 		{"deny address", "bidding:\n  tenants: {deny: [bob]}\n", nil, `bidding.tenants.deny[0] "bob"`},
 		// Before the chain is known, an address of another chain's prefix is valid.
 		{"other prefix", "bidding:\n  tenants: {allow: [" + otherChainAddr + "]}\n", nil, ""},
@@ -104,15 +104,15 @@ inventory:
 		{"bus env", "bus: {redis: \"redis://127.0.0.1:1\"}\n", map[string]string{"BERTH_BUS_REDIS": "redis//:s3cret@nowhere"}, "bus.redis: "},
 		{"overcommit", "cluster:\n  overcommit: {cpu: 2000}\n", nil, "cluster.overcommit.cpu: 2000%"},
 		{"egress", "cluster:\n  egress_deny: [10.0.0.0/33]\n", nil, `cluster.egress_deny[0] "10.0.0.0/33"`},
-		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval "1s"`},
-		{"failed pods", "cluster:\n  failed_pod_ttl: -1s\n", nil, `cluster.failed_pod_ttl "-1s"`},
+		{"orphans", "cluster:\n  orphan_interval: 1s\n", nil, `cluster.orphan_interval 1s: want`},
+		{"failed pods", "cluster:\n  failed_pod_ttl: -1s\n", nil, `cluster.failed_pod_ttl -1s: want`},
 		{"failed pods kept", "cluster:\n  failed_pod_ttl: 0s\n", nil, ""},
-		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after "30m"`},
+		{"unhealthy window", "cluster:\n  unhealthy_close_after: 30m\n", nil, `cluster.unhealthy_close_after 30m0s: want a duration of at least 1h`},
 		{"deploy concurrency", "cluster:\n  deploy_concurrency: 0\n", nil, "cluster.deploy_concurrency: 0 is outside 1–1024"},
 		{"ingress domain", "cluster: {ingress_domain: ingress.example.com}\n", nil, ""},
 		{"bad ingress domain", "cluster: {ingress_domain: \"*.example.com\"}\n", nil, `cluster.ingress_domain "*.example.com"`},
 		{"balance", "balance: {withdraw_period: 30m, check_interval: 30s, low_funds_blocks: 100, min_balance: 10000000uakt, earnings_file: /tmp/e.json}\n", nil, ""},
-		{"balance period", "balance: {withdraw_period: soon}\n", nil, `balance.withdraw_period "soon"`},
+		{"balance period", "balance: {withdraw_period: soon}\n", nil, `line 1: balance.withdraw_period: "soon" is not a duration`},
 		{"balance period short", "balance: {withdraw_period: 10s, check_interval: 1m}\n", nil, "withdraw_period 10s: shorter than check_interval"},
 		{"balance min", "balance: {min_balance: lots}\n", nil, `balance.min_balance "lots"`},
 		{"balance blocks", "balance: {low_funds_blocks: -1}\n", nil, "low_funds_blocks"},
@@ -337,7 +337,7 @@ func TestProviderRun(t *testing.T) {
 	// The metrics, on the metrics listener and on the gateway (counters settle a moment
 	// after the ledger shows their effect).
 	wants := []string{`berth_bid_decisions_total{reason="priced",result="bid"} 3`, `berth_bid_decisions_total{reason="leased",result="won"} 3`,
-		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="lease_closed"} 3`,
+		"berth_bid_latency_seconds_count 3", "# HELP berth_bidengine_height", `berth_bus_published_total{bus="leases"} 6`,
 		`berth_manifests_received_total{outcome="accepted"} 2`, `berth_manifests_received_total{outcome="invalid"} 1`, "provider_deployment_manager 0", "provider_order_manager 0",
 		`provider_order_handler_total{action="start"} 3`, `provider_order_handler_total{action="stop"} 3`, "provider_manifest_manager 0", "berth_manifest_timeouts_total 1", "# HELP berth_gateway_requests_total",
 		// One lease became ready (the stuck one never did); the ledger answers; the

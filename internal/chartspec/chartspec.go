@@ -6,6 +6,7 @@
 package chartspec
 
 import (
+	"encoding"
 	"reflect"
 	"strings"
 	"time"
@@ -44,6 +45,9 @@ func Settings(v any) map[string]any { return schemaOf(reflect.TypeOf(v)) }
 func schemaOf(t reflect.Type) map[string]any {
 	if t == reflect.TypeFor[time.Duration]() {
 		return map[string]any{"type": "string", "description": "a Go duration (30s, 5m, 1h30m)"}
+	}
+	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		return map[string]any{"type": "string"} // read by its UnmarshalText
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

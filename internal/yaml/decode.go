@@ -1,6 +1,7 @@
 package yaml
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,8 +16,10 @@ import (
 // type, and keys may not repeat. Errors name the line and the key's path
 // ("line 7: bidding.pricing.scale.cpu: …"). Fields absent from the document keep the
 // values v already holds, so defaults can be set before decoding. Supported field
-// types: structs, pointers to them, map[string]T, []T, string, bool, integers and
-// float64. The data must hold one document: content after it (a second document, or
+// types: structs, pointers to them, map[string]T, []T, string, bool, integers,
+// float64, time.Duration ("30s"), and any type whose pointer is an
+// encoding.TextUnmarshaler (it reads the scalar's text; its error is reported with the
+// line and path). The data must hold one document: content after it (a second document, or
 // lines indented less than the first) is an error naming its line, not ignored; a
 // leading "---" and trailing empty documents ("---" or "..." with only comments after)
 // are allowed.
@@ -161,6 +164,14 @@ func decodeStruct(n *Node, v reflect.Value, path string) error {
 
 func decodeScalar(n *Node, v reflect.Value, path string) error {
 	s := n.Value
+	if v.CanAddr() {
+		if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			if err := u.UnmarshalText([]byte(s)); err != nil {
+				return decodeErr(n, path, "%v", err)
+			}
+			return nil
+		}
+	}
 	if v.Type() == reflect.TypeFor[time.Duration]() {
 		d, err := time.ParseDuration(s)
 		if err != nil {

@@ -1,6 +1,8 @@
 package yaml
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -122,4 +124,58 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("%q: decoded differently: %v / %v", doc, errA, errB)
 		}
 	})
+}
+
+// size is a byte count written with a unit ("10Gi"): a TextUnmarshaler and
+// TextMarshaler, as typed settings are.
+type size int64
+
+func (s *size) UnmarshalText(b []byte) error {
+	n, ok := strings.CutSuffix(string(b), "Gi")
+	v, err := strconv.ParseInt(n, 10, 64)
+	if !ok || err != nil || v < 0 {
+		return fmt.Errorf("%q is not a size in Gi (such as 10Gi)", b)
+	}
+	*s = size(v << 30)
+	return nil
+}
+
+func (s size) MarshalText() ([]byte, error) {
+	return []byte(strconv.FormatInt(int64(s)>>30, 10) + "Gi"), nil
+}
+
+type textTarget struct {
+	Disk  size            `yaml:"disk"`
+	Disks map[string]size `yaml:"disks"`
+	Extra *size           `yaml:"extra"`
+	Kept  size            `yaml:"kept"`
+}
+
+// TestDecodeTextUnmarshaler: a setting's own type reads its text, in structs, maps and
+// behind pointers; its error is reported with the line and the key's path; Encode
+// writes it back as its text.
+func TestDecodeTextUnmarshaler(t *testing.T) {
+	in := "disk: 10Gi\ndisks:\n  a: 1Gi\nextra: 2Gi\n"
+	got := textTarget{Kept: 7 << 30}
+	if err := Decode([]byte(in), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Disk != 10<<30 || got.Disks["a"] != 1<<30 || got.Extra == nil || *got.Extra != 2<<30 || got.Kept != 7<<30 {
+		t.Fatalf("decoded %+v", got)
+	}
+	err := Decode([]byte("disks:\n  a: 1Gi\n  b: lots\n"), &textTarget{})
+	if err == nil || err.Error() != `line 3: disks.b: "lots" is not a size in Gi (such as 10Gi)` {
+		t.Fatalf("bad size: %v", err)
+	}
+	out, err := Encode(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back textTarget
+	if err := Decode(out, &back); err != nil || back.Disk != got.Disk || back.Disks["a"] != got.Disks["a"] || *back.Extra != *got.Extra || back.Kept != got.Kept {
+		t.Fatalf("round trip through\n%s: %+v, %v", out, back, err)
+	}
+	if !strings.Contains(string(out), "disk: 10Gi") {
+		t.Errorf("encoded as its text? %s", out)
+	}
 }

@@ -1,6 +1,7 @@
 package yaml
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"slices"
@@ -15,7 +16,8 @@ import (
 // back into the same value when it decodes over the same defaults: every field with a
 // yaml tag, in declaration order, at its value — except nil slices, maps and pointers,
 // which are left out (so a list left out keeps its default when read). Durations are
-// written as Go durations ("1m30s"); map keys in order. It is how berth writes the
+// written as Go durations without zero tail units ("1m30s", "5m", "1h"), an
+// encoding.TextMarshaler as its text, map keys in order. It is how berth writes the
 // configuration files of the processes it starts.
 func Encode(v any) ([]byte, error) {
 	n, err := encodeValue(reflect.ValueOf(v), "")
@@ -44,7 +46,14 @@ func scalar(tag, value string) *yamlv3.Node {
 // encodeValue is v's node; nil for a nil slice, map or pointer (left out).
 func encodeValue(v reflect.Value, path string) (*yamlv3.Node, error) {
 	if v.Type() == reflect.TypeFor[time.Duration]() {
-		return scalar("!!str", time.Duration(v.Int()).String()), nil
+		return scalar("!!str", formatDuration(time.Duration(v.Int()))), nil
+	}
+	if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.Pointer {
+		b, err := m.MarshalText()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return scalar("!!str", string(b)), nil
 	}
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
@@ -125,4 +134,17 @@ func encodeValue(v reflect.Value, path string) (*yamlv3.Node, error) {
 		return scalar("!!float", f), nil
 	}
 	return nil, fmt.Errorf("yaml: %s: cannot encode a %s", path, v.Type())
+}
+
+// formatDuration writes d as Go does, without its zero tail units: 5m, 1h, 1h30m,
+// 90s, 0s.
+func formatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
