@@ -67,14 +67,23 @@ type Provider struct {
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
-// nothing (Run does). metricsListen, when not empty, is where /metrics is served.
+// nothing (Run does). metricsListen, when not empty, is where /metrics is served. On
+// error, whatever it opened is closed again.
 func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, log *slog.Logger) (_ *Provider, retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
+	var undo []func() // what was opened, closed again in reverse order on error
+	defer func() {
+		if retErr != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	// The gateway's address answers from the start: while the ledger node does not,
-	// /status says so.
+	// /status says so. Once the gateway has its listener, the startup server is gone.
 	waiting := func(error) {}
 	if cfg.Gateway.Listen != "" {
 		early, err := newStartupServer(ctx, cfg, log)
@@ -82,17 +91,18 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 			return nil, err
 		}
 		waiting, p.early = early.waiting, early
-		defer func() {
+		undo = append(undo, func() {
 			if p.early != nil {
 				p.early.close(ctx)
 			}
-		}()
+		})
 	}
 	c, err := dialLedger(ctx, cfg.Node, log, waiting)
 	if err != nil {
 		return nil, err
 	}
 	p.client = c
+	undo = append(undo, c.Close)
 	p.ledger = newLedgerWatch(cfg.Node, c.Height, log)
 	prefix := c.Params().AddressPrefix
 	kr, err := keys.Open(node.KeyringDir(cfg.Home), prefix)
@@ -106,103 +116,113 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.bcast, err = chain.NewBroadcaster(c, signer, chain.BroadcastOptions{Linger: onchain.ProviderLinger}); err != nil {
 		return nil, err
 	}
-	policy, err := cfg.policy(prefix)
-	if err != nil {
-		return nil, err
-	}
-	pricer, err := cfg.pricer()
-	if err != nil {
-		return nil, err
-	}
-	timeout := cfg.Bidding.Timeout
-	deposit := c.Params().BidMinDeposit
-	if cfg.Bidding.Deposit != "" {
-		d, err := market.ParseCoin(cfg.Bidding.Deposit)
-		if err != nil || d.Denom != deposit.Denom || d.Amount < deposit.Amount {
-			return nil, fmt.Errorf("bidding.deposit %q: must be at least the ledger's bid_min_deposit %s", cfg.Bidding.Deposit, deposit)
+	for _, build := range []func() error{p.newCluster, func() error { return p.newBidding(prefix) }, p.newBalance} {
+		if err := build(); err != nil {
+			return nil, err
 		}
-		deposit = d
 	}
+	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
+		return nil, err
+	}
+	undo = append(undo, p.gw.close)
+	if cfg.Bus.Redis != "" {
+		o := cfg.Bus.Options()
+		o.Registerer, o.Log = p.reg, log.With(slog.String("component", "bus"))
+		if p.remote, err = redisbus.Connect(o); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() { _ = p.remote.Close() })
+	}
+	if err := p.registerProviderMetrics(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if metricsListen != "" {
+		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
+			return nil, fmt.Errorf("metrics listener: %w", err)
+		}
+	}
+	return p, nil
+}
 
+// newCluster builds the cluster side: inventory, deployments, monitor, and the
+// unhealthy-lease policy and lease-ready clock fed by the monitor.
+func (p *Provider) newCluster() error {
+	cfg := p.cfg
 	window := cfg.Cluster.UnhealthyCloseAfter
 	p.unhealthy, p.unhealthyOn, p.unhealthyTick = cluster.NewUnhealthy(window), window > 0, time.Minute
 	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
+	p.orphans = cfg.Cluster.OrphanInterval
 	rc, err := kubeConfig(cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: c.ChainID()}
-	if p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s cluster.LeaseStatus) {
+	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: p.client.ChainID()}
+	p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s cluster.LeaseStatus) {
 		p.readyClock.observe(s)
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
 		} else {
 			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
 		}
-	}, log, p.reg); err != nil {
-		return nil, err
+	}, p.log, p.reg)
+	return err
+}
+
+// newBidding builds the bid engine (over the cluster's capacity) and its run loop on
+// the ledger, which publishes the leases won and closed on p.leases.
+func (p *Provider) newBidding(prefix string) error {
+	cfg := p.cfg
+	policy, err := cfg.policy(prefix)
+	if err != nil {
+		return err
+	}
+	pricer, err := cfg.pricer()
+	if err != nil {
+		return err
+	}
+	deposit := p.client.Params().BidMinDeposit
+	if cfg.Bidding.Deposit != "" {
+		d, err := market.ParseCoin(cfg.Bidding.Deposit)
+		if err != nil || d.Denom != deposit.Denom || d.Amount < deposit.Amount {
+			return fmt.Errorf("bidding.deposit %q: must be at least the ledger's bid_min_deposit %s", cfg.Bidding.Deposit, deposit)
+		}
+		deposit = d
 	}
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.engine, err = bidengine.NewEngine(bidengine.EngineConfig{
-		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: timeout,
+		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: cfg.Bidding.Timeout,
 		BidsPerHour: cfg.Bidding.Budget.BidsPerHour, TenantBidsPerHour: cfg.Bidding.Budget.TenantBidsPerHour,
-		Overcommit: cfg.Cluster.overcommit(), Log: log,
+		Overcommit: cfg.Cluster.overcommit(), Log: p.log,
 	}, p.capacity, history)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if p.leases, err = bus.New[bidengine.LeaseEvent]("leases", p.reg); err != nil {
-		return nil, err
+		return err
 	}
-	p.orphans = cfg.Cluster.OrphanInterval
 	cursor, err := onchain.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if p.bids, err = onchain.NewService(onchain.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, c, p.bcast,
-		p.leases, log, p.reg); err != nil {
-		return nil, err
-	}
-	bcfg, err := cfg.balance(p.bcast.Address())
+	p.bids, err = onchain.NewService(onchain.ServiceConfig{Cursor: cursor, Concurrency: cfg.Bidding.Concurrency}, p.engine, p.client, p.bcast,
+		p.leases, p.log, p.reg)
+	return err
+}
+
+// newBalance builds the balance checker and its events' bus.
+func (p *Provider) newBalance() error {
+	bcfg, err := p.cfg.balance(p.bcast.Address())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if p.balanceEvents, err = bus.New[balance.Event]("balance", p.reg); err != nil {
-		return nil, err
+		return err
 	}
-	if p.balance, err = balance.New(bcfg, c, p.bcast, p.balanceEvents, log.With(slog.String("component", "balance")), p.reg); err != nil {
-		return nil, err
-	}
-	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
-		return nil, err
-	}
-	// From here on, a failure releases the gateway's listeners and the bus's connection.
-	fail := func(err error) (*Provider, error) {
-		p.gw.close()
-		if p.remote != nil {
-			_ = p.remote.Close()
-		}
-		return nil, err
-	}
-	if cfg.Bus.Redis != "" {
-		o := cfg.Bus.Options()
-		o.Registerer, o.Log = p.reg, log.With(slog.String("component", "bus"))
-		if p.remote, err = redisbus.Connect(o); err != nil {
-			return fail(err)
-		}
-	}
-	if err := p.registerProviderMetrics(); err != nil {
-		return fail(fmt.Errorf("metrics: %w", err))
-	}
-	if metricsListen != "" {
-		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
-			return fail(fmt.Errorf("metrics listener: %w", err))
-		}
-	}
-	return p, nil
+	p.balance, err = balance.New(bcfg, p.client, p.bcast, p.balanceEvents, p.log.With(slog.String("component", "balance")), p.reg)
+	return err
 }
 
 // dialLedger connects to the ledger node, retrying with backoff (saying so in the
