@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/bench"
 	"berth.dev/berth/internal/chaos"
 )
 
@@ -22,7 +22,7 @@ func newBenchCommand(log *slog.Logger) *cobra.Command {
 }
 
 func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
-	b := app.DefaultLeaseReadyBench()
+	b := bench.DefaultLeaseReadyBench()
 	cmd := &cobra.Command{
 		Use:   "lease-ready",
 		Short: "Time from manifest to every replica ready, a burst of leases, memory per lease",
@@ -38,7 +38,7 @@ func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
 			if err := b.Validate(); err != nil {
 				return usageError("%w", err)
 			}
-			_, err := app.RunLeaseReadyBench(cmd.Context(), b, cmd.OutOrStdout(), log)
+			_, err := bench.RunLeaseReadyBench(cmd.Context(), b, cmd.OutOrStdout(), log)
 			return err
 		}),
 	}
@@ -57,7 +57,7 @@ func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
 }
 
 func newBenchStatusCommand(log *slog.Logger) *cobra.Command {
-	b := app.DefaultStatusBench()
+	b := bench.DefaultStatusBench()
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Latency of the gateway's GET /status at a fixed request rate",
@@ -71,7 +71,7 @@ func newBenchStatusCommand(log *slog.Logger) *cobra.Command {
 			if err := b.Validate(); err != nil {
 				return usageError("%w", err)
 			}
-			_, err := app.RunStatusBench(cmd.Context(), b, cmd.OutOrStdout(), log)
+			_, err := bench.RunStatusBench(cmd.Context(), b, cmd.OutOrStdout(), log)
 			return err
 		}),
 	}

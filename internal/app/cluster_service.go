@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -144,3 +145,50 @@ func (s *clusterService) awaitInventory(ctx context.Context, timeout time.Durati
 		}
 	}
 }
+
+// ClusterSide is the provider's cluster side, built as the provider builds it, for
+// drivers other than the provider (the lease-ready benchmark): they reserve in its
+// Capacity what Demand says, hand manifests to its Manager, and run it with Start.
+type ClusterSide struct {
+	s          *clusterService
+	overcommit cluster.Overcommit
+}
+
+// NewClusterSide builds the cluster side from cfg for owner's leases (see
+// newClusterService).
+func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
+	s, err := newClusterService(rc, cfg, owner, active, onStatus, log, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &ClusterSide{s: s, overcommit: cfg.Cluster.overcommit()}, nil
+}
+
+// Start runs it in g until ctx ends (the CRDs installed first when installCRDs).
+func (c *ClusterSide) Start(ctx context.Context, g *errgroup.Group, installCRDs bool, log *slog.Logger) {
+	c.s.start(ctx, g, installCRDs, log)
+}
+
+// WaitStarted waits until the inventory and the monitor have synced and the manager
+// has read the cluster's leases, or ctx ends (its error).
+func (c *ClusterSide) WaitStarted(ctx context.Context) error {
+	for _, ch := range []<-chan struct{}{c.s.inv.Synced(), c.s.monitor.Synced(), c.s.manager.Started()} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
+}
+
+// Demand is what a group reserves, with the configured overcommit.
+func (c *ClusterSide) Demand(g market.GroupSpec) (cluster.Demand, error) {
+	return cluster.DemandOf(g, c.overcommit)
+}
+
+// Capacity is the inventory the cluster side reserves in.
+func (c *ClusterSide) Capacity() *cluster.Capacity { return c.s.capacity }
+
+// Manager is the deployment manager that runs the leases.
+func (c *ClusterSide) Manager() *cluster.Manager { return c.s.manager }

@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -61,14 +62,14 @@ func DefaultLeaseReadyBench() LeaseReadyBench {
 		Teardown: true, Timeout: 5 * time.Minute}
 }
 
-// BenchResult is one measured figure, printed as `name value unit`.
-type BenchResult struct {
+// Result is one measured figure, printed as `name value unit`.
+type Result struct {
 	Name  string
 	Value float64
 	Unit  string
 }
 
-func (r BenchResult) String() string {
+func (r Result) String() string {
 	return r.Name + " " + strconv.FormatFloat(r.Value, 'f', 3, 64) + " " + r.Unit
 }
 
@@ -235,7 +236,7 @@ func (r *readiness) latencies(ids []market.LeaseID) []time.Duration {
 // the inventory as won bids are, and their manifests handed to the manager as the
 // gateway does. The ledger is not in the loop (its path is measured by the bid engine
 // benchmarks). Each result is also written to out as it is measured.
-func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, log *slog.Logger) (_ []BenchResult, retErr error) {
+func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, log *slog.Logger) (_ []Result, retErr error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -249,15 +250,11 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if err != nil {
 		return nil, fmt.Errorf("benchmark SDL: %w", err)
 	}
-	cfg := DefaultProviderConfig()
+	cfg := app.DefaultProviderConfig()
 	cfg.KubeQPS, cfg.KubeBurst, cfg.Cluster.DeployConcurrency = b.KubeQPS, b.KubeBurst, b.DeployConcurrency
-	demand, err := cluster.DemandOf(res.Groups[0], cfg.Cluster.overcommit())
-	if err != nil {
-		return nil, fmt.Errorf("benchmark SDL: %w", err)
-	}
-	var results []BenchResult
+	var results []Result
 	emit := func(name string, v float64, unit string) error {
-		r := BenchResult{Name: name, Value: v, Unit: unit}
+		r := Result{Name: name, Value: v, Unit: unit}
 		results = append(results, r)
 		_, err := fmt.Fprintln(out, r)
 		return err
@@ -304,9 +301,13 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
 	// On a lent cluster other leases may exist: the benchmark is a provider of its own
 	// and touches only its leases.
-	svc, err := newClusterService(rc, cfg, benchOwner, active, track.observe, quiet, nil)
+	svc, err := app.NewClusterSide(rc, cfg, benchOwner, active, track.observe, quiet)
 	if err != nil {
 		return nil, err
+	}
+	demand, err := svc.Demand(res.Groups[0])
+	if err != nil {
+		return nil, fmt.Errorf("benchmark SDL: %w", err)
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(runCtx)
@@ -316,13 +317,9 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 			retErr = err
 		}
 	}()
-	svc.start(gctx, g, true, quiet)
-	for _, ch := range []<-chan struct{}{svc.inv.Synced(), svc.monitor.Synced(), svc.manager.Started()} {
-		select {
-		case <-ch:
-		case <-gctx.Done():
-			return nil, fmt.Errorf("cluster service did not start: %w", context.Cause(gctx))
-		}
+	svc.Start(gctx, g, true, quiet)
+	if err := svc.WaitStarted(gctx); err != nil {
+		return nil, fmt.Errorf("cluster service did not start: %w", err)
 	}
 	baseRSS, baseHeap := memory()
 	baseCPU, baseCP := cpuTime(), cp.CPUTimes()
@@ -331,7 +328,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	for i := range ids {
 		ids[i] = market.LeaseID{Owner: b.Owner, DSeq: uint64(i + 1), GSeq: 1, OSeq: 1, Provider: benchOwner.Provider}
 		// Won: the bid engine reserved the order's capacity when it bid.
-		if _, err := svc.capacity.Reserve(ids[i].Order(), demand); err != nil {
+		if _, err := svc.Capacity().Reserve(ids[i].Order(), demand); err != nil {
 			return nil, fmt.Errorf("reserve lease %d of %d: %w (more nodes are needed)", i+1, b.Leases, err)
 		}
 	}
@@ -353,7 +350,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if len(steady) > 0 {
 		tick := time.NewTicker(time.Duration(float64(time.Second) / b.Rate))
 		for _, id := range steady {
-			if err := track.deliver(gctx, svc.manager, id, res.Version, group); err != nil {
+			if err := track.deliver(gctx, svc.Manager(), id, res.Version, group); err != nil {
 				tick.Stop()
 				return nil, err
 			}
@@ -386,7 +383,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 		senders, sctx := errgroup.WithContext(gctx)
 		senders.SetLimit(64)
 		for _, id := range burst {
-			senders.Go(func() error { return track.deliver(sctx, svc.manager, id, res.Version, group) })
+			senders.Go(func() error { return track.deliver(sctx, svc.Manager(), id, res.Version, group) })
 		}
 		if err := senders.Wait(); err != nil {
 			return nil, err
@@ -437,15 +434,15 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if b.Teardown {
 		start := time.Now()
 		for _, id := range ids {
-			svc.manager.LeaseClosed(id)
-			svc.capacity.Unreserve(id.Order())
+			svc.Manager().LeaseClosed(id)
+			svc.Capacity().Unreserve(id.Order())
 		}
 		if err := track.wait(gctx, "leases torn down", b.Timeout, func() int { return len(ids) - len(track.gone) }); err != nil {
 			return nil, err
 		}
 		// The workloads are gone; the manager's last step, the namespace's deletion,
 		// must have been accepted too. It reports nothing on the way: ask it.
-		if err := waitTornDown(gctx, svc.manager, b.Timeout); err != nil {
+		if err := waitTornDown(gctx, svc.Manager(), b.Timeout); err != nil {
 			return nil, err
 		}
 		if err := emit(fmt.Sprintf("teardown_%d", b.Leases), time.Since(start).Seconds(), "s"); err != nil {

@@ -1,4 +1,4 @@
-package app
+package bench
 
 import (
 	"context"
@@ -59,7 +59,7 @@ func (b StatusBench) Validate() error {
 
 // RunStatusBench measures GET /status and prints `name value unit` lines: latency
 // p50, p99 and max, errors, requests, the rate achieved, the answer's size.
-func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog.Logger) ([]BenchResult, error) {
+func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog.Logger) ([]Result, error) {
 	if err := b.Validate(); err != nil {
 		return nil, err
 	}
@@ -157,7 +157,7 @@ func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog
 	lat = lat[:n]
 	slices.Sort(lat)
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	results := []BenchResult{
+	results := []Result{
 		{"status_p50", ms(quantile(lat, 0.50)), "ms"},
 		{"status_p99", ms(quantile(lat, 0.99)), "ms"},
 		{"status_max", ms(quantile(lat, 1)), "ms"},
@@ -167,7 +167,7 @@ func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog
 		{"status_body", float64(size), "bytes"},
 	}
 	if b.Target == "" {
-		results = append(results, BenchResult{"status_cpu_per_request", float64(cpu.Microseconds()) / float64(max(n, 1)), "us"})
+		results = append(results, Result{"status_cpu_per_request", float64(cpu.Microseconds()) / float64(max(n, 1)), "us"})
 	}
 	for _, r := range results {
 		if _, err := fmt.Fprintln(out, r.String()); err != nil {
