@@ -4,31 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
-	"berth.dev/berth/internal/wait"
 )
 
 // operatorRESTConfig loads an operator's kubeconfig ("": in-cluster).
@@ -156,177 +146,8 @@ func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func
 // Run runs the operator until ctx ends or it fails (see operator.Run).
 func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.cs, o.opts, o.ctrl) }
 
-// superviseOperator runs an in-process operator (berth dev) and starts it again
-// after it fails, with a growing pause, until ctx ends; each failure is logged.
-func superviseOperator(ctx context.Context, name string, log *slog.Logger, run func(context.Context) error) {
-	backoff := time.Second
-	for {
-		start := time.Now()
-		err := run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > time.Minute {
-			backoff = time.Second
-		}
-		log.ErrorContext(ctx, "operator stopped; restarting it", slog.String("operator", name), slog.Any("error", err), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
 // shortHash is 10 hex digits of s's SHA-256: a stable, DNS-safe name part.
 func shortHash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:5])
-}
-
-// devHostnameConfig is the hostname operator of berth dev's provider: Ingresses for
-// an nginx class, not checked (the dev cluster runs no ingress controller, and its
-// pods are simulated), leader election in berth-system as on a real cluster.
-func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
-	c := hostname.DefaultConfig()
-	c.Provider, c.ChainID, c.Kubeconfig = provider, chainID, kubeconfig
-	c.Listen = "127.0.0.1:0"
-	c.IngressDomain = pc.Cluster.IngressDomain
-	c.Health.Mode = hostname.HealthNone
-	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	return c
-}
-
-// devOperator is an operator berth dev runs in-process.
-type devOperator struct {
-	name string
-	op   *Operator
-	addr string // its probes, metrics (and more)
-}
-
-// DevInventoryName is the Inventory berth dev's inventory operator writes.
-const DevInventoryName = "berth-dev"
-
-// devInventoryConfig is berth dev's inventory operator: the dev storage classes,
-// node-local (simulated volumes), 1Ti each, and GPUs named from the nodes' GPU
-// feature discovery labels.
-func devInventoryConfig(kubeconfig, listen string) inventoryop.Config {
-	c := inventoryop.DefaultConfig()
-	c.Name, c.Kubeconfig, c.Listen = DevInventoryName, kubeconfig, listen
-	for _, class := range localenv.DevStorageClasses {
-		c.Storage = append(c.Storage, inventory.StorageClass{Class: class, Source: inventory.SourceLocal, Size: "1Ti"})
-	}
-	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	return c
-}
-
-// startDevOperators builds berth dev's operators for its provider, on ports chosen
-// free now, and makes their Leases' namespace.
-func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
-	ports, err := localenv.FreePorts(ctx, 3)
-	if err != nil {
-		return nil, err
-	}
-	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
-	hc := devHostnameConfig(pc, provider, chainID, kubeconfig)
-	hc.Listen = listen(0)
-	hostOp, err := NewHostnameOperator(hc, log.With(slog.String("component", "hostname-operator")), nil)
-	if err != nil {
-		return nil, err
-	}
-	ipOp, err := NewIPOperator(devIPConfig(provider, chainID, kubeconfig, listen(1)), log.With(slog.String("component", "ip-operator")), nil)
-	if err != nil {
-		return nil, err
-	}
-	invOp, _, err := NewInventoryOperator(devInventoryConfig(kubeconfig, listen(2)), log.With(slog.String("component", "inventory-operator")), nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := ensureOperatorNamespace(ctx, hostOp.cs); err != nil {
-		return nil, err
-	}
-	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}, {"inventory", invOp, listen(2)}}, nil
-}
-
-// ensureOperatorNamespace makes the namespace of berth dev's operators' Leases when
-// it does not exist.
-func ensureOperatorNamespace(ctx context.Context, cs kubernetes.Interface) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
-	}
-	return nil
-}
-
-// Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for
-// show: documentation addresses, never reachable), and the IP operator.
-const (
-	DevMetalLBNamespace = "metallb-system"
-	DevMetalLBPool      = "berth-dev"
-	DevMetalLBAddresses = "192.0.2.0/24"
-)
-
-// devMetalLB finds MetalLB's controller, building it with hack/metallb.sh when missing
-// (unless $BERTH_METALLB names a directory).
-func devMetalLB(ctx context.Context, out io.Writer) (string, error) {
-	dir, err := localenv.FindMetalLB(ctx)
-	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(localenv.MetalLBDirEnv) != "" {
-		return dir, err
-	}
-	if _, werr := fmt.Fprintln(out, "berth dev: building MetalLB's controller from the Go module proxy (about 2 minutes, once)"); werr != nil {
-		return "", werr
-	}
-	return localenv.BuildMetalLB(ctx, out)
-}
-
-// startDevMetalLB starts MetalLB's controller on the dev cluster with its pool.
-func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*localenv.MetalLB, error) {
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("MetalLB: %w", err)
-	}
-	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: DevMetalLBNamespace, BinDir: binDir})
-	if err != nil {
-		return nil, fmt.Errorf("MetalLB: %w", err)
-	}
-	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: DevMetalLBPool, Addresses: []string{DevMetalLBAddresses}}); err != nil {
-		m.Stop()
-		return nil, fmt.Errorf("MetalLB pool: %w", err)
-	}
-	return m, nil
-}
-
-// superviseMetalLB restarts MetalLB's controller when it exits by itself (logged with
-// its last lines), after 1 s doubling to 30 s, until ctx ends; it stops it then.
-func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconfig, dir string, log *slog.Logger) {
-	backoff := time.Second
-	for {
-		select {
-		case <-ctx.Done():
-			m.Stop()
-			return
-		case <-m.Done():
-		}
-		log.ErrorContext(ctx, "MetalLB's controller exited; restarting it", slog.Any("error", m.Err()), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 30*time.Second)
-		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.ErrorContext(ctx, "restarting MetalLB's controller", slog.Any("error", err))
-			continue // m is still the exited one: its Done is closed, the loop waits again
-		}
-		m = next
-	}
-}
-
-// devIPConfig is the IP operator of berth dev's provider: the dev MetalLB pool.
-func devIPConfig(provider, chainID, kubeconfig, listen string) ip.Config {
-	c := ip.DefaultConfig()
-	c.Provider, c.ChainID, c.Kubeconfig, c.Listen = provider, chainID, kubeconfig, listen
-	c.Pool, c.MetalLBNamespace = DevMetalLBPool, DevMetalLBNamespace
-	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
-	return c
 }
