@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/wait"
 )
 
 // gatewayService is the tenant side of the provider: the manifest service, the status
@@ -233,16 +234,10 @@ func (gw *gatewayService) registerCertificate(ctx context.Context, p *Provider) 
 // publishStatus refreshes the status board from the components' memory every
 // interval; watchers are woken only when something changed.
 func (gw *gatewayService) publishStatus(ctx context.Context, p *Provider) error {
-	t := time.NewTicker(gw.statusInt)
-	defer t.Stop()
-	for {
-		gw.board.Publish(gw.snapshot(p))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	publish := func(context.Context) { gw.board.Publish(gw.snapshot(p)) }
+	publish(ctx)
+	wait.Every(ctx, gw.statusInt, publish)
+	return nil
 }
 
 func (gw *gatewayService) snapshot(p *Provider) status.Status {

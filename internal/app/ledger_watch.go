@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/wait"
 )
 
 // ledgerCheckEvery is how often the provider asks its ledger node for its height.
@@ -31,16 +32,8 @@ func newLedgerWatch(node string, height func(context.Context) (int64, error), lo
 }
 
 func (w *ledgerWatch) run(ctx context.Context) error {
-	t := time.NewTicker(w.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			w.check(ctx)
-		}
-	}
+	wait.Every(ctx, w.every, w.check)
+	return nil
 }
 
 func (w *ledgerWatch) check(ctx context.Context) {

@@ -487,53 +487,44 @@ func (p *Provider) Gateway() string {
 // removeOrphans checks every lease namespace against the ledger at start and then
 // every cluster.orphan_interval.
 func (p *Provider) removeOrphans(ctx context.Context) error {
-	t := time.NewTicker(p.orphans)
-	defer t.Stop()
 	select {
 	case <-p.manager.Started():
 	case <-ctx.Done():
 		return nil
 	}
-	for {
-		p.orphanPass(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	p.orphanPass(ctx)
+	wait.Every(ctx, p.orphans, p.orphanPass)
+	return nil
 }
 
 // closeUnhealthy closes, with reason unstable, the leases not ready for the configured
 // window. Time the API server does not answer does not count, and a lease the ledger
 // does not show active is left to the orphan check.
 func (p *Provider) closeUnhealthy(ctx context.Context) error {
-	t := time.NewTicker(p.unhealthyTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		if err := p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
-			p.unhealthy.Pause(p.unhealthyTick)
+	wait.Every(ctx, p.unhealthyTick, p.closeUnhealthyDue)
+	return nil
+}
+
+// closeUnhealthyDue closes the leases whose window is up, unless the API server does
+// not answer now (then the windows pause).
+func (p *Provider) closeUnhealthyDue(ctx context.Context) {
+	if err := p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
+		p.unhealthy.Pause(p.unhealthyTick)
+		return
+	}
+	for _, id := range p.unhealthy.Due(time.Now()) {
+		active, err := p.leaseActive(ctx, id)
+		if err != nil || !active {
 			continue
 		}
-		for _, id := range p.unhealthy.Due(time.Now()) {
-			active, err := p.leaseActive(ctx, id)
-			if err != nil || !active {
-				continue
+		p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.Duration("window", p.cfg.Cluster.UnhealthyCloseAfter))
+		if _, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable}); err != nil {
+			if ctx.Err() == nil {
+				p.log.WarnContext(ctx, "close unhealthy lease", slog.String("lease", id.String()), slog.String("error", err.Error()))
 			}
-			p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.Duration("window", p.cfg.Cluster.UnhealthyCloseAfter))
-			if _, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable}); err != nil {
-				if ctx.Err() == nil {
-					p.log.WarnContext(ctx, "close unhealthy lease", slog.String("lease", id.String()), slog.String("error", err.Error()))
-				}
-				continue
-			}
-			p.unhealthy.Forget(id)
+			continue
 		}
+		p.unhealthy.Forget(id)
 	}
 }
 

@@ -1,4 +1,5 @@
-// Package wait has the one context-aware pause berth's loops take between attempts.
+// Package wait has the context-aware pauses berth's loops take: one between
+// attempts (Sleep), one between periodic calls (Every).
 package wait
 
 import (
@@ -16,5 +17,20 @@ func Sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	case <-t.C:
 		return true
+	}
+}
+
+// Every calls f every d (the first time d from now) until ctx ends, then returns. A
+// call that takes longer than d delays the next: calls never overlap.
+func Every(ctx context.Context, d time.Duration, f func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f(ctx)
+		}
 	}
 }

@@ -32,3 +32,18 @@ func TestSleep(t *testing.T) {
 		t.Fatal("a pause passed after its context was cancelled")
 	}
 }
+
+func TestEvery(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	calls := 0
+	Every(ctx, time.Millisecond, func(context.Context) {
+		calls++
+		if calls == 3 {
+			cancel()
+		}
+	})
+	if calls != 3 {
+		t.Fatalf("%d calls, want 3 (the third ended the context)", calls)
+	}
+	Every(ctx, time.Millisecond, func(context.Context) { t.Fatal("called with its context ended") })
+}

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/wait"
 )
 
 // ProviderLinger is the broadcaster's linger the provider uses: long enough for a
@@ -141,16 +142,8 @@ func (s *Service) Run(ctx context.Context) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		t := time.NewTicker(s.cfg.TickInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				s.tick(ctx)
-			}
-		}
+		wait.Every(ctx, s.cfg.TickInterval, s.tick)
+		return nil
 	})
 	g.Go(func() error {
 		return chain.NewFeed(s.client, from).Run(ctx, func(ctx context.Context, b ledger.Block) error {
