@@ -153,7 +153,13 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err != nil {
 		return err
 	}
-	defer locks.release()
+	r := &devRun{ctx: ctx, cfg: cfg, log: log, locks: locks}
+	r.onStop(func() error { locks.release(); return nil })
+	defer func() {
+		if err := r.stop(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
 	if cfg.Reset {
 		if err := resetDevHome(cfg.Home); err != nil {
 			return err
@@ -167,169 +173,24 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err != nil {
 		return err
 	}
-
-	// The ledger.
 	chainInfo, err := prepareDevChain(cfg, attrs, out)
 	if err != nil {
 		return err
 	}
-	ports, err := localenv.FreePorts(ctx, 2)
-	if err != nil {
+	if err := r.startLedger(); err != nil {
 		return err
 	}
-	rpc := fmt.Sprintf("tcp://127.0.0.1:%d", ports[0])
-	if err := node.SetListenAddresses(cfg.Home, rpc, fmt.Sprintf("tcp://127.0.0.1:%d", ports[1])); err != nil {
+	if err := r.startCluster(bin, lbBin); err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "starting the ledger node", slog.String("home", cfg.Home), slog.String("rpc", rpc))
-	n, err := node.Start(node.Config{Home: cfg.Home, Logger: log.With(slog.String("component", "ledger")), Lock: locks.node})
-	if err != nil {
-		return fmt.Errorf("start the ledger node: %w", err)
-	}
-	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- n.Run(nodeCtx) }()
-	defer func() {
-		stopNode()
-		if err := <-nodeDone; err != nil && retErr == nil {
-			retErr = fmt.Errorf("ledger node: %w", err)
-		}
-	}()
-
-	// The cluster.
-	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(cfg.Home, "cluster")))
-	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
-		Dir: filepath.Join(cfg.Home, "cluster"), BinDir: bin, Logger: log,
-	})
-	if err != nil {
-		return fmt.Errorf("start the local cluster: %w", err)
-	}
-	defer cp.Stop()
-	specs := cfg.nodes()
-	if err := cp.AddNodes(ctx, specs...); err != nil {
-		return fmt.Errorf("add simulated nodes: %w", err)
-	}
-	kubeconfig := filepath.Join(cp.Dir, "berth.kubeconfig")
-	if err := localenv.WriteFlatKubeconfig(cp.KubeconfigPath, kubeconfig); err != nil {
-		return err
-	}
-	stopProvisioner, err := startDevProvisioner(ctx, kubeconfig, filepath.Join(cp.Dir, "volumes"), log)
-	if err != nil {
-		return err
-	}
-	defer stopProvisioner()
-	// Leased IPs: MetalLB with a TEST-NET-1 pool, restarted should it exit.
-	lbDir := filepath.Join(cp.Dir, "metallb")
-	lb, err := startDevMetalLB(ctx, lbBin, kubeconfig, lbDir)
-	if err != nil {
-		return err
-	}
-	lbCtx, stopLB := context.WithCancel(context.WithoutCancel(ctx))
-	lbDone := make(chan struct{})
-	go func() {
-		defer close(lbDone)
-		superviseMetalLB(lbCtx, lb, lbBin, kubeconfig, lbDir, log)
-	}()
-	defer func() {
-		stopLB()
-		<-lbDone
-	}()
-
-	// watch returns nil once until is closed or ctx ends, or says why the node, the
-	// provider (in-process), a process (--redis) or the cluster stopped first (the
-	// node's and the provider's error is put back for the deferred waits). A cluster
-	// process that dies is restarted by the control plane; the cluster stops when one
-	// cannot be (etcd, or too many restarts); so for berth dev's processes.
-	var provDone chan error
-	var procs *devProcesses
-	var procsFailed <-chan struct{}
-	watch := func(until <-chan struct{}, when string) error {
-		select {
-		case <-until:
-			return nil
-		case <-ctx.Done():
-			return nil
-		case err := <-nodeDone:
-			nodeDone <- err
-			return stopped("the ledger node", when, err)
-		case err := <-provDone:
-			provDone <- err
-			return stopped("the provider", when, err)
-		case <-procsFailed:
-			return stopped("a process of berth dev", when, procs.err())
-		case <-cp.Failed():
-			// The control plane logged the process's exit and its restarts.
-			return stopped("the local cluster", when, cp.Err())
-		}
-	}
-	banner := devBanner{cfg: cfg, cp: cp, kubeconfig: kubeconfig, specs: specs, chainID: n.ChainID(), rpc: rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: DefaultHome()}
-	var client *chain.Client
+	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: DefaultHome()}
+	startProvider := r.startInProcess
 	if cfg.Redis {
-		// The provider's lock is the provider process's to take.
-		locks.provider.Release()
-		if procs, err = startDevProcesses(ctx, cfg, pc, rpc, n.ChainID(), kubeconfig, cp.Dir, log); err != nil {
-			return err
-		}
-		defer procs.stop()
-		watchCtx, stopWatching := context.WithCancel(ctx)
-		defer stopWatching()
-		procsFailed = procs.failed(watchCtx)
-		// Bids wait for the inventory operator's first report: the banner comes after it.
-		err := procs.awaitBidding(ctx, 2*time.Minute)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		client = procs.client
-		banner.provider, banner.providerAddr, banner.grpc, banner.metrics = procs.hostURI, procs.providerAddr, procs.grpc, procs.metrics
-		banner.manifestTimeout = procs.manifestTimeout
-		banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = procs.operatorAddrs[0], procs.operatorAddrs[1], procs.operatorAddrs[2]
-		banner.processes = procs
-	} else {
-		// The provider.
-		p, hostURI, err := startDevProvider(ctx, pc, rpc, kubeconfig, log)
-		if err != nil {
-			return err
-		}
-		provCtx, stopProvider := context.WithCancel(ctx)
-		provDone = make(chan error, 1)
-		go func() { provDone <- p.Run(provCtx) }()
-		defer func() {
-			stopProvider()
-			if err := <-provDone; err != nil && retErr == nil {
-				retErr = fmt.Errorf("provider: %w", err)
-			}
-		}()
-		if err := watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
-			return err
-		}
-		// The operators, once the provider has installed the CRDs they watch.
-		ops, err := startDevOperators(ctx, pc, p.bcast.Address(), n.ChainID(), kubeconfig, log)
-		if err != nil {
-			return err
-		}
-		opCtx, stopOperators := context.WithCancel(ctx)
-		var opsDone sync.WaitGroup
-		for _, o := range ops {
-			opsDone.Go(func() { superviseOperator(opCtx, o.name, log, o.op.Run) })
-		}
-		defer func() {
-			stopOperators()
-			opsDone.Wait()
-		}()
-		// Bids wait for the inventory operator's first report: the banner comes after it.
-		if err := p.awaitInventory(ctx, time.Minute); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		client = p.client
-		banner.provider, banner.providerAddr, banner.grpc, banner.metrics = hostURI, p.bcast.Address(), p.GRPCGateway(), p.MetricsAddr()
-		banner.manifestTimeout = p.cfg.Gateway.ManifestTimeout
-		banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = ops[0].addr, ops[1].addr, ops[2].addr
+		startProvider = r.startProcesses
+	}
+	client, err := startProvider(pc, &banner)
+	if err != nil || ctx.Err() != nil {
+		return err
 	}
 	if banner.leases, banner.tenant, err = devTenantView(ctx, client, banner.providerAddr, chainInfo.tenant); err != nil {
 		return err
@@ -337,11 +198,213 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	banner.took = time.Since(start)
 	printDevBanner(out, banner)
 
-	if err := watch(nil, ""); err != nil {
+	if err := r.watch(nil, ""); err != nil {
 		return err
 	}
 	log.InfoContext(ctx, "stopping the local environment")
 	return nil
+}
+
+// devRun is one run of berth dev: what it has started, stopped again in reverse order
+// by stop, and what watch keeps an eye on.
+type devRun struct {
+	ctx   context.Context
+	cfg   DevConfig
+	log   *slog.Logger
+	locks devLocks
+	stops []func() error
+
+	node       *node.Node
+	rpc        string
+	nodeDone   chan error
+	cp         *localenv.ControlPlane
+	specs      []localenv.NodeSpec
+	kubeconfig string
+	// provDone (in-process) or procs (--redis) is the provider.
+	provDone    chan error
+	procs       *devProcesses
+	procsFailed <-chan struct{}
+}
+
+// onStop registers f to run at stop, before what was registered earlier.
+func (r *devRun) onStop(f func() error) { r.stops = append(r.stops, f) }
+
+// stop stops everything, last started first; the first error is returned.
+func (r *devRun) stop() error {
+	var first error
+	for i := len(r.stops) - 1; i >= 0; i-- {
+		if err := r.stops[i](); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// startLedger starts the ledger node on free loopback ports.
+func (r *devRun) startLedger() error {
+	ports, err := localenv.FreePorts(r.ctx, 2)
+	if err != nil {
+		return err
+	}
+	r.rpc = fmt.Sprintf("tcp://127.0.0.1:%d", ports[0])
+	if err := node.SetListenAddresses(r.cfg.Home, r.rpc, fmt.Sprintf("tcp://127.0.0.1:%d", ports[1])); err != nil {
+		return err
+	}
+	r.log.InfoContext(r.ctx, "starting the ledger node", slog.String("home", r.cfg.Home), slog.String("rpc", r.rpc))
+	if r.node, err = node.Start(node.Config{Home: r.cfg.Home, Logger: r.log.With(slog.String("component", "ledger")), Lock: r.locks.node}); err != nil {
+		return fmt.Errorf("start the ledger node: %w", err)
+	}
+	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(r.ctx))
+	r.nodeDone = make(chan error, 1)
+	go func() { r.nodeDone <- r.node.Run(nodeCtx) }()
+	r.onStop(func() error {
+		stopNode()
+		if err := <-r.nodeDone; err != nil {
+			return fmt.Errorf("ledger node: %w", err)
+		}
+		return nil
+	})
+	return nil
+}
+
+// startCluster starts the control plane with the simulated nodes, the volume
+// provisioner, and MetalLB with a TEST-NET-1 pool (restarted should it exit).
+func (r *devRun) startCluster(bin, lbBin string) error {
+	ctx, log := r.ctx, r.log
+	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(r.cfg.Home, "cluster")))
+	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
+		Dir: filepath.Join(r.cfg.Home, "cluster"), BinDir: bin, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("start the local cluster: %w", err)
+	}
+	r.cp = cp
+	r.onStop(func() error { cp.Stop(); return nil })
+	r.specs = r.cfg.nodes()
+	if err := cp.AddNodes(ctx, r.specs...); err != nil {
+		return fmt.Errorf("add simulated nodes: %w", err)
+	}
+	r.kubeconfig = filepath.Join(cp.Dir, "berth.kubeconfig")
+	if err := localenv.WriteFlatKubeconfig(cp.KubeconfigPath, r.kubeconfig); err != nil {
+		return err
+	}
+	stopProvisioner, err := startDevProvisioner(ctx, r.kubeconfig, filepath.Join(cp.Dir, "volumes"), log)
+	if err != nil {
+		return err
+	}
+	r.onStop(func() error { stopProvisioner(); return nil })
+	lbDir := filepath.Join(cp.Dir, "metallb")
+	lb, err := startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir)
+	if err != nil {
+		return err
+	}
+	lbCtx, stopLB := context.WithCancel(context.WithoutCancel(ctx))
+	lbDone := make(chan struct{})
+	go func() {
+		defer close(lbDone)
+		superviseMetalLB(lbCtx, lb, lbBin, r.kubeconfig, lbDir, log)
+	}()
+	r.onStop(func() error {
+		stopLB()
+		<-lbDone
+		return nil
+	})
+	return nil
+}
+
+// startProcesses runs the provider and the operators as processes of their own over
+// a redis-server (--redis), and waits until they bid.
+func (r *devRun) startProcesses(pc ProviderConfig, banner *devBanner) (*chain.Client, error) {
+	// The provider's lock is the provider process's to take.
+	r.locks.provider.Release()
+	procs, err := startDevProcesses(r.ctx, r.cfg, pc, r.rpc, r.node.ChainID(), r.kubeconfig, r.cp.Dir, r.log)
+	if err != nil {
+		return nil, err
+	}
+	r.procs = procs
+	r.onStop(func() error { procs.stop(); return nil })
+	watchCtx, stopWatching := context.WithCancel(r.ctx)
+	r.onStop(func() error { stopWatching(); return nil })
+	r.procsFailed = procs.failed(watchCtx)
+	// Bids wait for the inventory operator's first report: the banner comes after it.
+	if err := procs.awaitBidding(r.ctx, 2*time.Minute); err != nil && r.ctx.Err() == nil {
+		return nil, err
+	}
+	banner.provider, banner.providerAddr, banner.grpc, banner.metrics = procs.hostURI, procs.providerAddr, procs.grpc, procs.metrics
+	banner.manifestTimeout = procs.manifestTimeout
+	banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = procs.operatorAddrs[0], procs.operatorAddrs[1], procs.operatorAddrs[2]
+	banner.processes = procs
+	return procs.client, nil
+}
+
+// startInProcess runs the provider and, once it has installed the CRDs they watch,
+// the operators, in this process; and waits until the provider can bid.
+func (r *devRun) startInProcess(pc ProviderConfig, banner *devBanner) (*chain.Client, error) {
+	ctx, log := r.ctx, r.log
+	p, hostURI, err := startDevProvider(ctx, pc, r.rpc, r.kubeconfig, log)
+	if err != nil {
+		return nil, err
+	}
+	provCtx, stopProvider := context.WithCancel(ctx)
+	r.provDone = make(chan error, 1)
+	go func() { r.provDone <- p.Run(provCtx) }()
+	r.onStop(func() error {
+		stopProvider()
+		if err := <-r.provDone; err != nil {
+			return fmt.Errorf("provider: %w", err)
+		}
+		return nil
+	})
+	if err := r.watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
+		return nil, err
+	}
+	ops, err := startDevOperators(ctx, pc, p.bcast.Address(), r.node.ChainID(), r.kubeconfig, log)
+	if err != nil {
+		return nil, err
+	}
+	opCtx, stopOperators := context.WithCancel(ctx)
+	var opsDone sync.WaitGroup
+	for _, o := range ops {
+		opsDone.Go(func() { superviseOperator(opCtx, o.name, log, o.op.Run) })
+	}
+	r.onStop(func() error {
+		stopOperators()
+		opsDone.Wait()
+		return nil
+	})
+	// Bids wait for the inventory operator's first report: the banner comes after it.
+	if err := p.awaitInventory(ctx, time.Minute); err != nil && ctx.Err() == nil {
+		return nil, err
+	}
+	banner.provider, banner.providerAddr, banner.grpc, banner.metrics = hostURI, p.bcast.Address(), p.GRPCGateway(), p.MetricsAddr()
+	banner.manifestTimeout = p.cfg.Gateway.ManifestTimeout
+	banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = ops[0].addr, ops[1].addr, ops[2].addr
+	return p.client, nil
+}
+
+// watch returns nil once until is closed or the run's context ends, or says why the
+// node, the provider (in-process), a process (--redis) or the cluster stopped first
+// (the node's and the provider's error is put back for stop). A cluster process that
+// dies is restarted by the control plane; the cluster stops when one cannot be (etcd,
+// or too many restarts); so for berth dev's processes.
+func (r *devRun) watch(until <-chan struct{}, when string) error {
+	select {
+	case <-until:
+		return nil
+	case <-r.ctx.Done():
+		return nil
+	case err := <-r.nodeDone:
+		r.nodeDone <- err
+		return stopped("the ledger node", when, err)
+	case err := <-r.provDone:
+		r.provDone <- err
+		return stopped("the provider", when, err)
+	case <-r.procsFailed:
+		return stopped("a process of berth dev", when, r.procs.err())
+	case <-r.cp.Failed():
+		// The control plane logged the process's exit and its restarts.
+		return stopped("the local cluster", when, r.cp.Err())
+	}
 }
 
 // stopped says that a part of berth dev stopped (when), and why if it knows.
