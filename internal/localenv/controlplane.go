@@ -139,23 +139,9 @@ func newControlPlane(dir string, removeDir bool, log *slog.Logger, restart Resta
 func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *ControlPlane, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-
-	dir := opts.Dir
-	removeDir := false
-	if dir == "" {
-		d, err := os.MkdirTemp("", "berth-kube-")
-		if err != nil {
-			return nil, fmt.Errorf("create control plane dir: %w", err)
-		}
-		dir, removeDir = d, true
-	} else {
-		// A fresh cluster each start: stale etcd data would not match the new keys.
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, fmt.Errorf("clean control plane dir: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create control plane dir: %w", err)
-		}
+	dir, removeDir, err := controlPlaneDir(opts.Dir)
+	if err != nil {
+		return nil, err
 	}
 	cp := newControlPlane(dir, removeDir, opts.Logger, opts.Restart)
 	defer func() {
@@ -163,35 +149,83 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 			cp.Stop()
 		}
 	}()
-
 	ports, err := FreePorts(ctx, 6)
 	if err != nil {
 		return nil, err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
-	cp.APIServerURL = "https://" + hostPort(apiPort)
-
-	files, err := writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL, opts.Throughput)
-	if err != nil {
+	st := &cpStart{opts: opts, cp: cp, logs: filepath.Join(dir, "logs"),
+		etcdClient: ports[0], etcdPeer: ports[1], apiPort: ports[2], kcmPort: ports[3], schedPort: ports[4], kwokPort: ports[5]}
+	cp.APIServerURL = "https://" + hostPort(st.apiPort)
+	if st.files, err = writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL, opts.Throughput); err != nil {
 		return nil, err
 	}
-	cp.KubeconfigPath = files.adminKubeconfig
-	cp.ContainerLogFile = files.containerLog
-	cp.ExecDir = files.execDir
-	bin := func(name string) string { return filepath.Join(opts.BinDir, name) }
-	logs := filepath.Join(dir, "logs")
-	if err := os.MkdirAll(logs, 0o700); err != nil {
+	cp.KubeconfigPath, cp.ContainerLogFile, cp.ExecDir = st.files.adminKubeconfig, st.files.containerLog, st.files.execDir
+	if err := os.MkdirAll(st.logs, 0o700); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
+	defer st.closeClients()
+	for _, step := range []func(context.Context) error{st.startEtcd, st.startAPIServer, st.startControllers, st.startKwok, st.awaitHealthy} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range cp.procs {
+		cp.supervise(p)
+	}
+	opts.Logger.InfoContext(ctx, "control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
+	return cp, nil
+}
 
-	// etcd
-	opts.Logger.InfoContext(ctx, "starting etcd", slog.Int("port", etcdClient))
-	etcdURL := "http://" + hostPort(etcdClient)
-	peerURL := "http://" + hostPort(etcdPeer)
-	etcd, err := startProcess("etcd", logs, bin("etcd"),
+// controlPlaneDir is the control plane's directory, made afresh: a new temporary one
+// (removed at Stop) when dir is empty, else dir emptied (stale etcd data would not
+// match the new keys).
+func controlPlaneDir(dir string) (string, bool, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "berth-kube-")
+		if err != nil {
+			return "", false, fmt.Errorf("create control plane dir: %w", err)
+		}
+		return d, true, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", false, fmt.Errorf("clean control plane dir: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", false, fmt.Errorf("create control plane dir: %w", err)
+	}
+	return dir, false, nil
+}
+
+// cpStart is one start of a control plane: its ports and files, and the clients its
+// health checks use.
+type cpStart struct {
+	opts  ControlPlaneOptions
+	cp    *ControlPlane
+	files controlPlaneFiles
+	logs  string
+
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort, kwokPort int
+	etcdURL                                                     string
+	tlsClient                                                   *http.Client
+}
+
+func (st *cpStart) bin(name string) string { return filepath.Join(st.opts.BinDir, name) }
+
+func (st *cpStart) closeClients() {
+	if st.tlsClient != nil {
+		st.tlsClient.CloseIdleConnections()
+	}
+}
+
+// startEtcd starts etcd and waits for its health.
+func (st *cpStart) startEtcd(ctx context.Context) error {
+	st.opts.Logger.InfoContext(ctx, "starting etcd", slog.Int("port", st.etcdClient))
+	st.etcdURL = "http://" + hostPort(st.etcdClient)
+	peerURL := "http://" + hostPort(st.etcdPeer)
+	etcd, err := startProcess("etcd", st.logs, st.bin("etcd"),
 		"--name=default",
-		"--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL, "--advertise-client-urls="+etcdURL,
+		"--data-dir="+filepath.Join(st.cp.Dir, "etcd"),
+		"--listen-client-urls="+st.etcdURL, "--advertise-client-urls="+st.etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL,
 		"--unsafe-no-fsync=true", // throwaway data: durability buys nothing, fsync costs seconds
@@ -199,19 +233,22 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		"--log-level=warn",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cp.procs = append(cp.procs, etcd)
+	st.cp.procs = append(st.cp.procs, etcd)
 	plain := &http.Client{Timeout: 2 * time.Second}
-	if err := waitFor(ctx, "etcd health", 50*time.Millisecond, anyExited(etcd), httpOK(plain, etcdURL+"/health")); err != nil {
-		return nil, err
-	}
+	defer plain.CloseIdleConnections()
+	return waitFor(ctx, "etcd health", 50*time.Millisecond, anyExited(etcd), httpOK(plain, st.etcdURL+"/health"))
+}
 
-	// kube-apiserver
-	opts.Logger.InfoContext(ctx, "starting kube-apiserver", slog.Int("port", apiPort))
+// startAPIServer starts kube-apiserver, makes the admin client configuration and waits
+// for readiness.
+func (st *cpStart) startAPIServer(ctx context.Context) error {
+	files, cp := st.files, st.cp
+	st.opts.Logger.InfoContext(ctx, "starting kube-apiserver", slog.Int("port", st.apiPort))
 	apiArgs := []string{
-		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--etcd-servers=" + st.etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", st.apiPort),
 		"--tls-cert-file=" + files.apiserver.CertFile, "--tls-private-key-file=" + files.apiserver.KeyFile,
 		"--client-ca-file=" + files.pki.CAFile,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
@@ -224,55 +261,60 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		"--kubelet-preferred-address-types=InternalIP",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
-		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(cp.Dir, "apiserver-certs"),
 		"--v=0",
 	}
-	if opts.Throughput {
+	if st.opts.Throughput {
 		// With priority and fairness off, 0 means no limit on requests in flight.
 		apiArgs = append(apiArgs, "--max-requests-inflight=0", "--max-mutating-requests-inflight=0")
 	}
-	apiserver, err := startProcess("kube-apiserver", logs, bin("kube-apiserver"), apiArgs...)
+	apiserver, err := startProcess("kube-apiserver", st.logs, st.bin("kube-apiserver"), apiArgs...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, apiserver)
-
 	cfg, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath)
 	if err != nil {
-		return nil, fmt.Errorf("load admin kubeconfig: %w", err)
+		return fmt.Errorf("load admin kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
 	// Certificates in memory, not as file paths: with files client-go starts a
 	// process-wide certificate-rotation watcher that never stops.
 	if err := inlineCerts(cfg); err != nil {
-		return nil, err
+		return err
 	}
 	cp.cfg = cfg
-	tlsClient, err := clientForCA(files.pki.CAFile, files.admin)
-	if err != nil {
-		return nil, err
+	if st.tlsClient, err = clientForCA(files.pki.CAFile, files.admin); err != nil {
+		return err
 	}
-	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, cp.APIServerURL+"/readyz")); err != nil {
-		return nil, err
+	if err := waitFor(ctx, "kube-apiserver readiness", 100*time.Millisecond, anyExited(cp.procs...), httpOK(st.tlsClient, cp.APIServerURL+"/readyz")); err != nil {
+		return err
 	}
-	cp.tlsClient = tlsClient
+	cp.tlsClient = st.tlsClient
+	return nil
+}
 
-	// controllers and kwok
-	qps, burst := "100", "200" // the controllers' client rate limit
-	// kwok renews each node's lease every quarter of its duration; the node lifecycle
-	// controller marks a node unreachable after the grace period without a renewal.
-	leaseSeconds, grace := 40, "50s"
-	if opts.Throughput {
-		qps, burst = "5000", "10000"
+// rates are the controllers' client rate limit, and kwok's node lease duration with
+// the grace the node lifecycle controller gives a node without a renewal (kwok renews
+// every quarter of the duration).
+func (st *cpStart) rates() (qps, burst string, leaseSeconds int, grace string) {
+	if st.opts.Throughput {
 		// A thousand simulated nodes renewing every 10 s are 100 writes a second,
 		// simulator load; every 60 s is 17.
-		leaseSeconds, grace = 240, "5m"
+		return "5000", "10000", 240, "5m"
 	}
-	opts.Logger.InfoContext(ctx, "starting kube-controller-manager, kube-scheduler and kwok")
-	kcm, err := startProcess("kube-controller-manager", logs, bin("kube-controller-manager"),
+	return "100", "200", 40, "50s"
+}
+
+// startControllers starts kube-controller-manager and kube-scheduler.
+func (st *cpStart) startControllers(ctx context.Context) error {
+	files, cp := st.files, st.cp
+	qps, burst, _, grace := st.rates()
+	st.opts.Logger.InfoContext(ctx, "starting kube-controller-manager, kube-scheduler and kwok")
+	kcm, err := startProcess("kube-controller-manager", st.logs, st.bin("kube-controller-manager"),
 		"--kubeconfig="+files.kcmKubeconfig,
 		"--authentication-kubeconfig="+files.kcmKubeconfig, "--authorization-kubeconfig="+files.kcmKubeconfig,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", kcmPort),
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", st.kcmPort),
 		"--leader-elect=false",
 		"--service-account-private-key-file="+files.saKey,
 		"--root-ca-file="+files.pki.CAFile,
@@ -285,75 +327,82 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, kcm)
-	sched, err := startProcess("kube-scheduler", logs, bin("kube-scheduler"),
+	sched, err := startProcess("kube-scheduler", st.logs, st.bin("kube-scheduler"),
 		"--kubeconfig="+files.schedKubeconfig,
 		"--authentication-kubeconfig="+files.schedKubeconfig, "--authorization-kubeconfig="+files.schedKubeconfig,
-		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", schedPort),
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", st.schedPort),
 		"--leader-elect=false",
 		"--kube-api-qps="+qps, "--kube-api-burst="+burst,
 		"--profiling=false",
 	)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, sched)
+	return nil
+}
+
+// startKwok starts the node server the API server reaches kwok through, then kwok.
+func (st *cpStart) startKwok(ctx context.Context) error {
+	files, cp := st.files, st.cp
+	_, _, leaseSeconds, _ := st.rates()
 	caPEM, err := os.ReadFile(files.pki.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("read CA: %w", err)
+		return fmt.Errorf("read CA: %w", err)
 	}
-	node, err := startNodeServer(ctx, nodeServerConfig{kwokAddr: hostPort(kwokPort), serving: files.kwokServing,
-		client: files.apiserverKubelet, caPEM: caPEM, execDir: files.execDir, log: opts.Logger})
+	node, err := startNodeServer(ctx, nodeServerConfig{kwokAddr: hostPort(st.kwokPort), serving: files.kwokServing,
+		client: files.apiserverKubelet, caPEM: caPEM, execDir: files.execDir, log: st.opts.Logger})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.node = node
-	kwok, err := startKwok(logs, bin("kwok"), files, kwokPort, node.port(), leaseSeconds)
+	kwok, err := startKwok(st.logs, st.bin("kwok"), files, st.kwokPort, node.port(), leaseSeconds)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.procs = append(cp.procs, kwok)
+	return nil
+}
 
+// awaitHealthy waits for the scheduler, the controller manager, kwok and the node
+// server to be healthy, and for the controllers to reconcile (the service-account
+// controller creating "default").
+func (st *cpStart) awaitHealthy(ctx context.Context) error {
+	cp := st.cp
 	insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
 		//nolint:gosec // loopback health probe of a component whose serving cert is self-signed at start
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	defer insecure.CloseIdleConnections()
-	defer tlsClient.CloseIdleConnections()
-	if err := waitFor(ctx, "kube-scheduler health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(insecure, "https://"+hostPort(schedPort)+"/healthz")); err != nil {
-		return nil, err
+	for _, c := range []struct {
+		what   string
+		client *http.Client
+		url    string
+	}{
+		{"kube-scheduler health", insecure, "https://" + hostPort(st.schedPort) + "/healthz"},
+		{"kube-controller-manager health", insecure, "https://" + hostPort(st.kcmPort) + "/healthz"},
+		{"kwok health", st.tlsClient, "https://" + hostPort(st.kwokPort) + "/healthz"},
+		// The API server reaches kwok through the node server.
+		{"node server health", st.tlsClient, "https://" + cp.node.addr + "/healthz"},
+	} {
+		if err := waitFor(ctx, c.what, 100*time.Millisecond, anyExited(cp.procs...), httpOK(c.client, c.url)); err != nil {
+			return err
+		}
 	}
-	if err := waitFor(ctx, "kube-controller-manager health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(insecure, "https://"+hostPort(kcmPort)+"/healthz")); err != nil {
-		return nil, err
-	}
-	if err := waitFor(ctx, "kwok health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, "https://"+hostPort(kwokPort)+"/healthz")); err != nil {
-		return nil, err
-	}
-	// The API server reaches kwok through the node server.
-	if err := waitFor(ctx, "node server health", 100*time.Millisecond, anyExited(cp.procs...), httpOK(tlsClient, "https://"+node.addr+"/healthz")); err != nil {
-		return nil, err
-	}
-	// The service-account controller creating "default" proves the controllers reconcile.
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(cp.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
+		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	if err := waitFor(ctx, "default service account", 100*time.Millisecond, anyExited(cp.procs...), func(ctx context.Context) (bool, error) {
+	return waitFor(ctx, "default service account", 100*time.Millisecond, anyExited(cp.procs...), func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
 		return err == nil, err
-	}); err != nil {
-		return nil, err
-	}
-	for _, p := range cp.procs {
-		cp.supervise(p)
-	}
-	opts.Logger.InfoContext(ctx, "control plane ready", slog.String("apiserver", cp.APIServerURL), slog.String("kubeconfig", cp.KubeconfigPath))
-	return cp, nil
+	})
 }
 
 // startKwok starts kwok serving on port; the nodes it simulates advertise nodePort,
