@@ -250,62 +250,29 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 	if err != nil {
 		return nil, fmt.Errorf("benchmark SDL: %w", err)
 	}
-	cfg := app.DefaultProviderConfig()
-	cfg.KubeQPS, cfg.KubeBurst, cfg.Cluster.DeployConcurrency = b.KubeQPS, b.KubeBurst, b.DeployConcurrency
-	var results []Result
-	emit := func(name string, v float64, unit string) error {
-		r := Result{Name: name, Value: v, Unit: unit}
-		results = append(results, r)
-		_, err := fmt.Fprintln(out, r)
-		return err
-	}
-
-	cp := b.ControlPlane
-	if cp == nil {
-		start := time.Now()
-		if cp, err = localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{BinDir: b.BinDir, Logger: log, Throughput: true}); err != nil {
-			return nil, err
-		}
-		defer cp.Stop()
-		log.InfoContext(ctx, "control plane started", slog.Duration("took", time.Since(start)))
-	}
-	start := time.Now()
-	specs := make([]localenv.NodeSpec, b.Nodes)
-	for i := range specs {
-		specs[i] = localenv.NodeSpec{Name: fmt.Sprintf("%s%04d", b.NodePrefix, i), CPU: "8", Memory: "32Gi"}
-	}
-	if b.ControlPlane != nil {
-		// A cluster we were lent: leave it as we found it (a private one is stopped).
-		defer func() {
-			names := make([]string, len(specs))
-			for i := range specs {
-				names[i] = specs[i].Name
-			}
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if err := cp.DeleteNodes(dctx, names...); err != nil && retErr == nil {
-				retErr = err
-			}
-		}()
-	}
-	if err := cp.AddNodes(ctx, specs...); err != nil {
+	r := &leaseBench{b: b, out: out, res: res, group: res.Manifest[0], track: newReadiness()}
+	cp, cleanup, err := benchCluster(ctx, b, log)
+	if err != nil {
 		return nil, err
 	}
-	log.InfoContext(ctx, "nodes ready", slog.Int("nodes", b.Nodes), slog.Duration("took", time.Since(start)))
-
+	defer func() {
+		if err := cleanup(); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	cfg := app.DefaultProviderConfig()
+	cfg.KubeQPS, cfg.KubeBurst, cfg.Cluster.DeployConcurrency = b.KubeQPS, b.KubeBurst, b.DeployConcurrency
 	rc := cp.RESTConfig()
 	rc.QPS, rc.Burst = float32(b.KubeQPS), b.KubeBurst
-	track := newReadiness()
 	active := func(context.Context, market.LeaseID) (bool, error) { return true, nil }
 	// The components report each lease at info; the benchmark's own progress is enough.
 	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
 	// On a lent cluster other leases may exist: the benchmark is a provider of its own
 	// and touches only its leases.
-	svc, err := app.NewClusterSide(rc, cfg, benchOwner, active, track.observe, quiet)
-	if err != nil {
+	if r.svc, err = app.NewClusterSide(rc, cfg, benchOwner, active, r.track.observe, quiet); err != nil {
 		return nil, err
 	}
-	demand, err := svc.Demand(res.Groups[0])
+	demand, err := r.svc.Demand(res.Groups[0])
 	if err != nil {
 		return nil, fmt.Errorf("benchmark SDL: %w", err)
 	}
@@ -317,139 +284,218 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 			retErr = err
 		}
 	}()
-	svc.Start(gctx, g, true, quiet)
-	if err := svc.WaitStarted(gctx); err != nil {
+	r.svc.Start(gctx, g, true, quiet)
+	if err := r.svc.WaitStarted(gctx); err != nil {
 		return nil, fmt.Errorf("cluster service did not start: %w", err)
 	}
 	baseRSS, baseHeap := memory()
 	baseCPU, baseCP := cpuTime(), cp.CPUTimes()
 
-	ids := make([]market.LeaseID, b.Leases)
-	for i := range ids {
-		ids[i] = market.LeaseID{Owner: b.Owner, DSeq: uint64(i + 1), GSeq: 1, OSeq: 1, Provider: benchOwner.Provider}
+	r.ids = make([]market.LeaseID, b.Leases)
+	for i := range r.ids {
+		r.ids[i] = market.LeaseID{Owner: b.Owner, DSeq: uint64(i + 1), GSeq: 1, OSeq: 1, Provider: benchOwner.Provider}
 		// Won: the bid engine reserved the order's capacity when it bid.
-		if _, err := svc.Capacity().Reserve(ids[i].Order(), demand); err != nil {
+		if _, err := r.svc.Capacity().Reserve(r.ids[i].Order(), demand); err != nil {
 			return nil, fmt.Errorf("reserve lease %d of %d: %w (more nodes are needed)", i+1, b.Leases, err)
 		}
 	}
-	group := res.Manifest[0]
-	notReady := func(set []market.LeaseID) func() int {
-		return func() int {
-			n := 0
-			for _, id := range set {
-				if _, ok := track.ready[id]; !ok {
-					n++
-				}
-			}
-			return n
-		}
-	}
-
-	// Steady arrivals: latency without a queue in front.
-	steady, burst := ids[:b.Leases-b.Burst], ids[b.Leases-b.Burst:]
-	if len(steady) > 0 {
-		tick := time.NewTicker(time.Duration(float64(time.Second) / b.Rate))
-		for _, id := range steady {
-			if err := track.deliver(gctx, svc.Manager(), id, res.Version, group); err != nil {
-				tick.Stop()
-				return nil, err
-			}
-			select {
-			case <-gctx.Done():
-				tick.Stop()
-				return nil, context.Cause(gctx)
-			case <-tick.C:
-			}
-		}
-		tick.Stop()
-		if err := track.wait(gctx, "steady leases ready", b.Timeout, notReady(steady)); err != nil {
-			return nil, err
-		}
-		lat := track.latencies(steady)
-		for _, q := range []struct {
-			name string
-			p    float64
-		}{{"lease_ready_p50", 0.50}, {"lease_ready_p99", 0.99}, {"lease_ready_max", 1}} {
-			if err := emit(q.name, quantile(lat, q.p).Seconds(), "s"); err != nil {
-				return nil, err
-			}
-		}
-	}
-
-	// A burst: every lease at once.
-	if len(burst) > 0 {
-		start := time.Now()
-		// Tenants send at once: each manifest is answered once it is recorded.
-		senders, sctx := errgroup.WithContext(gctx)
-		senders.SetLimit(64)
-		for _, id := range burst {
-			senders.Go(func() error { return track.deliver(sctx, svc.Manager(), id, res.Version, group) })
-		}
-		if err := senders.Wait(); err != nil {
-			return nil, err
-		}
-		if err := track.wait(gctx, "burst leases ready", b.Timeout, notReady(burst)); err != nil {
-			return nil, err
-		}
-		took := time.Since(start)
-		lat := track.latencies(burst)
-		if err := errors.Join(
-			emit(fmt.Sprintf("burst_%d_all_ready", len(burst)), took.Seconds(), "s"),
-			emit("burst_ready_p50", quantile(lat, 0.5).Seconds(), "s"),
-		); err != nil {
-			return nil, err
-		}
-	}
-
-	// Memory is a steady-state figure: measured once the cluster has stopped changing.
-	if err := track.settle(gctx, 3*time.Second, b.Timeout); err != nil {
+	steady, burst := r.ids[:b.Leases-b.Burst], r.ids[b.Leases-b.Burst:]
+	if err := r.steady(gctx, steady); err != nil {
 		return nil, err
+	}
+	if err := r.burst(gctx, burst); err != nil {
+		return nil, err
+	}
+	if err := r.cost(gctx, cp, baseRSS, baseHeap, baseCPU, baseCP); err != nil {
+		return nil, err
+	}
+	if b.Teardown {
+		if err := r.teardown(gctx); err != nil {
+			return nil, err
+		}
+	}
+	return r.results, nil
+}
+
+// benchCluster is the cluster the benchmark runs on with its simulated nodes: a
+// private control plane (stopped by cleanup), or the one lent in b, left as it was
+// found (cleanup deletes the nodes added).
+func benchCluster(ctx context.Context, b LeaseReadyBench, log *slog.Logger) (*localenv.ControlPlane, func() error, error) {
+	var cleanup func() error
+	cp := b.ControlPlane
+	specs := make([]localenv.NodeSpec, b.Nodes)
+	for i := range specs {
+		specs[i] = localenv.NodeSpec{Name: fmt.Sprintf("%s%04d", b.NodePrefix, i), CPU: "8", Memory: "32Gi"}
+	}
+	if cp == nil {
+		start := time.Now()
+		var err error
+		if cp, err = localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{BinDir: b.BinDir, Logger: log, Throughput: true}); err != nil {
+			return nil, nil, err
+		}
+		cleanup = func() error { cp.Stop(); return nil }
+		log.InfoContext(ctx, "control plane started", slog.Duration("took", time.Since(start)))
+	} else {
+		cleanup = func() error {
+			names := make([]string, len(specs))
+			for i := range specs {
+				names[i] = specs[i].Name
+			}
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			return cp.DeleteNodes(dctx, names...)
+		}
+	}
+	start := time.Now()
+	if err := cp.AddNodes(ctx, specs...); err != nil {
+		return nil, nil, errors.Join(err, cleanup())
+	}
+	log.InfoContext(ctx, "nodes ready", slog.Int("nodes", b.Nodes), slog.Duration("took", time.Since(start)))
+	return cp, cleanup, nil
+}
+
+// leaseBench is one run of the lease-ready benchmark.
+type leaseBench struct {
+	b       LeaseReadyBench
+	out     io.Writer
+	res     *sdl.Result
+	group   market.ManifestGroup
+	track   *readiness
+	svc     *app.ClusterSide
+	ids     []market.LeaseID
+	results []Result
+}
+
+// emit prints one figure and keeps it.
+func (r *leaseBench) emit(name string, v float64, unit string) error {
+	res := Result{Name: name, Value: v, Unit: unit}
+	r.results = append(r.results, res)
+	_, err := fmt.Fprintln(r.out, res)
+	return err
+}
+
+// notReady counts the leases of set not ready yet.
+func (r *leaseBench) notReady(set []market.LeaseID) func() int {
+	return func() int {
+		n := 0
+		for _, id := range set {
+			if _, ok := r.track.ready[id]; !ok {
+				n++
+			}
+		}
+		return n
+	}
+}
+
+// steady delivers the leases' manifests at the configured rate (latency without a
+// queue in front) and reports their time to ready.
+func (r *leaseBench) steady(ctx context.Context, leases []market.LeaseID) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	tick := time.NewTicker(time.Duration(float64(time.Second) / r.b.Rate))
+	defer tick.Stop()
+	for _, id := range leases {
+		if err := r.track.deliver(ctx, r.svc.Manager(), id, r.res.Version, r.group); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+	if err := r.track.wait(ctx, "steady leases ready", r.b.Timeout, r.notReady(leases)); err != nil {
+		return err
+	}
+	lat := r.track.latencies(leases)
+	for _, q := range []struct {
+		name string
+		p    float64
+	}{{"lease_ready_p50", 0.50}, {"lease_ready_p99", 0.99}, {"lease_ready_max", 1}} {
+		if err := r.emit(q.name, quantile(lat, q.p).Seconds(), "s"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// burst delivers every lease's manifest at once, as tenants sending together (each
+// answered once recorded), and reports the time until all are ready.
+func (r *leaseBench) burst(ctx context.Context, leases []market.LeaseID) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	start := time.Now()
+	senders, sctx := errgroup.WithContext(ctx)
+	senders.SetLimit(64)
+	for _, id := range leases {
+		senders.Go(func() error { return r.track.deliver(sctx, r.svc.Manager(), id, r.res.Version, r.group) })
+	}
+	if err := senders.Wait(); err != nil {
+		return err
+	}
+	if err := r.track.wait(ctx, "burst leases ready", r.b.Timeout, r.notReady(leases)); err != nil {
+		return err
+	}
+	took := time.Since(start)
+	lat := r.track.latencies(leases)
+	return errors.Join(
+		r.emit(fmt.Sprintf("burst_%d_all_ready", len(leases)), took.Seconds(), "s"),
+		r.emit("burst_ready_p50", quantile(lat, 0.5).Seconds(), "s"),
+	)
+}
+
+// cost reports memory and CPU per lease, once the cluster has stopped changing:
+// berth's own, then the control plane's (other processes on the same machine).
+func (r *leaseBench) cost(ctx context.Context, cp *localenv.ControlPlane, baseRSS, baseHeap int64, baseCPU time.Duration, baseCP map[string]time.Duration) error {
+	if err := r.track.settle(ctx, 3*time.Second, r.b.Timeout); err != nil {
+		return err
 	}
 	rss, heap := memory()
-	if b.MemProfile != "" {
-		if err := writeHeapProfile(b.MemProfile); err != nil {
-			return nil, err
+	if r.b.MemProfile != "" {
+		if err := writeHeapProfile(r.b.MemProfile); err != nil {
+			return err
 		}
 	}
-	n := float64(b.Leases)
+	n := float64(r.b.Leases)
 	if err := errors.Join(
-		emit(fmt.Sprintf("rss_per_lease_at_%d", b.Leases), float64(rss-baseRSS)/n/1024, "KiB"),
-		emit(fmt.Sprintf("heap_per_lease_at_%d", b.Leases), float64(heap-baseHeap)/n/1024, "KiB"),
+		r.emit(fmt.Sprintf("rss_per_lease_at_%d", r.b.Leases), float64(rss-baseRSS)/n/1024, "KiB"),
+		r.emit(fmt.Sprintf("heap_per_lease_at_%d", r.b.Leases), float64(heap-baseHeap)/n/1024, "KiB"),
 		// berth's own CPU (the control plane runs in other processes): deploying and
 		// watching each lease to ready.
-		emit("cpu_per_lease_berth", float64(cpuTime()-baseCPU)/n/float64(time.Millisecond), "ms"),
+		r.emit("cpu_per_lease_berth", float64(cpuTime()-baseCPU)/n/float64(time.Millisecond), "ms"),
 	); err != nil {
-		return nil, err
+		return err
 	}
-	// What the same leases cost the control plane, which shares the machine.
 	nowCP := cp.CPUTimes()
 	for _, name := range slices.Sorted(maps.Keys(nowCP)) {
 		if base, ok := baseCP[name]; ok {
-			if err := emit("cpu_per_lease_"+name, float64(nowCP[name]-base)/n/float64(time.Millisecond), "ms"); err != nil {
-				return nil, err
+			if err := r.emit("cpu_per_lease_"+name, float64(nowCP[name]-base)/n/float64(time.Millisecond), "ms"); err != nil {
+				return err
 			}
 		}
 	}
+	return nil
+}
 
-	if b.Teardown {
-		start := time.Now()
-		for _, id := range ids {
-			svc.Manager().LeaseClosed(id)
-			svc.Capacity().Unreserve(id.Order())
-		}
-		if err := track.wait(gctx, "leases torn down", b.Timeout, func() int { return len(ids) - len(track.gone) }); err != nil {
-			return nil, err
-		}
-		// The workloads are gone; the manager's last step, the namespace's deletion,
-		// must have been accepted too. It reports nothing on the way: ask it.
-		if err := waitTornDown(gctx, svc.Manager(), b.Timeout); err != nil {
-			return nil, err
-		}
-		if err := emit(fmt.Sprintf("teardown_%d", b.Leases), time.Since(start).Seconds(), "s"); err != nil {
-			return nil, err
-		}
+// teardown closes every lease and reports the time until the manager has deleted
+// their namespaces.
+func (r *leaseBench) teardown(ctx context.Context) error {
+	start := time.Now()
+	for _, id := range r.ids {
+		r.svc.Manager().LeaseClosed(id)
+		r.svc.Capacity().Unreserve(id.Order())
 	}
-	return results, nil
+	if err := r.track.wait(ctx, "leases torn down", r.b.Timeout, func() int { return len(r.ids) - len(r.track.gone) }); err != nil {
+		return err
+	}
+	// The workloads are gone; the manager's last step, the namespace's deletion,
+	// must have been accepted too. It reports nothing on the way: ask it.
+	if err := waitTornDown(ctx, r.svc.Manager(), r.b.Timeout); err != nil {
+		return err
+	}
+	return r.emit(fmt.Sprintf("teardown_%d", r.b.Leases), time.Since(start).Seconds(), "s")
 }
 
 // benchOwner is the provider the benchmark plays.
