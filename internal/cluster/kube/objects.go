@@ -232,70 +232,21 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(cluster.Request(limit, oc.CPU), resource.DecimalSI)
 		limits[corev1.ResourceCPU] = *resource.NewMilliQuantity(limit, resource.DecimalSI)
 	}
-	memory := int64(0)
+	st, err := storageOf(svc, s)
+	if err != nil {
+		return corev1.PodSpec{}, nil, err
+	}
+	memory := st.ram
 	if res.Memory != nil {
-		memory = int64(min(uint64(res.Memory.Size.Val), 1<<53))
-	}
-	mounts := map[string]market.StorageParams{}
-	if svc.Params != nil {
-		for _, p := range svc.Params.Storage {
-			mounts[p.Name] = p
-		}
-	}
-	var volumes []corev1.Volume
-	var volumeMounts []corev1.VolumeMount
-	var claims []corev1.PersistentVolumeClaim
-	var ephemeral int64
-	for _, st := range res.Storage {
-		size := int64(min(uint64(st.Size.Val), 1<<53))
-		class, _ := st.Attributes.Find(market.StorageAttributeClass)
-		persistent, _ := st.Attributes.Find(market.StorageAttributePersistent)
-		mount, mounted := mounts[st.Name]
-		switch {
-		case class == market.StorageClassRAM:
-			// Memory-backed: counted in the container's memory.
-			memory += size
-			if !mounted {
-				return corev1.PodSpec{}, nil, fmt.Errorf("ram volume %q is not mounted", st.Name)
-			}
-			q := resource.NewQuantity(size, resource.BinarySI)
-			volumes = append(volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: q}}})
-		case persistent == "true":
-			if !mounted {
-				return corev1.PodSpec{}, nil, fmt.Errorf("persistent volume %q is not mounted", st.Name)
-			}
-			if class == "" {
-				class = market.StorageClassDefault
-			}
-			scName := class
-			if mapped, ok := s.StorageClasses[class]; ok {
-				scName = mapped
-			}
-			claims = append(claims, corev1.PersistentVolumeClaim{
-				ObjectMeta: metav1.ObjectMeta{Name: st.Name},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					StorageClassName: &scName, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
-				},
-			})
-		default:
-			ephemeral += size
-			if mounted {
-				q := resource.NewQuantity(size, resource.BinarySI)
-				volumes = append(volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}})
-			}
-		}
-		if mounted {
-			volumeMounts = append(volumeMounts, corev1.VolumeMount{Name: st.Name, MountPath: mount.Mount, ReadOnly: mount.ReadOnly})
-		}
+		memory += int64(min(uint64(res.Memory.Size.Val), 1<<53))
 	}
 	if memory > 0 {
 		requests[corev1.ResourceMemory] = *resource.NewQuantity(cluster.Request(memory, oc.Memory), resource.BinarySI)
 		limits[corev1.ResourceMemory] = *resource.NewQuantity(memory, resource.BinarySI)
 	}
-	if ephemeral > 0 {
-		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(cluster.Request(ephemeral, oc.Storage), resource.BinarySI)
-		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(ephemeral, resource.BinarySI)
+	if st.ephemeral > 0 {
+		requests[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(cluster.Request(st.ephemeral, oc.Storage), resource.BinarySI)
+		limits[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(st.ephemeral, resource.BinarySI)
 	}
 	var affinity *corev1.Affinity
 	var tolerations []corev1.Toleration
@@ -313,12 +264,104 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 		tolerations = []corev1.Toleration{{Key: inventory.TaintGPU, Operator: corev1.TolerationOpExists}}
 	}
 	if s.StorageAffinity {
-		affinity = withStorageAffinity(affinity, claims)
+		affinity = withStorageAffinity(affinity, st.claims)
 	}
 	env, err := envVars(svc.Env)
 	if err != nil {
 		return corev1.PodSpec{}, nil, err
 	}
+	no := false
+	pod := corev1.PodSpec{
+		ServiceAccountName:           TenantServiceAccount,
+		AutomountServiceAccountToken: &no,
+		EnableServiceLinks:           &no,
+		Affinity:                     affinity,
+		Tolerations:                  tolerations,
+		Volumes:                      st.volumes,
+		Containers: []corev1.Container{{
+			Name: svc.Name, Image: svc.Image, Command: svc.Command, Args: svc.Args, Env: env, Ports: containerPorts(svc),
+			Resources:    corev1.ResourceRequirements{Requests: requests, Limits: limits},
+			VolumeMounts: st.mounts,
+			SecurityContext: &corev1.SecurityContext{
+				Privileged: &no, AllowPrivilegeEscalation: &no,
+			},
+		}},
+	}
+	if runtimeClass != "" {
+		pod.RuntimeClassName = &runtimeClass
+	}
+	return pod, st.claims, nil
+}
+
+// podStorage is what a service's storage makes of its pod: volumes and their mounts,
+// claims for the persistent ones, and the bytes counted as ephemeral storage and
+// (RAM volumes) as memory.
+type podStorage struct {
+	volumes        []corev1.Volume
+	mounts         []corev1.VolumeMount
+	claims         []corev1.PersistentVolumeClaim
+	ephemeral, ram int64
+}
+
+// storageOf maps a service's storage: RAM volumes to memory-backed emptyDirs (which
+// must be mounted), persistent ones to claims of their class (mapped by
+// cluster.storage_classes), the rest to ephemeral storage (an emptyDir when mounted).
+func storageOf(svc *market.Service, s Settings) (podStorage, error) {
+	mounts := map[string]market.StorageParams{}
+	if svc.Params != nil {
+		for _, p := range svc.Params.Storage {
+			mounts[p.Name] = p
+		}
+	}
+	var out podStorage
+	for _, st := range svc.Resources.Storage {
+		size := int64(min(uint64(st.Size.Val), 1<<53))
+		class, _ := st.Attributes.Find(market.StorageAttributeClass)
+		persistent, _ := st.Attributes.Find(market.StorageAttributePersistent)
+		mount, mounted := mounts[st.Name]
+		switch {
+		case class == market.StorageClassRAM:
+			// Memory-backed: counted in the container's memory.
+			out.ram += size
+			if !mounted {
+				return podStorage{}, fmt.Errorf("ram volume %q is not mounted", st.Name)
+			}
+			q := resource.NewQuantity(size, resource.BinarySI)
+			out.volumes = append(out.volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: q}}})
+		case persistent == "true":
+			if !mounted {
+				return podStorage{}, fmt.Errorf("persistent volume %q is not mounted", st.Name)
+			}
+			if class == "" {
+				class = market.StorageClassDefault
+			}
+			scName := class
+			if mapped, ok := s.StorageClasses[class]; ok {
+				scName = mapped
+			}
+			out.claims = append(out.claims, corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: st.Name},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					StorageClassName: &scName, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI)}},
+				},
+			})
+		default:
+			out.ephemeral += size
+			if mounted {
+				q := resource.NewQuantity(size, resource.BinarySI)
+				out.volumes = append(out.volumes, corev1.Volume{Name: st.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: q}}})
+			}
+		}
+		if mounted {
+			out.mounts = append(out.mounts, corev1.VolumeMount{Name: st.Name, MountPath: mount.Mount, ReadOnly: mount.ReadOnly})
+		}
+	}
+	return out, nil
+}
+
+// containerPorts are a service's exposed ports, each port and protocol once.
+func containerPorts(svc *market.Service) []corev1.ContainerPort {
 	var ports []corev1.ContainerPort
 	for i := range svc.Expose {
 		e := &svc.Expose[i]
@@ -329,27 +372,7 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 			ports = append(ports, p)
 		}
 	}
-	no := false
-	pod := corev1.PodSpec{
-		ServiceAccountName:           TenantServiceAccount,
-		AutomountServiceAccountToken: &no,
-		EnableServiceLinks:           &no,
-		Affinity:                     affinity,
-		Tolerations:                  tolerations,
-		Volumes:                      volumes,
-		Containers: []corev1.Container{{
-			Name: svc.Name, Image: svc.Image, Command: svc.Command, Args: svc.Args, Env: env, Ports: ports,
-			Resources:    corev1.ResourceRequirements{Requests: requests, Limits: limits},
-			VolumeMounts: volumeMounts,
-			SecurityContext: &corev1.SecurityContext{
-				Privileged: &no, AllowPrivilegeEscalation: &no,
-			},
-		}},
-	}
-	if runtimeClass != "" {
-		pod.RuntimeClassName = &runtimeClass
-	}
-	return pod, claims, nil
+	return ports
 }
 
 func protocol(p string) corev1.Protocol {
