@@ -56,7 +56,10 @@ type fromOperator struct {
 // Reserve and Fit refuse with the reason until one does. Call it before Run; the
 // InventoryConfig's Storage sizes are not used.
 func (inv *Inventory) FromOperator(dc dynamic.Interface, name string, maxAge time.Duration) *Inventory {
-	inv.op = &fromOperator{dc: dc, name: name, maxAge: maxAge, nodes: map[string]bool{}, pools: map[string]string{}}
+	// Until the report is first read (Run), nothing is bid on and /status says why.
+	why := fmt.Sprintf("the inventory operator's report (Inventory %s) is not read yet", name)
+	inv.op = &fromOperator{dc: dc, name: name, maxAge: maxAge, nodes: map[string]bool{}, pools: map[string]string{}, stale: why}
+	inv.cap.SetUnavailable(why)
 	return inv
 }
 

@@ -694,6 +694,10 @@ func (e *env) providerInventory(t *testing.T, owner cluster.Owner, name string, 
 		t.Fatal(err)
 	}
 	inv.FromOperator(e.dc, name, maxAge)
+	// Before the report is first read, nothing is bid on, and /status says why.
+	if why := inv.Stale(); why == "" || capacity.Unavailable() != why {
+		t.Fatalf("before Run: stale %q, capacity unavailable %q; want both to say the report is not read yet", why, capacity.Unavailable())
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- inv.Run(ctx) }()
