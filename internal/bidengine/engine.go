@@ -489,15 +489,6 @@ func (e *Engine) closedLocked(ev ledger.Event, now time.Time) []Action {
 			acts = append(acts, Action{Kind: ActCloseBid, Order: id, Bid: id.Bid(e.cfg.Provider)})
 		}
 	}
-	if len(e.deferred) > 0 && e.cap.Unavailable() == "" {
-		ids := slices.Collect(maps.Keys(e.deferred))
-		// Oldest decline first: with bid caps, the longest waiting order goes first.
-		slices.SortFunc(ids, func(a, b market.OrderID) int { return e.deferred[a].Compare(e.deferred[b]) })
-		for _, id := range ids {
-			acts = append(acts, Action{Kind: ActDecide, Order: id})
-		}
-		clear(e.deferred)
-	}
 	return acts
 }
 
@@ -537,15 +528,23 @@ func (e *Engine) Tick(now time.Time) []Action {
 			acts = append(acts, Action{Kind: ActCloseBid, Order: id, Bid: id.Bid(e.cfg.Provider)})
 		}
 	}
-	if len(e.deferred) > 0 && e.cap.Unavailable() == "" {
-		ids := slices.Collect(maps.Keys(e.deferred))
-		// Oldest decline first: with bid caps, the longest waiting order goes first.
-		slices.SortFunc(ids, func(a, b market.OrderID) int { return e.deferred[a].Compare(e.deferred[b]) })
-		for _, id := range ids {
-			acts = append(acts, Action{Kind: ActDecide, Order: id})
-		}
-		clear(e.deferred)
+	return append(acts, e.redecideLocked()...)
+}
+
+// redecideLocked asks, once the cluster's inventory is known, for the orders declined
+// while it was not to be decided again, oldest decline first (with bid caps, the
+// longest waiting order goes first).
+func (e *Engine) redecideLocked() []Action {
+	if len(e.deferred) == 0 || e.cap.Unavailable() != "" {
+		return nil
 	}
+	ids := slices.Collect(maps.Keys(e.deferred))
+	slices.SortFunc(ids, func(a, b market.OrderID) int { return e.deferred[a].Compare(e.deferred[b]) })
+	acts := make([]Action, len(ids))
+	for i, id := range ids {
+		acts[i] = Action{Kind: ActDecide, Order: id}
+	}
+	clear(e.deferred)
 	return acts
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -467,5 +468,46 @@ func TestDeclineLogged(t *testing.T) {
 	}
 	if buf.Len() != 0 {
 		t.Fatalf("a bid was logged as declined: %q", buf.String())
+	}
+}
+
+// TestDeclinedWhileInventoryUnknown: an order declined because the inventory is not
+// known is asked to be decided again by the Tick after the inventory is back (once,
+// oldest first), not by a block's events, and not while it is still unknown.
+func TestDeclinedWhileInventoryUnknown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.cap.SetUnavailable("no report yet")
+	o1, o2 := openOrder(1, groupSpec(nil, web)), openOrder(2, groupSpec(nil, web))
+	for _, o := range []ledger.Order{o1, o2} {
+		if m := h.decide(o); m != nil || h.last().Reason != ReasonInventoryStale {
+			t.Fatalf("order %d: bid %v, decision %+v; want no bid for %s", o.ID.DSeq, m, h.last(), ReasonInventoryStale)
+		}
+		h.now = h.now.Add(time.Second)
+	}
+	decides := func(acts []Action) []uint64 {
+		var out []uint64
+		for _, a := range acts {
+			if a.Kind == ActDecide {
+				out = append(out, a.Order.DSeq)
+			}
+		}
+		return out
+	}
+	if got := decides(h.e.Tick(h.now)); len(got) != 0 {
+		t.Fatalf("tick while the inventory is unknown: decide %v", got)
+	}
+	h.cap.SetUnavailable("")
+	other := openOrder(3, groupSpec(nil, web))
+	if got := decides(h.apply(event(ledger.EventOrderClosed, other.ID, ""))); len(got) != 0 {
+		t.Fatalf("a block's events: decide %v, want nothing but the tick's", got)
+	}
+	if got := decides(h.e.Tick(h.now)); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("tick once the inventory is known: decide %v, want [1 2]", got)
+	}
+	if got := decides(h.e.Tick(h.now)); len(got) != 0 {
+		t.Fatalf("the next tick: decide %v again", got)
+	}
+	if m := h.decide(o1); m == nil {
+		t.Fatalf("order 1 decided again: no bid (%+v)", h.last())
 	}
 }
