@@ -154,14 +154,20 @@ func resetDevHome(home string) error {
 // devBinaries finds the control-plane binaries, building them (with the build's
 // progress on out) when they are missing and $BERTH_TESTBIN does not name them.
 func devBinaries(ctx context.Context, out io.Writer) (string, error) {
-	dir, err := localenv.FindBinaries(ctx)
-	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(localenv.BinDirEnv) != "" {
+	return devTool(ctx, out, localenv.FindBinaries, localenv.BuildBinaries, localenv.BinDirEnv, "the Kubernetes binaries", "about 10 minutes")
+}
+
+// devTool finds what berth dev runs (find), or builds it from the Go module proxy with
+// its progress on out (build) when it is missing and $env does not name its directory.
+func devTool(ctx context.Context, out io.Writer, find func(context.Context) (string, error), build func(context.Context, io.Writer) (string, error), env, what, takes string) (string, error) {
+	dir, err := find(ctx)
+	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(env) != "" {
 		return dir, err
 	}
-	if _, werr := fmt.Fprintln(out, "berth dev: building the Kubernetes binaries from the Go module proxy (about 10 minutes, once)"); werr != nil {
+	if _, werr := fmt.Fprintf(out, "berth dev: building %s from the Go module proxy (%s, once)\n", what, takes); werr != nil {
 		return "", werr
 	}
-	return localenv.BuildBinaries(ctx, out)
+	return build(ctx, out)
 }
 
 type devChain struct {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -129,14 +128,7 @@ const (
 // devMetalLB finds MetalLB's controller, building it with hack/metallb.sh when missing
 // (unless $BERTH_METALLB names a directory).
 func devMetalLB(ctx context.Context, out io.Writer) (string, error) {
-	dir, err := localenv.FindMetalLB(ctx)
-	if err == nil || !errors.Is(err, localenv.ErrMissingDependency) || os.Getenv(localenv.MetalLBDirEnv) != "" {
-		return dir, err
-	}
-	if _, werr := fmt.Fprintln(out, "berth dev: building MetalLB's controller from the Go module proxy (about 2 minutes, once)"); werr != nil {
-		return "", werr
-	}
-	return localenv.BuildMetalLB(ctx, out)
+	return devTool(ctx, out, localenv.FindMetalLB, localenv.BuildMetalLB, localenv.MetalLBDirEnv, "MetalLB's controller", "about 2 minutes")
 }
 
 // startDevMetalLB starts MetalLB's controller on the dev cluster with its pool.

@@ -20,6 +20,7 @@ import (
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/wait"
 )
 
 // Streams serve a lease's logs, events and shells (kube.Streams). Their errors the
@@ -151,19 +152,11 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, owner string, o
 		}
 	})
 	ws.wg.Go(func() {
-		t := time.NewTicker(s.cfg.PingPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
-					cancel()
-					return
-				}
+		wait.Every(ctx, s.cfg.PingPeriod, func(context.Context) {
+			if err := c.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
+				cancel() // ends Every too
 			}
-		}
+		})
 	})
 	return ws, nil
 }
