@@ -5,12 +5,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/gateway/rest"
 )
 
 func newDevCommand(log *slog.Logger) *cobra.Command {
-	cfg := app.DefaultDevConfig()
+	cfg := dev.DefaultConfig()
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run the whole marketplace on this machine: ledger, simulated cluster, provider",
@@ -42,7 +42,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			cfg.WithdrawPeriodSet = cmd.Flag("withdraw-period").Changed
 			cfg.Command = selfName()
 			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
-			return app.RunDev(cmd.Context(), cfg, log, cmd.OutOrStdout())
+			return dev.Run(cmd.Context(), cfg, log, cmd.OutOrStdout())
 		}),
 	}
 	f := cmd.Flags()

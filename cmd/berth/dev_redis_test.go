@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/bus/redisbus/redisbustest"
+	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
@@ -94,7 +95,7 @@ func TestDevRedis(t *testing.T) {
 	redisbustest.Await(t, bidSub, 2*time.Minute, "the bid engine's status with the order", func(s status.BidEngine) bool { return s.Orders == 1 })
 	redisbustest.Await(t, clusterSub, 2*time.Minute, "inventory.cluster with the lease's pods", func(e inventory.ClusterEvent) bool {
 		used := e.Used[corev1.ResourceCPU]
-		return e.Inventory == app.DevInventoryName && e.Nodes == 2 && !used.IsZero()
+		return e.Inventory == dev.InventoryName && e.Nodes == 2 && !used.IsZero()
 	})
 
 	// The provider process killed: restarted, it serves the lease again.

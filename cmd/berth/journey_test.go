@@ -23,9 +23,9 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
@@ -113,7 +113,7 @@ func TestTenantJourney(t *testing.T) {
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	// The web service is reached by its accepted hostname and by the provider's own.
-	if uris := res.Leases[0].Status.Services["web"].URIs; !slices.Contains(uris, cluster.IngressHost(lease, "web", app.DevIngressDomain)) || !slices.Contains(uris, "web.example.test") {
+	if uris := res.Leases[0].Status.Services["web"].URIs; !slices.Contains(uris, cluster.IngressHost(lease, "web", dev.IngressDomain)) || !slices.Contains(uris, "web.example.test") {
 		t.Errorf("web URIs %v, want web.example.test and the provider's hostname", uris)
 	}
 
@@ -143,7 +143,7 @@ func TestTenantJourney(t *testing.T) {
 
 	// The hostname operator routes both hostnames: an Ingress each, and the lease
 	// status says so (routed: berth dev runs no ingress controller to check them).
-	providerHost := cluster.IngressHost(lease, "web", app.DevIngressDomain)
+	providerHost := cluster.IngressHost(lease, "web", dev.IngressDomain)
 	testenv.EventuallyNoError(t, time.Minute, "hostnames routed", func() error {
 		out, err := cli("tenant", "lease", "status", dseq)
 		if err != nil {

@@ -66,10 +66,8 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	} else if ok {
 		s.inv.WithMetalLBPool(s.dc, pool)
 	}
-	settings := cfg.Cluster.settings()
+	settings := cfg.KubeSettings()
 	settings.Owner = owner
-	// The inventory operator labels the nodes of each storage class it offers.
-	settings.StorageAffinity = cfg.Inventory.Operator != ""
 	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {
 		return nil, err
 	}
@@ -124,9 +122,9 @@ func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.L
 	}
 }
 
-// awaitInventory waits until the inventory can be bid on (with the inventory operator:
+// AwaitInventory waits until the inventory can be bid on (with the inventory operator:
 // its first report has arrived), or says why not after timeout.
-func (s *clusterService) awaitInventory(ctx context.Context, timeout time.Duration) error {
+func (s *clusterService) AwaitInventory(ctx context.Context, timeout time.Duration) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)

@@ -13,6 +13,9 @@ import (
 
 	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/grafana"
+	"berth.dev/berth/internal/operator/hostname"
+	inventoryop "berth.dev/berth/internal/operator/inventory"
+	"berth.dev/berth/internal/operator/ip"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -50,16 +53,24 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	exported := metricNames(t, p.reg)
 	kubeconfig := k.Kubeconfig(t)
 	log := slog.New(slog.DiscardHandler)
-	host, err := NewHostnameOperator(devHostnameConfig(DefaultProviderConfig(), "akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq7cdc78", "berth-test", kubeconfig), log, nil)
+	const provider, chainID = "akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq7cdc78", "berth-test"
+	hc := hostname.DefaultConfig()
+	hc.Provider, hc.ChainID, hc.Kubeconfig, hc.Listen = provider, chainID, kubeconfig, "127.0.0.1:0"
+	host, err := NewHostnameOperator(hc, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ipOp, err := NewIPOperator(devIPConfig("akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq7cdc78", "berth-test", kubeconfig, "127.0.0.1:0"), log, nil)
+	ic := ip.DefaultConfig()
+	ic.Provider, ic.ChainID, ic.Kubeconfig, ic.Listen = provider, chainID, kubeconfig, "127.0.0.1:0"
+	ic.Pool = "dashboard"
+	ipOp, err := NewIPOperator(ic, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// (Its bus metrics are the provider's, by name.)
-	inv, _, err := NewInventoryOperator(devInventoryConfig(kubeconfig, "127.0.0.1:0"), log, nil)
+	vc := inventoryop.DefaultConfig()
+	vc.Name, vc.Kubeconfig, vc.Listen = "dashboard", kubeconfig, "127.0.0.1:0"
+	inv, _, err := NewInventoryOperator(vc, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

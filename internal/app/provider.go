@@ -64,6 +64,8 @@ type Provider struct {
 	readyClock *leaseReadyClock
 	// remote, with bus.redis, carries the status topics to other processes.
 	remote *redisbus.Client
+	// opened is what NewProvider opened, for Close.
+	opened []func()
 }
 
 // NewProvider validates cfg and connects to the ledger and the cluster; it starts
@@ -74,12 +76,9 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
-	var undo []func() // what was opened, closed again in reverse order on error
 	defer func() {
 		if retErr != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
+			p.Close()
 		}
 	}()
 	// The gateway's address answers from the start: while the ledger node does not,
@@ -91,7 +90,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 			return nil, err
 		}
 		waiting, p.early = early.waiting, early
-		undo = append(undo, func() {
+		p.opened = append(p.opened, func() {
 			if p.early != nil {
 				p.early.close(ctx)
 			}
@@ -102,7 +101,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		return nil, err
 	}
 	p.client = c
-	undo = append(undo, c.Close)
+	p.opened = append(p.opened, c.Close)
 	p.ledger = newLedgerWatch(cfg.Node, c.Height, log)
 	prefix := c.Params().AddressPrefix
 	kr, err := keys.Open(node.KeyringDir(cfg.Home), prefix)
@@ -124,14 +123,14 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	if p.gw, err = p.newGateway(ctx, ledgerReader{c}, prefix); err != nil {
 		return nil, err
 	}
-	undo = append(undo, p.gw.close)
+	p.opened = append(p.opened, p.gw.close)
 	if cfg.Bus.Redis != "" {
 		o := cfg.Bus.Options()
 		o.Registerer, o.Log = p.reg, log.With(slog.String("component", "bus"))
 		if p.remote, err = redisbus.Connect(o); err != nil {
 			return nil, err
 		}
-		undo = append(undo, func() { _ = p.remote.Close() })
+		p.opened = append(p.opened, func() { _ = p.remote.Close() })
 	}
 	if err := p.registerProviderMetrics(); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -140,9 +139,28 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 		if p.metrics, err = (&net.ListenConfig{}).Listen(ctx, "tcp", metricsListen); err != nil {
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
+		p.opened = append(p.opened, func() { _ = p.metrics.Close() })
 	}
 	return p, nil
 }
+
+// Close releases what NewProvider opened (listeners, connections), for a provider
+// that is not Run after all; Run releases them itself.
+func (p *Provider) Close() {
+	for i := len(p.opened) - 1; i >= 0; i-- {
+		p.opened[i]()
+	}
+	p.opened = nil
+}
+
+// Address is the provider's account on the ledger.
+func (p *Provider) Address() string { return p.bcast.Address() }
+
+// Client is the provider's ledger client.
+func (p *Provider) Client() *chain.Client { return p.client }
+
+// Broadcaster signs and sends the provider's transactions.
+func (p *Provider) Broadcaster() *chain.Broadcaster { return p.bcast }
 
 // newCluster builds the cluster side: inventory, deployments, monitor, and the
 // unhealthy-lease policy and lease-ready clock fed by the monitor.
@@ -172,31 +190,16 @@ func (p *Provider) newCluster() error {
 // the ledger, which publishes the leases won and closed on p.leases.
 func (p *Provider) newBidding(prefix string) error {
 	cfg := p.cfg
-	policy, err := cfg.policy(prefix)
+	ec, err := cfg.EngineConfig(p.bcast.Address(), prefix, p.client.Params().BidMinDeposit)
 	if err != nil {
 		return err
 	}
-	pricer, err := cfg.pricer()
-	if err != nil {
-		return err
-	}
-	deposit := p.client.Params().BidMinDeposit
-	if cfg.Bidding.Deposit != "" {
-		d, err := market.ParseCoin(cfg.Bidding.Deposit)
-		if err != nil || d.Denom != deposit.Denom || d.Amount < deposit.Amount {
-			return fmt.Errorf("bidding.deposit %q: must be at least the ledger's bid_min_deposit %s", cfg.Bidding.Deposit, deposit)
-		}
-		deposit = d
-	}
+	ec.Log = p.log
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)
 	if err != nil {
 		return err
 	}
-	p.engine, err = bidengine.NewEngine(bidengine.EngineConfig{
-		Provider: p.bcast.Address(), Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: cfg.Bidding.Timeout,
-		BidsPerHour: cfg.Bidding.Budget.BidsPerHour, TenantBidsPerHour: cfg.Bidding.Budget.TenantBidsPerHour,
-		Overcommit: cfg.Cluster.overcommit(), Log: p.log,
-	}, p.capacity, history)
+	p.engine, err = bidengine.NewEngine(ec, p.capacity, history)
 	if err != nil {
 		return err
 	}

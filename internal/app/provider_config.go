@@ -165,10 +165,40 @@ func (c *ClusterConfig) overcommit() cluster.Overcommit {
 	return cluster.Overcommit{CPU: c.Overcommit.CPU, Memory: c.Overcommit.Memory, Storage: c.Overcommit.Storage}
 }
 
-// settings are how the deployer builds leases' objects.
-func (c *ClusterConfig) settings() kube.Settings {
-	return kube.Settings{StorageClasses: c.StorageClasses, GPURuntimeClass: c.GPURuntimeClass,
-		IngressNamespace: c.IngressNamespace, EgressDeny: c.EgressDeny, Overcommit: c.overcommit()}
+// KubeSettings are how the deployer builds leases' objects (but for their owner).
+func (c *ProviderConfig) KubeSettings() kube.Settings {
+	cl := &c.Cluster
+	return kube.Settings{StorageClasses: cl.StorageClasses, GPURuntimeClass: cl.GPURuntimeClass,
+		IngressNamespace: cl.IngressNamespace, EgressDeny: cl.EgressDeny, Overcommit: cl.overcommit(),
+		// The inventory operator labels the nodes of each storage class it offers.
+		StorageAffinity: c.Inventory.Operator != ""}
+}
+
+// EngineConfig is the bid engine's configuration as the provider builds it: provider
+// is its account, prefix the ledger's address prefix, and minDeposit the ledger's
+// bid_min_deposit (which bidding.deposit may raise, never lower). Its Log is unset.
+func (c *ProviderConfig) EngineConfig(provider, prefix string, minDeposit market.Coin) (bidengine.EngineConfig, error) {
+	policy, err := c.policy(prefix)
+	if err != nil {
+		return bidengine.EngineConfig{}, err
+	}
+	pricer, err := c.pricer()
+	if err != nil {
+		return bidengine.EngineConfig{}, err
+	}
+	deposit := minDeposit
+	if c.Bidding.Deposit != "" {
+		d, err := market.ParseCoin(c.Bidding.Deposit)
+		if err != nil || d.Denom != deposit.Denom || d.Amount < deposit.Amount {
+			return bidengine.EngineConfig{}, fmt.Errorf("bidding.deposit %q: must be at least the ledger's bid_min_deposit %s", c.Bidding.Deposit, deposit)
+		}
+		deposit = d
+	}
+	b := c.Bidding.Budget
+	return bidengine.EngineConfig{
+		Provider: provider, Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: c.Bidding.Timeout,
+		BidsPerHour: b.BidsPerHour, TenantBidsPerHour: b.TenantBidsPerHour, Overcommit: c.Cluster.overcommit(),
+	}, nil
 }
 
 // AttributeConfig is one key/value attribute.
@@ -301,7 +331,7 @@ func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig
 		if err != nil {
 			return c, fmt.Errorf("config: %w", err)
 		}
-		if err := decodeProviderConfig(path, b, &c); err != nil {
+		if err := DecodeProviderConfig(path, b, &c); err != nil {
 			return c, err
 		}
 	}
@@ -317,11 +347,11 @@ func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig
 	return c, nil
 }
 
-// decodeProviderConfig reads provider.yaml's bytes (from the file path) over c: keys
+// DecodeProviderConfig reads provider.yaml's bytes (from the file path) over c: keys
 // the file sets replace c's, the others keep theirs; maps (scale rates by storage class
 // and GPU model) merge. Unknown keys and values of the wrong type are errors naming
 // their line.
-func decodeProviderConfig(path string, b []byte, c *ProviderConfig) error {
+func DecodeProviderConfig(path string, b []byte, c *ProviderConfig) error {
 	if err := yaml.Decode(b, c); err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
@@ -483,6 +513,12 @@ func (c *ProviderConfig) checkDurations() error {
 		return fmt.Errorf("gateway.manifest_timeout %s: want a duration such as 5m, or 0s for never", c.Gateway.ManifestTimeout)
 	}
 	return nil
+}
+
+// Registered is the attributes the provider registers on the ledger (attributes),
+// checked.
+func (c *ProviderConfig) Registered() (market.Attributes, error) {
+	return attributes("attributes", c.Attributes)
 }
 
 func attributes(field string, in []AttributeConfig) (market.Attributes, error) {

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 // capabilities/storage/<n>/{class,persistent}, and the GPU model of each GPU node as
 // the inventory will see it, as capabilities/gpu/vendor/<v>/model/<m> with its memory
 // and interface (the forms Akash providers declare).
-func (c DevConfig) capabilities(storageClasses []string) (market.Attributes, error) {
+func (c Config) capabilities(storageClasses []string) (market.Attributes, error) {
 	var attrs market.Attributes
 	for i, class := range storageClasses {
 		prefix := fmt.Sprintf("capabilities/storage/%d/", i+1)

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"context"
@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/status"
@@ -98,7 +98,7 @@ func (d *devProcesses) stop() {
 // cluster: it installs berth's CRDs and the operators' namespace, registers the
 // provider with its gateway's address, writes each process's file under
 // HOME/cluster/processes, and starts them. On error nothing it started is left.
-func startDevProcesses(ctx context.Context, cfg DevConfig, pc ProviderConfig, rpc, chainID, kubeconfig, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
+func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, rpc, chainID, kubeconfig, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
 	bin := cfg.Executable
 	if bin == "" {
 		exe, err := os.Executable()
@@ -151,7 +151,7 @@ func startDevProcesses(ctx context.Context, cfg DevConfig, pc ProviderConfig, rp
 		return nil, err
 	}
 	d.providerAddr, d.hostURI, d.grpc, d.metrics = bcast.Address(), "https://"+addr(0), addr(1), addr(2)
-	attrs, err := attributes("attributes", pc.Attributes)
+	attrs, err := pc.Registered()
 	if err != nil {
 		return nil, err
 	}
@@ -211,11 +211,7 @@ func prepareDevCluster(ctx context.Context, kubeconfig string) error {
 	if err := kube.InstallCRDs(ctx, dc); err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	return ensureOperatorNamespace(ctx, cs)
+	return ensureOperatorNamespace(ctx, rc)
 }
 
 // writeDevFile writes a process's configuration (YAML, the keys it reads) in dir.

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"context"
@@ -12,7 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
@@ -46,7 +49,7 @@ func superviseOperator(ctx context.Context, name string, log *slog.Logger, run f
 // devHostnameConfig is the hostname operator of berth dev's provider: Ingresses for
 // an nginx class, not checked (the dev cluster runs no ingress controller, and its
 // pods are simulated), leader election in berth-system as on a real cluster.
-func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
+func devHostnameConfig(pc app.ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
 	c := hostname.DefaultConfig()
 	c.Provider, c.ChainID, c.Kubeconfig = provider, chainID, kubeconfig
 	c.Listen = "127.0.0.1:0"
@@ -59,19 +62,19 @@ func devHostnameConfig(pc ProviderConfig, provider, chainID, kubeconfig string) 
 // devOperator is an operator berth dev runs in-process.
 type devOperator struct {
 	name string
-	op   *Operator
+	op   *app.Operator
 	addr string // its probes, metrics (and more)
 }
 
-// DevInventoryName is the Inventory berth dev's inventory operator writes.
-const DevInventoryName = "berth-dev"
+// InventoryName is the Inventory berth dev's inventory operator writes.
+const InventoryName = "berth-dev"
 
 // devInventoryConfig is berth dev's inventory operator: the dev storage classes,
 // node-local (simulated volumes), 1Ti each, and GPUs named from the nodes' GPU
 // feature discovery labels.
 func devInventoryConfig(kubeconfig, listen string) inventoryop.Config {
 	c := inventoryop.DefaultConfig()
-	c.Name, c.Kubeconfig, c.Listen = DevInventoryName, kubeconfig, listen
+	c.Name, c.Kubeconfig, c.Listen = InventoryName, kubeconfig, listen
 	for _, class := range localenv.DevStorageClasses {
 		c.Storage = append(c.Storage, inventory.StorageClass{Class: class, Source: inventory.SourceLocal, Size: "1Ti"})
 	}
@@ -81,7 +84,7 @@ func devInventoryConfig(kubeconfig, listen string) inventoryop.Config {
 
 // startDevOperators builds berth dev's operators for its provider, on ports chosen
 // free now, and makes their Leases' namespace.
-func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
+func startDevOperators(ctx context.Context, pc app.ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
 	ports, err := localenv.FreePorts(ctx, 3)
 	if err != nil {
 		return nil, err
@@ -89,19 +92,23 @@ func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID
 	listen := func(i int) string { return fmt.Sprintf("127.0.0.1:%d", ports[i]) }
 	hc := devHostnameConfig(pc, provider, chainID, kubeconfig)
 	hc.Listen = listen(0)
-	hostOp, err := NewHostnameOperator(hc, log.With(slog.String("component", "hostname-operator")), nil)
+	hostOp, err := app.NewHostnameOperator(hc, log.With(slog.String("component", "hostname-operator")), nil)
 	if err != nil {
 		return nil, err
 	}
-	ipOp, err := NewIPOperator(devIPConfig(provider, chainID, kubeconfig, listen(1)), log.With(slog.String("component", "ip-operator")), nil)
+	ipOp, err := app.NewIPOperator(devIPConfig(provider, chainID, kubeconfig, listen(1)), log.With(slog.String("component", "ip-operator")), nil)
 	if err != nil {
 		return nil, err
 	}
-	invOp, _, err := NewInventoryOperator(devInventoryConfig(kubeconfig, listen(2)), log.With(slog.String("component", "inventory-operator")), nil)
+	invOp, _, err := app.NewInventoryOperator(devInventoryConfig(kubeconfig, listen(2)), log.With(slog.String("component", "inventory-operator")), nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := ensureOperatorNamespace(ctx, hostOp.cs); err != nil {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	if err := ensureOperatorNamespace(ctx, rc); err != nil {
 		return nil, err
 	}
 	return []devOperator{{"hostname", hostOp, listen(0)}, {"ip", ipOp, listen(1)}, {"inventory", invOp, listen(2)}}, nil
@@ -109,7 +116,11 @@ func startDevOperators(ctx context.Context, pc ProviderConfig, provider, chainID
 
 // ensureOperatorNamespace makes the namespace of berth dev's operators' Leases when
 // it does not exist.
-func ensureOperatorNamespace(ctx context.Context, cs kubernetes.Interface) error {
+func ensureOperatorNamespace(ctx context.Context, rc *rest.Config) error {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operator.DefaultNamespace}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", operator.DefaultNamespace, err)
@@ -120,9 +131,9 @@ func ensureOperatorNamespace(ctx context.Context, cs kubernetes.Interface) error
 // Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for
 // show: documentation addresses, never reachable), and the IP operator.
 const (
-	DevMetalLBNamespace = "metallb-system"
-	DevMetalLBPool      = "berth-dev"
-	DevMetalLBAddresses = "192.0.2.0/24"
+	MetalLBNamespace = "metallb-system"
+	MetalLBPool      = "berth-dev"
+	MetalLBAddresses = "192.0.2.0/24"
 )
 
 // devMetalLB finds MetalLB's controller, building it with hack/metallb.sh when missing
@@ -136,11 +147,11 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*loca
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
-	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: DevMetalLBNamespace, BinDir: binDir})
+	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: MetalLBNamespace, BinDir: binDir})
 	if err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
-	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: DevMetalLBPool, Addresses: []string{DevMetalLBAddresses}}); err != nil {
+	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: MetalLBPool, Addresses: []string{MetalLBAddresses}}); err != nil {
 		m.Stop()
 		return nil, fmt.Errorf("MetalLB pool: %w", err)
 	}
@@ -179,7 +190,7 @@ func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconf
 func devIPConfig(provider, chainID, kubeconfig, listen string) ip.Config {
 	c := ip.DefaultConfig()
 	c.Provider, c.ChainID, c.Kubeconfig, c.Listen = provider, chainID, kubeconfig, listen
-	c.Pool, c.MetalLBNamespace = DevMetalLBPool, DevMetalLBNamespace
+	c.Pool, c.MetalLBNamespace = MetalLBPool, MetalLBNamespace
 	c.LeaderElection.LeaseDuration, c.LeaderElection.RenewDeadline, c.LeaderElection.RetryPeriod = 4*time.Second, 3*time.Second, 500*time.Millisecond
 	return c
 }

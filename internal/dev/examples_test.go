@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -41,15 +42,15 @@ type exampleProvider struct {
 // exampleProviderConfig is what berth dev's provider bids with (as startDevProvider
 // configures it): the defaults, with a pool of 1Ti and a price for each of the
 // cluster's storage classes, and the attributes it registers.
-func exampleProviderConfig(t *testing.T, dev DevConfig) ProviderConfig {
+func exampleProviderConfig(t *testing.T, dev Config) app.ProviderConfig {
 	t.Helper()
-	pc := DefaultProviderConfig()
+	pc := app.DefaultProviderConfig()
 	attrs, err := devAttributes(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range attrs {
-		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
+		pc.Attributes = append(pc.Attributes, app.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	pc.Inventory.Storage = map[string]string{}
 	for _, class := range localenv.DevStorageClasses {
@@ -65,23 +66,18 @@ func exampleProviderConfig(t *testing.T, dev DevConfig) ProviderConfig {
 // nodes and the configured pools.
 func newExampleProvider(t *testing.T) *exampleProvider {
 	t.Helper()
-	dev := DefaultDevConfig()
+	dev := DefaultConfig()
 	pc := exampleProviderConfig(t, dev)
 	if err := pc.Validate(); err != nil {
 		t.Fatalf("dev provider configuration: %v", err)
 	}
-	policy, err := pc.policy("")
+	ec, err := pc.EngineConfig(exampleAddress(t, 2), ledger.DefaultAddressPrefix, ledger.DefaultParams().BidMinDeposit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policy.Attributes, err = attributes("attributes", pc.Attributes); err != nil {
+	if ec.Policy.Attributes, err = pc.Registered(); err != nil {
 		t.Fatal(err)
 	}
-	pricer, err := pc.pricer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	timeout := pc.Bidding.Timeout
 	// The storage classes' sizes, as berth dev's inventory operator reports them.
 	capacity := cluster.NewCapacity()
 	for _, sc := range devInventoryConfig("", "").Storage {
@@ -90,8 +86,7 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, pc.Inventory.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, pc.Inventory.NodePorts)
-	p := &exampleProvider{settings: pc.Cluster.settings()}
-	p.settings.StorageAffinity = pc.Inventory.Operator != "" // as newClusterService sets it
+	p := &exampleProvider{settings: pc.KubeSettings()}
 	for _, spec := range dev.nodes() {
 		n, err := spec.Object()
 		if err != nil {
@@ -108,11 +103,7 @@ func newExampleProvider(t *testing.T) *exampleProvider {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := ledger.DefaultParams()
-	p.engine, err = bidengine.NewEngine(bidengine.EngineConfig{
-		Provider: exampleAddress(t, 2), Policy: policy, Pricer: pricer, Deposit: params.BidMinDeposit,
-		BidTimeout: timeout, Overcommit: pc.Cluster.overcommit(),
-	}, capacity, history)
+	p.engine, err = bidengine.NewEngine(ec, capacity, history)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +380,7 @@ func TestExamplesOversizedDeclined(t *testing.T) {
 // TestDevCapabilities pins the capability attributes berth dev's provider registers,
 // and checks that the ledger accepts its registration.
 func TestDevCapabilities(t *testing.T) {
-	attrs, err := DefaultDevConfig().capabilities(localenv.DevStorageClasses)
+	attrs, err := DefaultConfig().capabilities(localenv.DevStorageClasses)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +403,7 @@ func TestDevCapabilities(t *testing.T) {
 
 	// The provider registers them with the others (devAttributes), and the ledger
 	// takes the registration.
-	registered, err := devAttributes(DefaultDevConfig())
+	registered, err := devAttributes(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +417,7 @@ func TestDevCapabilities(t *testing.T) {
 	}
 
 	// Without GPU nodes, no GPU capability; several nodes of one model declare it once.
-	cfg := DefaultDevConfig()
+	cfg := DefaultConfig()
 	cfg.GPUNodes = 0
 	if attrs, err := cfg.capabilities(nil); err != nil || len(attrs) != 0 {
 		t.Fatalf("no GPU nodes, no storage classes: %v, %v", attrs, err)
@@ -442,7 +433,7 @@ func TestDevCapabilities(t *testing.T) {
 // inventory operator names the models), with two models, A100 and H100.
 func TestDevNodesCarryOnlyDiscoveryLabels(t *testing.T) {
 	var models []string
-	for _, spec := range DefaultDevConfig().nodes() {
+	for _, spec := range DefaultConfig().nodes() {
 		n, err := spec.Object()
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/yaml"
 )
@@ -26,7 +27,7 @@ var devOwnedKeys = []struct{ key, why string }{
 	{"gateway.listen", "berth dev's gateway listens on 127.0.0.1, on a port chosen at each start"},
 	{"gateway.grpc_listen", "berth dev's gRPC gateway listens on 127.0.0.1, on a port chosen at each start"},
 	{"cluster.install_crds", "the dev cluster is new at each start: berth dev's provider always installs berth's CRDs"},
-	{"inventory.operator", "berth dev's provider bids on the report of the inventory operator berth dev runs (Inventory " + DevInventoryName + ")"},
+	{"inventory.operator", "berth dev's provider bids on the report of the inventory operator berth dev runs (Inventory " + InventoryName + ")"},
 	{"inventory.storage", "berth dev's inventory operator sizes the dev storage classes (beta1–beta3, 1Ti each)"},
 }
 
@@ -37,20 +38,20 @@ const capabilitiesPrefix = "capabilities/"
 // devLocationAttributes are the dev provider's attributes besides its capabilities,
 // unless a --config file lists attributes of its own: what published SDL files most
 // often require.
-func devLocationAttributes() []AttributeConfig {
-	return []AttributeConfig{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}
+func devLocationAttributes() []app.AttributeConfig {
+	return []app.AttributeConfig{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}
 }
 
 // devProviderDefaults is berth dev's provider configuration before any --config file:
 // provider.yaml's defaults with what berth dev sets (loopback listeners, the dev
 // ingress domain and storage classes, dev rates and attributes). Node and Kubeconfig
-// are left for RunDev, which knows them once the ledger and the cluster run.
-func devProviderDefaults(cfg DevConfig) ProviderConfig {
-	pc := DefaultProviderConfig()
+// are left for Run, which knows them once the ledger and the cluster run.
+func devProviderDefaults(cfg Config) app.ProviderConfig {
+	pc := app.DefaultProviderConfig()
 	pc.Home, pc.From = cfg.Home, DevProviderKey
 	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
 	pc.Cluster.InstallCRDs = true
-	pc.Cluster.IngressDomain = DevIngressDomain
+	pc.Cluster.IngressDomain = IngressDomain
 	pc.Build = cfg.Build
 	pc.Cluster.OrphanInterval = time.Minute
 	check := 10 * time.Second
@@ -58,9 +59,9 @@ func devProviderDefaults(cfg DevConfig) ProviderConfig {
 		check = min(check, cfg.WithdrawPeriod)
 	}
 	pc.Balance.WithdrawPeriod, pc.Balance.CheckInterval = cfg.WithdrawPeriod, check
-	pc.Inventory.Operator = DevInventoryName
-	pc.Inventory.LeasedIPPool = DevMetalLBNamespace + "/" + DevMetalLBPool
-	pc.Bidding.Pricing.Scale = DevScaleRates()
+	pc.Inventory.Operator = InventoryName
+	pc.Inventory.LeasedIPPool = MetalLBNamespace + "/" + MetalLBPool
+	pc.Bidding.Pricing.Scale = ScaleRates()
 	pc.Attributes = devLocationAttributes()
 	return pc
 }
@@ -69,27 +70,27 @@ func devProviderDefaults(cfg DevConfig) ProviderConfig {
 // then the keys of cfg.ProviderConfig when set (read as `berth provider run` reads
 // it), then --withdraw-period when given. Its Attributes are complete: the file's (or
 // the dev location attributes), then the dev cluster's capabilities.
-func devProviderConfig(cfg DevConfig) (ProviderConfig, error) {
+func devProviderConfig(cfg Config) (app.ProviderConfig, error) {
 	if cfg.ProviderConfig == "" {
 		return parseDevProviderConfig(cfg, "", nil)
 	}
 	b, err := os.ReadFile(cfg.ProviderConfig)
 	if err != nil {
-		return ProviderConfig{}, fmt.Errorf("--config: %w", err)
+		return app.ProviderConfig{}, fmt.Errorf("--config: %w", err)
 	}
 	return parseDevProviderConfig(cfg, cfg.ProviderConfig, b)
 }
 
 // parseDevProviderConfig is devProviderConfig on the file's contents (data, nil for
 // no file), read from path.
-func parseDevProviderConfig(cfg DevConfig, path string, data []byte) (ProviderConfig, error) {
+func parseDevProviderConfig(cfg Config, path string, data []byte) (app.ProviderConfig, error) {
 	pc := devProviderDefaults(cfg)
 	where := "berth dev's provider configuration"
 	if path != "" {
 		where = "config " + path
 	}
 	if data != nil {
-		if err := decodeProviderConfig(path, data, &pc); err != nil {
+		if err := app.DecodeProviderConfig(path, data, &pc); err != nil {
 			return pc, err
 		}
 		if err := refuseDevOwnedKeys(path, data); err != nil {
@@ -103,7 +104,7 @@ func parseDevProviderConfig(cfg DevConfig, path string, data []byte) (ProviderCo
 	if err := pc.Validate(); err != nil {
 		return pc, fmt.Errorf("%s: %w", where, err)
 	}
-	attrs, err := attributes("attributes", pc.Attributes)
+	attrs, err := pc.Registered()
 	if err != nil {
 		return pc, fmt.Errorf("%s: %w", where, err)
 	}
@@ -131,7 +132,7 @@ func parseDevProviderConfig(cfg DevConfig, path string, data []byte) (ProviderCo
 	}
 	pc.Attributes = pc.Attributes[:0:0]
 	for _, a := range attrs {
-		pc.Attributes = append(pc.Attributes, AttributeConfig{Key: a.Key, Value: a.Value})
+		pc.Attributes = append(pc.Attributes, app.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	return pc, nil
 }

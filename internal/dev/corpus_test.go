@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"crypto/tls"
@@ -108,7 +108,7 @@ func screenCorpus(t *testing.T, banner string) {
 // TestDevBannerOlderChain: a resumed chain made before uact says what it lacks and
 // how to get a chain that takes it; a current one says nothing of the kind.
 func TestDevBannerOlderChain(t *testing.T) {
-	d := devBanner{cfg: DevConfig{Home: "/h"}, cp: &localenv.ControlPlane{}, resumed: true, denoms: []string{"uakt"}}
+	d := devBanner{cfg: Config{Home: "/h"}, cp: &localenv.ControlPlane{}, resumed: true, denoms: []string{"uakt"}}
 	var old strings.Builder
 	printDevBanner(&old, d)
 	want := "made by an older berth: it takes uakt only, not uact, " + ledger.DenomUSDC + " (--reset makes a new chain)"

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"context"
@@ -6,21 +6,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 )
 
-// DevConfig configures `berth dev`.
-type DevConfig struct {
+// Config configures `berth dev`.
+type Config struct {
 	// Home is the ledger node's home (keyring, chain data, the provider's state),
 	// resumed when it holds a chain; its cluster directory is recreated on every start.
 	Home string
@@ -58,23 +58,11 @@ type DevConfig struct {
 	ProviderConfig string
 }
 
-// DefaultHome is berth's home unless told otherwise: $BERTH_HOME, else ~/.berth (what
-// every berth command reads its keyring and node address from).
-func DefaultHome() string {
-	if h := os.Getenv("BERTH_HOME"); h != "" {
-		return h
-	}
-	if d, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(d, ".berth")
-	}
-	return ".berth"
-}
-
-// DefaultDevConfig returns the embedded defaults: three CPU nodes, one node with eight
+// DefaultConfig returns the embedded defaults: three CPU nodes, one node with eight
 // 80 GiB A100 SXM GPUs and one with eight 80 GiB H100s, in the default home.
-func DefaultDevConfig() DevConfig {
-	return DevConfig{
-		Home:         DefaultHome(),
+func DefaultConfig() Config {
+	return Config{
+		Home:         app.DefaultHome(),
 		Nodes:        3,
 		GPUNodes:     2,
 		GPUsPerNode:  8,
@@ -89,7 +77,7 @@ func DefaultDevConfig() DevConfig {
 }
 
 // Validate reports the first invalid field by its flag name.
-func (c DevConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Home == "":
 		return errors.New("--home: empty (and no home directory to default to)")
@@ -109,7 +97,7 @@ func (c DevConfig) Validate() error {
 	return nil
 }
 
-func (c DevConfig) nodes() []localenv.NodeSpec {
+func (c Config) nodes() []localenv.NodeSpec {
 	var specs []localenv.NodeSpec
 	for i := range c.Nodes {
 		specs = append(specs, localenv.NodeSpec{Name: fmt.Sprintf("dev-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory})
@@ -126,11 +114,11 @@ func (c DevConfig) nodes() []localenv.NodeSpec {
 	return specs
 }
 
-// RunDev starts the local marketplace — the ledger node (resumed from the home when it
+// Run starts the local marketplace — the ledger node (resumed from the home when it
 // holds one), the Kubernetes control plane with its simulated nodes, and the provider
 // registered on the ledger — prints what a tenant needs on out, and runs until ctx
 // ends; then it stops everything it started, the provider first.
-func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer) (retErr error) {
+func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retErr error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -139,7 +127,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err != nil {
 		return err
 	}
-	attrs, err := attributes("attributes", pc.Attributes)
+	attrs, err := pc.Registered()
 	if err != nil {
 		return err
 	}
@@ -183,7 +171,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 	if err := r.startCluster(bin, lbBin); err != nil {
 		return err
 	}
-	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: DefaultHome()}
+	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: app.DefaultHome()}
 	startProvider := r.startInProcess
 	if cfg.Redis {
 		startProvider = r.startProcesses
@@ -209,7 +197,7 @@ func RunDev(ctx context.Context, cfg DevConfig, log *slog.Logger, out io.Writer)
 // by stop, and what watch keeps an eye on.
 type devRun struct {
 	ctx   context.Context
-	cfg   DevConfig
+	cfg   Config
 	log   *slog.Logger
 	locks devLocks
 	stops []func() error
@@ -314,7 +302,7 @@ func (r *devRun) startCluster(bin, lbBin string) error {
 
 // startProcesses runs the provider and the operators as processes of their own over
 // a redis-server (--redis), and waits until they bid.
-func (r *devRun) startProcesses(pc ProviderConfig, banner *devBanner) (*chain.Client, error) {
+func (r *devRun) startProcesses(pc app.ProviderConfig, banner *devBanner) (*chain.Client, error) {
 	// The provider's lock is the provider process's to take.
 	r.locks.provider.Release()
 	procs, err := startDevProcesses(r.ctx, r.cfg, pc, r.rpc, r.node.ChainID(), r.kubeconfig, r.cp.Dir, r.log)
@@ -339,7 +327,7 @@ func (r *devRun) startProcesses(pc ProviderConfig, banner *devBanner) (*chain.Cl
 
 // startInProcess runs the provider and, once it has installed the CRDs they watch,
 // the operators, in this process; and waits until the provider can bid.
-func (r *devRun) startInProcess(pc ProviderConfig, banner *devBanner) (*chain.Client, error) {
+func (r *devRun) startInProcess(pc app.ProviderConfig, banner *devBanner) (*chain.Client, error) {
 	ctx, log := r.ctx, r.log
 	p, hostURI, err := startDevProvider(ctx, pc, r.rpc, r.kubeconfig, log)
 	if err != nil {
@@ -358,7 +346,7 @@ func (r *devRun) startInProcess(pc ProviderConfig, banner *devBanner) (*chain.Cl
 	if err := r.watch(p.Ready(), " before it was ready"); err != nil || ctx.Err() != nil {
 		return nil, err
 	}
-	ops, err := startDevOperators(ctx, pc, p.bcast.Address(), r.node.ChainID(), r.kubeconfig, log)
+	ops, err := startDevOperators(ctx, pc, p.Address(), r.node.ChainID(), r.kubeconfig, log)
 	if err != nil {
 		return nil, err
 	}
@@ -373,13 +361,13 @@ func (r *devRun) startInProcess(pc ProviderConfig, banner *devBanner) (*chain.Cl
 		return nil
 	})
 	// Bids wait for the inventory operator's first report: the banner comes after it.
-	if err := p.awaitInventory(ctx, time.Minute); err != nil && ctx.Err() == nil {
+	if err := p.AwaitInventory(ctx, time.Minute); err != nil && ctx.Err() == nil {
 		return nil, err
 	}
-	banner.provider, banner.providerAddr, banner.grpc, banner.metrics = hostURI, p.bcast.Address(), p.GRPCGateway(), p.MetricsAddr()
-	banner.manifestTimeout = p.cfg.Gateway.ManifestTimeout
+	banner.provider, banner.providerAddr, banner.grpc, banner.metrics = hostURI, p.Address(), p.GRPCGateway(), p.MetricsAddr()
+	banner.manifestTimeout = pc.Gateway.ManifestTimeout
 	banner.hostnameOperator, banner.ipOperator, banner.inventoryOperator = ops[0].addr, ops[1].addr, ops[2].addr
-	return p.client, nil
+	return p.Client(), nil
 }
 
 // watch returns nil once until is closed or the run's context ends, or says why the

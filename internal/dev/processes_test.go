@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
@@ -22,7 +23,7 @@ func TestDevProcessFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, over := range []string{"", file} {
-		cfg := DefaultDevConfig()
+		cfg := DefaultConfig()
 		cfg.Home, cfg.ProviderConfig = dir, over
 		pc, err := devProviderConfig(cfg)
 		if err != nil {
@@ -33,7 +34,7 @@ func TestDevProcessFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := LoadProviderConfig(path, func(string) string { return "" })
+		got, err := app.LoadProviderConfig(path, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestDevProcessFiles(t *testing.T) {
 		}
 	}
 
-	pc := devProviderDefaults(DefaultDevConfig())
+	pc := devProviderDefaults(DefaultConfig())
 	h := devHostnameConfig(pc, "akash1provider", "berth-dev", "/k")
 	roundTrip(t, "hostname", h, hostname.DecodeConfig)
 	roundTrip(t, "ip", devIPConfig("akash1provider", "berth-dev", "/k", "127.0.0.1:3"), ip.DecodeConfig)

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func TestRunDevConfig(t *testing.T) {
 		testenv.Require(t, err)
 	}
 	dir := t.TempDir()
-	cfg := DefaultDevConfig()
+	cfg := DefaultConfig()
 	cfg.Home = filepath.Join(dir, "dev")
 	cfg.Nodes, cfg.GPUNodes = 1, 0
 
@@ -51,12 +51,12 @@ func TestRunDevConfig(t *testing.T) {
 	if err := os.WriteFile(cfg.ProviderConfig, []byte("bidding: {timeout: 1m}\nnode: tcp://ledger.example.com:26657\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := RunDev(t.Context(), cfg, slog.New(slog.DiscardHandler), &strings.Builder{})
+	err := Run(t.Context(), cfg, slog.New(slog.DiscardHandler), &strings.Builder{})
 	if err == nil || !strings.Contains(err.Error(), "line 2: node: ") {
-		t.Fatalf("RunDev with a refused key: %v", err)
+		t.Fatalf("Run with a refused key: %v", err)
 	}
 	if _, err := os.Stat(cfg.Home); !os.IsNotExist(err) {
-		t.Fatalf("RunDev made the home before refusing the file: %v", err)
+		t.Fatalf("Run made the home before refusing the file: %v", err)
 	}
 
 	script := filepath.Join(dir, "price.sh")
@@ -73,11 +73,11 @@ func TestRunDevConfig(t *testing.T) {
 	defer cancel()
 	out := testenv.NewMarkerWriter("Press Ctrl-C")
 	done := make(chan error, 1)
-	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
 	select {
 	case <-out.Seen():
 	case err := <-done:
-		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
+		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
 	}
@@ -113,8 +113,8 @@ func TestRunDevConfig(t *testing.T) {
 	if err := ledger.QueryAudit.Into(ctx, c, ledger.AuditRequest{Owner: prov[1]}, &audits); err != nil {
 		t.Fatal(err)
 	}
-	if len(audits.Attributes) != len(DevAuditors) {
-		t.Errorf("%d auditors signed the provider's attributes, want %d", len(audits.Attributes), len(DevAuditors))
+	if len(audits.Attributes) != len(Auditors) {
+		t.Errorf("%d auditors signed the provider's attributes, want %d", len(audits.Attributes), len(Auditors))
 	}
 	for _, a := range audits.Attributes {
 		if !slices.Contains(a.Attributes, market.Attribute{Key: "region", Value: "eu-central"}) {
@@ -154,10 +154,10 @@ func TestRunDevConfig(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("RunDev: %v", err)
+			t.Fatalf("Run: %v", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("RunDev did not stop within a minute of cancellation")
+		t.Fatal("Run did not stop within a minute of cancellation")
 	}
 }
 

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"cmp"
@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
@@ -25,9 +26,9 @@ import (
 	"berth.dev/berth/internal/node"
 )
 
-// DevIngressDomain is where the dev provider names services' HTTP ports (names under
+// IngressDomain is where the dev provider names services' HTTP ports (names under
 // localhost resolve to this machine; nothing answers there: kwok runs no containers).
-const DevIngressDomain = "ingress.localhost"
+const IngressDomain = "ingress.localhost"
 
 // Dev key names: the funded accounts of a new dev chain.
 const (
@@ -38,20 +39,20 @@ const (
 // devAttributes are what the dev provider registers without a --config file (and so
 // what SDL placement requirements can ask for): where it is, and the capabilities of
 // its cluster.
-func devAttributes(cfg DevConfig) (market.Attributes, error) {
+func devAttributes(cfg Config) (market.Attributes, error) {
 	cfg.ProviderConfig = ""
 	pc, err := devProviderConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return attributes("attributes", pc.Attributes)
+	return pc.Registered()
 }
 
-// DevScaleRates are berth dev's prices: a tenth of the defaults, so that every file of
+// ScaleRates are berth dev's prices: a tenth of the defaults, so that every file of
 // the SDL corpus, the cheapest asking 2 uact a block for a CPU and 1.5 GiB, gets a bid
 // as written. ACT and USDC at par with AKT (a dev chain has no market).
-func DevScaleRates() ScaleConfig {
-	s := ScaleConfig{
+func ScaleRates() app.ScaleConfig {
+	s := app.ScaleConfig{
 		Denom: ledger.DefaultDenom, CPU: "0.001", Memory: "0.0002", Endpoint: "0.1", LeasedIP: "1",
 		Exchange: map[string]string{ledger.DenomACT: "1", ledger.DenomUSDC: "1"},
 		Storage:  map[string]string{bidengine.ClassEphemeral: "0.00002", bidengine.ClassRAM: "0.0002", market.StorageClassDefault: "0.00003"},
@@ -63,12 +64,12 @@ func DevScaleRates() ScaleConfig {
 	return s
 }
 
-// DevAuditors are the auditors whose signature on the dev provider's attributes a new
+// Auditors are the auditors whose signature on the dev provider's attributes a new
 // dev chain's genesis carries, so that tenants' files asking for them (nearly every
 // published SDL names Akash's auditor in signed_by) get bids as written: Akash's
 // auditor, and the two other auditors the SDL corpus names. Nobody holds their keys on
 // a dev chain; genesis simply says they signed.
-var DevAuditors = []string{
+var Auditors = []string{
 	"akash1365yvmc4s7awdyj3n2sav7xfx76adc6dnmlx63",
 	"akash18qa2a2ltfyvkyj0ggj3hkvuj6twzyumuaru9s4",
 	"akash1vz375dkt0c60annyp6mkzeejfq0qpyevhseu05",
@@ -86,7 +87,7 @@ func (l devLocks) release() {
 // lockDevHome takes the home's locks before berth dev writes anything into it (a
 // --reset of a directory that is not a berth home is refused before that too), making
 // the home when it does not exist.
-func lockDevHome(cfg DevConfig) (devLocks, error) {
+func lockDevHome(cfg Config) (devLocks, error) {
 	var l devLocks
 	if cfg.Reset {
 		if err := checkResettable(cfg.Home); err != nil {
@@ -177,15 +178,15 @@ type devChain struct {
 }
 
 // prepareDevChain makes the home's chain when it has none: 1 s blocks, the tenant and
-// provider accounts funded, and the provider's attributes attrs signed by DevAuditors
+// provider accounts funded, and the provider's attributes attrs signed by Auditors
 // (a resumed chain keeps the signatures of its genesis).
-func prepareDevChain(cfg DevConfig, attrs market.Attributes, out io.Writer) (devChain, error) {
+func prepareDevChain(cfg Config, attrs market.Attributes, out io.Writer) (devChain, error) {
 	var c devChain
 	if node.HasGenesis(cfg.Home) {
 		c.resumed = true
 	} else {
-		audits := make([]node.DevAudit, 0, len(DevAuditors))
-		for _, a := range DevAuditors {
+		audits := make([]node.DevAudit, 0, len(Auditors))
+		for _, a := range Auditors {
 			audits = append(audits, node.DevAudit{Account: DevProviderKey, Auditor: a, Attributes: attrs})
 		}
 		res, err := node.Init(cfg.Home, node.InitOptions{
@@ -224,19 +225,19 @@ func prepareDevChain(cfg DevConfig, attrs market.Attributes, out io.Writer) (dev
 // startDevProvider registers the provider configured by pc (devProviderConfig) on
 // the ledger at rpc, or updates its registration with this run's gateway address and
 // pc's attributes, and returns it, not yet running.
-func startDevProvider(ctx context.Context, pc ProviderConfig, rpc, kubeconfig string, log *slog.Logger) (*Provider, string, error) {
+func startDevProvider(ctx context.Context, pc app.ProviderConfig, rpc, kubeconfig string, log *slog.Logger) (*app.Provider, string, error) {
 	pc.Node, pc.Kubeconfig = rpc, kubeconfig
-	attrs, err := attributes("attributes", pc.Attributes)
+	attrs, err := pc.Registered()
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
+	p, err := app.NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
 	if err != nil {
 		return nil, "", fmt.Errorf("provider: %w", err)
 	}
 	hostURI := "https://" + p.Gateway()
-	if err := registerDevProvider(ctx, p.client, p.bcast, hostURI, attrs); err != nil {
-		p.gw.close()
+	if err := registerDevProvider(ctx, p.Client(), p.Broadcaster(), hostURI, attrs); err != nil {
+		p.Close()
 		return nil, "", err
 	}
 	return p, hostURI, nil
@@ -326,7 +327,7 @@ func startDevProvisioner(ctx context.Context, kubeconfig, dir string, log *slog.
 }
 
 type devBanner struct {
-	cfg                                             DevConfig
+	cfg                                             Config
 	cp                                              *localenv.ControlPlane
 	kubeconfig                                      string
 	specs                                           []localenv.NodeSpec
@@ -378,8 +379,8 @@ func printDevBanner(out io.Writer, d devBanner) {
 		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
 	}
 	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
-	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", DevMetalLBAddresses, d.ipOperator)
-	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", DevInventoryName, d.inventoryOperator)
+	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", MetalLBAddresses, d.ipOperator)
+	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", InventoryName, d.inventoryOperator)
 	if pr := d.processes; pr != nil {
 		fmt.Fprintf(&b, "  processes     the provider and each operator run as processes of their own (restarted if they exit),\n")
 		fmt.Fprintf(&b, "                their files and logs in %s\n", pr.dir)

@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"os"
@@ -8,19 +8,20 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/localenv"
 )
 
 // devCapabilities are the capability attributes the dev provider registers for cfg.
-func devCapabilities(t testing.TB, cfg DevConfig) []AttributeConfig {
+func devCapabilities(t testing.TB, cfg Config) []app.AttributeConfig {
 	t.Helper()
 	caps, err := cfg.capabilities(localenv.DevStorageClasses)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]AttributeConfig, 0, len(caps))
+	out := make([]app.AttributeConfig, 0, len(caps))
 	for _, a := range caps {
-		out = append(out, AttributeConfig{Key: a.Key, Value: a.Value})
+		out = append(out, app.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	return out
 }
@@ -34,7 +35,7 @@ func TestDevProviderConfigLayers(t *testing.T) {
 	if err := os.WriteFile(script, []byte("#!/bin/sh\necho 7\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	base := DefaultDevConfig()
+	base := DefaultConfig()
 	base.Home = filepath.Join(dir, "home")
 	caps := devCapabilities(t, base)
 	tenant := exampleAddress(t, 9)
@@ -44,15 +45,15 @@ func TestDevProviderConfigLayers(t *testing.T) {
 		file string // "" : no --config
 		flag time.Duration
 		// check looks at the layered configuration when want is "".
-		check func(t *testing.T, pc ProviderConfig)
+		check func(t *testing.T, pc app.ProviderConfig)
 		want  []string // what the error says
 	}{
-		{name: "dev defaults", check: func(t *testing.T, pc ProviderConfig) {
+		{name: "dev defaults", check: func(t *testing.T, pc app.ProviderConfig) {
 			if pc.Home != base.Home || pc.From != DevProviderKey || pc.Gateway.Listen != "127.0.0.1:0" || pc.Gateway.GRPCListen != "127.0.0.1:0" ||
-				pc.Cluster.IngressDomain != DevIngressDomain || !pc.Cluster.InstallCRDs {
+				pc.Cluster.IngressDomain != IngressDomain || !pc.Cluster.InstallCRDs {
 				t.Errorf("dev settings: %+v", pc)
 			}
-			if s := pc.Bidding.Pricing.Scale; pc.Bidding.Pricing.Strategy != "scale" || s.CPU != DevScaleRates().CPU || s.Storage["beta2"] != "0.00003" {
+			if s := pc.Bidding.Pricing.Scale; pc.Bidding.Pricing.Strategy != "scale" || s.CPU != ScaleRates().CPU || s.Storage["beta2"] != "0.00003" {
 				t.Errorf("pricing %+v, want the dev scale rates", pc.Bidding.Pricing)
 			}
 			if pc.Balance.WithdrawPeriod != 10*time.Minute || pc.Balance.CheckInterval != 10*time.Second {
@@ -72,50 +73,50 @@ bidding:
     deny: [` + tenant + `]
   budget: {bids_per_hour: 12}
   limits: {gpus_per_replica: 2}
-`, check: func(t *testing.T, pc ProviderConfig) {
+`, check: func(t *testing.T, pc app.ProviderConfig) {
 			b := pc.Bidding
 			if b.Pricing.Strategy != "script" || b.Pricing.Script.Path != script || b.Pricing.Script.Timeout != 3*time.Second ||
 				!slices.Equal(b.Tenants.Deny, []string{tenant}) || b.Budget.BidsPerHour != 12 || b.Limits.GPUsPerReplica != 2 {
 				t.Errorf("bidding %+v", b)
 			}
-			if pr, err := pc.pricer(); err != nil || pr == nil {
-				t.Errorf("pricer: %v", err)
+			if err := pc.Validate(); err != nil { // builds the script pricer
+				t.Errorf("validate: %v", err)
 			}
 			// What the file does not set keeps the dev value.
-			if pc.Cluster.IngressDomain != DevIngressDomain || pc.Bidding.Timeout != 5*time.Minute {
+			if pc.Cluster.IngressDomain != IngressDomain || pc.Bidding.Timeout != 5*time.Minute {
 				t.Errorf("unset keys lost their dev values: %+v", pc.Cluster)
 			}
 		}},
 		{name: "a scale rate over the dev rates", file: "bidding:\n  pricing:\n    scale:\n      cpu: \"0.5\"\n      storage: {beta1: \"0.1\"}\n",
-			check: func(t *testing.T, pc ProviderConfig) {
+			check: func(t *testing.T, pc app.ProviderConfig) {
 				s := pc.Bidding.Pricing.Scale
-				if s.CPU != "0.5" || s.Memory != DevScaleRates().Memory || s.Storage["beta1"] != "0.1" || s.Storage["beta2"] != "0.00003" {
+				if s.CPU != "0.5" || s.Memory != ScaleRates().Memory || s.Storage["beta1"] != "0.1" || s.Storage["beta2"] != "0.00003" {
 					t.Errorf("scale %+v: want cpu and beta1 from the file, the rest dev's", s)
 				}
 			}},
 		{name: "attributes replace the dev location ones, capabilities stay", file: "attributes:\n  - {key: region, value: eu-central}\n  - {key: organization, value: acme}\n",
-			check: func(t *testing.T, pc ProviderConfig) {
-				want := append([]AttributeConfig{{Key: "region", Value: "eu-central"}, {Key: "organization", Value: "acme"}}, caps...)
+			check: func(t *testing.T, pc app.ProviderConfig) {
+				want := append([]app.AttributeConfig{{Key: "region", Value: "eu-central"}, {Key: "organization", Value: "acme"}}, caps...)
 				if !slices.Equal(pc.Attributes, want) {
 					t.Errorf("attributes\n got %v\nwant %v", pc.Attributes, want)
 				}
 			}},
-		{name: "no attributes but the capabilities", file: "attributes: []\n", check: func(t *testing.T, pc ProviderConfig) {
+		{name: "no attributes but the capabilities", file: "attributes: []\n", check: func(t *testing.T, pc app.ProviderConfig) {
 			if !slices.Equal(pc.Attributes, caps) {
 				t.Errorf("attributes %v, want the capabilities only", pc.Attributes)
 			}
 		}},
-		{name: "the file's withdraw period", file: "balance:\n  withdraw_period: 30s\n", check: func(t *testing.T, pc ProviderConfig) {
+		{name: "the file's withdraw period", file: "balance:\n  withdraw_period: 30s\n", check: func(t *testing.T, pc app.ProviderConfig) {
 			if pc.Balance.WithdrawPeriod != 30*time.Second || pc.Balance.CheckInterval != 10*time.Second {
 				t.Errorf("balance %+v", pc.Balance)
 			}
 		}},
-		{name: "--withdraw-period beats the file", file: "balance:\n  withdraw_period: 30s\n", flag: time.Minute, check: func(t *testing.T, pc ProviderConfig) {
+		{name: "--withdraw-period beats the file", file: "balance:\n  withdraw_period: 30s\n", flag: time.Minute, check: func(t *testing.T, pc app.ProviderConfig) {
 			if pc.Balance.WithdrawPeriod != time.Minute {
 				t.Errorf("withdraw period %s, want the flag's 1m0s", pc.Balance.WithdrawPeriod)
 			}
 		}},
-		{name: "an empty file", file: "# nothing\n", check: func(t *testing.T, pc ProviderConfig) {
+		{name: "an empty file", file: "# nothing\n", check: func(t *testing.T, pc app.ProviderConfig) {
 			if !slices.Equal(pc.Attributes, append(devLocationAttributes(), caps...)) {
 				t.Errorf("attributes %v", pc.Attributes)
 			}
@@ -209,7 +210,7 @@ func FuzzDevProviderConfig(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	cfg := DefaultDevConfig()
+	cfg := DefaultConfig()
 	cfg.Home = "/dev-home"
 	caps := devCapabilities(f, cfg)
 	f.Fuzz(func(t *testing.T, data []byte) {

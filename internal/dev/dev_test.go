@@ -1,4 +1,4 @@
-package app
+package dev
 
 import (
 	"context"
@@ -29,22 +29,22 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func TestDevConfigValidate(t *testing.T) {
-	ok := DefaultDevConfig()
+	ok := DefaultConfig()
 	ok.Home = "/tmp/x"
 	tests := []struct {
 		name   string
-		mutate func(*DevConfig)
+		mutate func(*Config)
 		want   string
 	}{
-		{"defaults", func(*DevConfig) {}, ""},
-		{"no home", func(c *DevConfig) { c.Home = "" }, "--home"},
-		{"negative nodes", func(c *DevConfig) { c.Nodes = -1 }, "--nodes: -1"},
-		{"too many gpu nodes", func(c *DevConfig) { c.GPUNodes = 101 }, "--gpu-nodes: 101"},
-		{"no nodes", func(c *DevConfig) { c.Nodes, c.GPUNodes = 0, 0 }, "at least one node"},
-		{"zero gpus per node", func(c *DevConfig) { c.GPUsPerNode = 0 }, "--gpus-per-node: 0"},
-		{"gpus per node irrelevant without gpu nodes", func(c *DevConfig) { c.GPUNodes, c.GPUsPerNode = 0, 0 }, ""},
-		{"blank gpu model", func(c *DevConfig) { c.GPUModels = []string{"NVIDIA-A100-SXM4-80GB", " "} }, "--gpu-model"},
-		{"no gpu model", func(c *DevConfig) { c.GPUModels = nil }, "--gpu-model"},
+		{"defaults", func(*Config) {}, ""},
+		{"no home", func(c *Config) { c.Home = "" }, "--home"},
+		{"negative nodes", func(c *Config) { c.Nodes = -1 }, "--nodes: -1"},
+		{"too many gpu nodes", func(c *Config) { c.GPUNodes = 101 }, "--gpu-nodes: 101"},
+		{"no nodes", func(c *Config) { c.Nodes, c.GPUNodes = 0, 0 }, "at least one node"},
+		{"zero gpus per node", func(c *Config) { c.GPUsPerNode = 0 }, "--gpus-per-node: 0"},
+		{"gpus per node irrelevant without gpu nodes", func(c *Config) { c.GPUNodes, c.GPUsPerNode = 0, 0 }, ""},
+		{"blank gpu model", func(c *Config) { c.GPUModels = []string{"NVIDIA-A100-SXM4-80GB", " "} }, "--gpu-model"},
+		{"no gpu model", func(c *Config) { c.GPUModels = nil }, "--gpu-model"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,7 +67,7 @@ func TestRunDev(t *testing.T) {
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}
-	cfg := DefaultDevConfig()
+	cfg := DefaultConfig()
 	cfg.Home = filepath.Join(t.TempDir(), "dev")
 	cfg.Nodes, cfg.GPUNodes, cfg.GPUsPerNode = 2, 2, 4
 
@@ -75,12 +75,12 @@ func TestRunDev(t *testing.T) {
 	defer cancel()
 	out := testenv.NewMarkerWriter("Press Ctrl-C")
 	done := make(chan error, 1)
-	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
 
 	select {
 	case <-out.Seen():
 	case err := <-done:
-		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
+		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
 	}
@@ -140,10 +140,10 @@ func TestRunDev(t *testing.T) {
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("RunDev: %v", err)
+			t.Fatalf("Run: %v", err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("RunDev did not stop within a minute of cancellation")
+		t.Fatal("Run did not stop within a minute of cancellation")
 	}
 	if _, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Error("API server still answers after berth dev stopped")
@@ -154,11 +154,11 @@ func TestRunDev(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
 	out2 := testenv.NewMarkerWriter("Press Ctrl-C")
-	go func() { done <- RunDev(ctx2, cfg, slog.New(slog.DiscardHandler), out2) }()
+	go func() { done <- Run(ctx2, cfg, slog.New(slog.DiscardHandler), out2) }()
 	select {
 	case <-out2.Seen():
 	case err := <-done:
-		t.Fatalf("second RunDev returned before it was ready: %v\n%s", err, out2.String())
+		t.Fatalf("second Run returned before it was ready: %v\n%s", err, out2.String())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("second berth dev not ready after 3 minutes:\n%s", out2.String())
 	}
@@ -167,7 +167,7 @@ func TestRunDev(t *testing.T) {
 	}
 	cancel2()
 	if err := <-done; err != nil {
-		t.Fatalf("second RunDev: %v", err)
+		t.Fatalf("second Run: %v", err)
 	}
 }
 
@@ -260,18 +260,18 @@ func TestRunDevWatchesTheCluster(t *testing.T) {
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}
-	cfg := DefaultDevConfig()
+	cfg := DefaultConfig()
 	cfg.Home = filepath.Join(t.TempDir(), "dev")
 	cfg.Nodes, cfg.GPUNodes = 1, 0
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	out := testenv.NewMarkerWriter("Press Ctrl-C")
 	done := make(chan error, 1)
-	go func() { done <- RunDev(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
 	select {
 	case <-out.Seen():
 	case err := <-done:
-		t.Fatalf("RunDev returned before it was ready: %v\n%s", err, out.String())
+		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
 	}
@@ -299,7 +299,7 @@ func TestRunDevWatchesTheCluster(t *testing.T) {
 	select {
 	case err := <-done:
 		if err == nil || !strings.Contains(err.Error(), "the local cluster stopped: etcd exited (signal: killed) and it is not restarted") {
-			t.Fatalf("RunDev: %v, want the cluster's failure", err)
+			t.Fatalf("Run: %v, want the cluster's failure", err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("berth dev still runs a minute after its etcd was killed")
