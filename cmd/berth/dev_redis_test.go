@@ -16,12 +16,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/bus/redisbus/redisbustest"
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
@@ -74,8 +74,8 @@ func TestDevRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	bids := redisbustest.Topic[status.BidEngine](t, c, app.TopicBidEngineStatus)
-	manifests := redisbustest.Topic[status.Manifest](t, c, app.TopicManifestStatus)
+	bids := redisbustest.Topic[status.BidEngine](t, c, topics.BidEngineStatus)
+	manifests := redisbustest.Topic[status.Manifest](t, c, topics.ManifestStatus)
 	clusterTopic := redisbustest.Topic[inventory.ClusterEvent](t, c, "inventory.cluster")
 	bidSub, clusterSub, manifestSub := redisbustest.Subscribe(t, bids), redisbustest.Subscribe(t, clusterTopic), redisbustest.Subscribe(t, manifests)
 

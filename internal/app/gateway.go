@@ -181,7 +181,7 @@ func ownCertificate(dir, addr, hostname string) (auth.Certificate, error) {
 func (gw *gatewayService) run(ctx context.Context, g *errgroup.Group, p *Provider) {
 	g.Go(func() error { return gw.manifests.Run(ctx) })
 	g.Go(func() error { return gw.publishStatus(ctx, p) })
-	g.Go(func() error { return p.ledger.run(ctx) })
+	g.Go(func() error { return p.ledger.Run(ctx) })
 	if gw.own != nil {
 		g.Go(func() error { return gw.registerCertificate(ctx, p) })
 	}
@@ -258,8 +258,8 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 		}
 	}
 	s.Berth.ManifestsWaiting = gw.manifests.Waiting()
-	l := p.ledger.state()
-	s.Berth.Ledger = &l
+	l := p.ledger.State()
+	s.Berth.Ledger = &status.Ledger{Node: l.Node, Reachable: l.Reachable, Error: l.Error, Since: l.Since}
 	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
 	if h := p.monitor.HostPhases(); len(h) > 0 {
 		s.Berth.Hostnames = h

@@ -25,6 +25,7 @@ import (
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
@@ -43,14 +44,13 @@ type Provider struct {
 	bids   *onchain.Service
 	leases *bus.Bus[bidengine.LeaseEvent]
 	*clusterService
-	orphans time.Duration
-	// unhealthy tracks leases not ready, for the optional close policy checked every
-	// unhealthyTick.
-	unhealthy     *cluster.Unhealthy
-	unhealthyOn   bool
-	unhealthyTick time.Duration
-	metrics       net.Listener
-	gw            *gatewayService
+	sweeper *kube.Sweeper
+	// unhealthy tracks leases not ready, for the optional close policy (closer, nil
+	// when off).
+	unhealthy *cluster.Unhealthy
+	closer    *cluster.UnhealthyCloser
+	metrics   net.Listener
+	gw        *gatewayService
 	// balance withdraws earnings and keeps the bid-deposit reserve; balanceEvents is
 	// where it publishes.
 	balance       *balance.Checker
@@ -59,7 +59,7 @@ type Provider struct {
 	// early answers on the gateway's address until the gateway takes its listener
 	// (nil once it has); ledger checks the ledger node for /status.
 	early  *startupServer
-	ledger *ledgerWatch
+	ledger *chain.NodeWatch
 	// readyClock measures berth_lease_ready_seconds.
 	readyClock *leaseReadyClock
 	// remote, with bus.redis, carries the status topics to other processes.
@@ -102,7 +102,7 @@ func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, 
 	}
 	p.client = c
 	p.opened = append(p.opened, c.Close)
-	p.ledger = newLedgerWatch(cfg.Node, c.Height, log)
+	p.ledger = chain.NewNodeWatch(cfg.Node, c.Height, log)
 	prefix := c.Params().AddressPrefix
 	kr, err := keys.Open(node.KeyringDir(cfg.Home), prefix)
 	if err != nil {
@@ -167,9 +167,8 @@ func (p *Provider) Broadcaster() *chain.Broadcaster { return p.bcast }
 func (p *Provider) newCluster() error {
 	cfg := p.cfg
 	window := cfg.Cluster.UnhealthyCloseAfter
-	p.unhealthy, p.unhealthyOn, p.unhealthyTick = cluster.NewUnhealthy(window), window > 0, time.Minute
+	p.unhealthy = cluster.NewUnhealthy(window)
 	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
-	p.orphans = cfg.Cluster.OrphanInterval
 	rc, err := kubeConfig(cfg)
 	if err != nil {
 		return err
@@ -183,7 +182,26 @@ func (p *Provider) newCluster() error {
 			p.unhealthy.Observe(s.Lease, s.Ready, time.Now())
 		}
 	}, p.log, p.reg)
-	return err
+	if err != nil {
+		return err
+	}
+	p.sweeper = &kube.Sweeper{Deployer: p.deploy, Active: p.leaseActive, Every: cfg.Cluster.OrphanInterval,
+		FailedPodTTL: cfg.Cluster.FailedPodTTL, Log: p.log}
+	if !cfg.Cluster.OrphanDryRun {
+		p.sweeper.Close = p.closeOrphan
+	}
+	if window == 0 {
+		return nil
+	}
+	p.closer = &cluster.UnhealthyCloser{Tracker: p.unhealthy, Every: time.Minute, Active: p.leaseActive, Log: p.log,
+		Reachable: func(ctx context.Context) error {
+			return p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+		},
+		Close: func(ctx context.Context, id market.LeaseID) error {
+			_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable})
+			return err
+		}}
+	return nil
 }
 
 // newBidding builds the bid engine (over the cluster's capacity) and its run loop on
@@ -336,13 +354,13 @@ func (p *Provider) Run(ctx context.Context) error {
 		return nil
 	})
 	p.gw.run(ctx, g, p)
-	g.Go(func() error { return p.removeOrphans(ctx) })
+	g.Go(func() error { return p.sweeper.Run(ctx, p.manager.Started()) })
 	if p.remote != nil {
-		// Redis down or gone: the provider bids and serves all the same (statusTopics
+		// Redis down or gone: the provider bids and serves all the same (topics.Publish
 		// never waits for it).
 		g.Go(func() error {
 			defer func() { _ = p.remote.Close() }()
-			return statusTopics(ctx, p.gw.board, p.remote, p.gw.statusEvery)
+			return topics.Publish(ctx, p.gw.board, p.remote, p.gw.statusEvery)
 		})
 	}
 	g.Go(func() error {
@@ -355,8 +373,8 @@ func (p *Provider) Run(ctx context.Context) error {
 		}
 		return p.balance.Run(ctx)
 	})
-	if p.unhealthyOn {
-		g.Go(func() error { return p.closeUnhealthy(ctx) })
+	if p.closer != nil {
+		g.Go(func() error { return p.closer.Run(ctx) })
 	}
 	g.Go(func() error { return p.client.Run(ctx) })
 	g.Go(func() error { return p.bcast.Run(ctx) })
@@ -422,7 +440,7 @@ func (p *Provider) followLeases(ctx context.Context, sub *bus.Subscription[biden
 		}
 	}, func(err error) {
 		p.log.WarnContext(ctx, "lease events fell behind; checking every lease against the ledger (leases won meanwhile have no manifest watchdog)", slog.String("error", err.Error()))
-		p.orphanPass(ctx)
+		p.sweeper.Sweep(ctx)
 	})
 }
 
@@ -487,77 +505,10 @@ func (p *Provider) Gateway() string {
 	return p.gw.ln.Addr().String()
 }
 
-// removeOrphans checks every lease namespace against the ledger at start and then
-// every cluster.orphan_interval.
-func (p *Provider) removeOrphans(ctx context.Context) error {
-	select {
-	case <-p.manager.Started():
-	case <-ctx.Done():
-		return nil
-	}
-	p.orphanPass(ctx)
-	wait.Every(ctx, p.orphans, p.orphanPass)
-	return nil
-}
-
-// closeUnhealthy closes, with reason unstable, the leases not ready for the configured
-// window. Time the API server does not answer does not count, and a lease the ledger
-// does not show active is left to the orphan check.
-func (p *Provider) closeUnhealthy(ctx context.Context) error {
-	wait.Every(ctx, p.unhealthyTick, p.closeUnhealthyDue)
-	return nil
-}
-
-// closeUnhealthyDue closes the leases whose window is up, unless the API server does
-// not answer now (then the windows pause).
-func (p *Provider) closeUnhealthyDue(ctx context.Context) {
-	if err := p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error(); err != nil {
-		p.unhealthy.Pause(p.unhealthyTick)
-		return
-	}
-	for _, id := range p.unhealthy.Due(time.Now()) {
-		active, err := p.leaseActive(ctx, id)
-		if err != nil || !active {
-			continue
-		}
-		p.log.WarnContext(ctx, "closing an unhealthy lease", slog.String("lease", id.String()), slog.Duration("window", p.cfg.Cluster.UnhealthyCloseAfter))
-		if _, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable}); err != nil {
-			if ctx.Err() == nil {
-				p.log.WarnContext(ctx, "close unhealthy lease", slog.String("lease", id.String()), slog.String("error", err.Error()))
-			}
-			continue
-		}
-		p.unhealthy.Forget(id)
-	}
-}
-
 // closeOrphan tears down a lease the ledger no longer shows active, through the
 // deployment manager (which stops restoring it).
 func (p *Provider) closeOrphan(_ context.Context, id market.LeaseID) error {
 	p.gw.manifests.LeaseClosed(id)
 	p.manager.LeaseClosed(id)
 	return nil
-}
-
-func (p *Provider) orphanPass(ctx context.Context) {
-	var remove func(context.Context, market.LeaseID) error
-	if !p.cfg.Cluster.OrphanDryRun {
-		remove = p.closeOrphan
-	}
-	orphans, err := p.deploy.RemoveOrphans(ctx, p.leaseActive, remove)
-	for _, o := range orphans {
-		p.log.InfoContext(ctx, "orphan lease namespace", slog.String("namespace", o.Namespace), slog.String("lease", o.Lease.String()), slog.Bool("removed", o.Removed))
-	}
-	if err != nil && ctx.Err() == nil {
-		p.log.WarnContext(ctx, "orphan check incomplete", slog.String("error", err.Error()))
-	}
-	if ttl := p.cfg.Cluster.FailedPodTTL; ttl > 0 {
-		removed, err := p.deploy.RemoveFailedPods(ctx, ttl)
-		if len(removed) > 0 {
-			p.log.InfoContext(ctx, "failed pods removed (their ReplicaSets replaced them)", slog.Any("pods", removed))
-		}
-		if err != nil && ctx.Err() == nil {
-			p.log.WarnContext(ctx, "failed pods not all removed", slog.String("error", err.Error()))
-		}
-	}
 }

@@ -159,7 +159,7 @@ func TestProviderRun(t *testing.T) {
 	}
 	l := testenv.Ledger(t, testenv.LedgerOptions{})
 	p, home := startTestProvider(t, l, k, "cluster: {unhealthy_close_after: 1h}\ngateway: {listen: \"127.0.0.1:0\", grpc_listen: \"127.0.0.1:0\", manifest_timeout: 3s}\n",
-		"127.0.0.1:0", func(p *Provider) { p.unhealthyTick = 100 * time.Millisecond })
+		"127.0.0.1:0", func(p *Provider) { p.closer.Every = 100 * time.Millisecond })
 	c := l.Client(t)
 	me := l.Address(t, "provider")
 	tenant := l.Address(t, "tenant")

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/bus/redisbus/redisbustest"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
@@ -41,10 +42,10 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = other.Close() }()
-	bidengine := redisbustest.Topic[status.BidEngine](t, other, TopicBidEngineStatus)
-	cluster := redisbustest.Topic[status.Cluster](t, other, TopicClusterStatus)
-	manifest := redisbustest.Topic[status.Manifest](t, other, TopicManifestStatus)
-	inventory := redisbustest.Topic[status.Inventory](t, other, TopicInventoryStatus)
+	bidengine := redisbustest.Topic[status.BidEngine](t, other, topics.BidEngineStatus)
+	cluster := redisbustest.Topic[status.Cluster](t, other, topics.ClusterStatus)
+	manifest := redisbustest.Topic[status.Manifest](t, other, topics.ManifestStatus)
+	inventory := redisbustest.Topic[status.Inventory](t, other, topics.InventoryStatus)
 	bids := redisbustest.Subscribe(t, bidengine) // ~3 events a second until Redis is killed
 
 	c := l.Client(t)
@@ -74,7 +75,7 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 	r.Kill()
 	bidOn(12)
 	testenv.EventuallyNoError(t, 30*time.Second, "status events counted as dropped", func() error {
-		if n := counterSum(t, p.reg, "berth_bus_redis_dropped_total", "topic", TopicBidEngineStatus); n == 0 {
+		if n := counterSum(t, p.reg, "berth_bus_redis_dropped_total", "topic", topics.BidEngineStatus); n == 0 {
 			return errors.New("none yet")
 		}
 		if up := gauge(t, p.reg, "berth_bus_redis_up"); up != 0 {
@@ -115,8 +116,8 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 			return errors.New("no event in 5 s")
 		}
 	})
-	if n := counterSum(t, p.reg, "berth_bus_redis_sent_total", "topic", TopicBidEngineStatus); n < 2 {
-		t.Fatalf("berth_bus_redis_sent_total{topic=%q} = %v", TopicBidEngineStatus, n)
+	if n := counterSum(t, p.reg, "berth_bus_redis_sent_total", "topic", topics.BidEngineStatus); n < 2 {
+		t.Fatalf("berth_bus_redis_sent_total{topic=%q} = %v", topics.BidEngineStatus, n)
 	}
 	// (The publisher records its success just after Redis delivered the event.)
 	testenv.Eventually(t, 10*time.Second, "berth_bus_redis_up back to 1", func() bool { return gauge(t, p.reg, "berth_bus_redis_up") == 1 })

@@ -1,4 +1,4 @@
-package app
+package chain
 
 import (
 	"bytes"
@@ -9,33 +9,33 @@ import (
 	"testing"
 )
 
-// TestLedgerWatch: a node that stops answering is reported unreachable with the
+// TestNodeWatch: a node that stops answering is reported unreachable with the
 // reason, once in the log; back, it is reachable again, and Since marks each change.
-func TestLedgerWatch(t *testing.T) {
+func TestNodeWatch(t *testing.T) {
 	var logs bytes.Buffer
 	var fail error
-	w := newLedgerWatch("unix:///node.sock", func(context.Context) (int64, error) { return 7, fail }, slog.New(slog.NewTextHandler(&logs, nil)))
-	start := w.state()
+	w := NewNodeWatch("unix:///node.sock", func(context.Context) (int64, error) { return 7, fail }, slog.New(slog.NewTextHandler(&logs, nil)))
+	start := w.State()
 	if !start.Reachable || start.Node != "unix:///node.sock" || start.Since.IsZero() {
 		t.Fatalf("at start: %+v", start)
 	}
 	w.check(t.Context())
-	if s := w.state(); s != start {
+	if s := w.State(); s != start {
 		t.Fatalf("a node that answers changed the state: %+v, was %+v", s, start)
 	}
 	fail = errors.New("dial unix /node.sock: connect: connection refused")
 	w.check(t.Context())
-	down := w.state()
+	down := w.State()
 	if down.Reachable || down.Error != fail.Error() || down.Since.Before(start.Since) {
 		t.Fatalf("down: %+v", down)
 	}
 	w.check(t.Context())
-	if s := w.state(); s.Since != down.Since || strings.Count(logs.String(), "does not answer") != 1 {
+	if s := w.State(); s.Since != down.Since || strings.Count(logs.String(), "does not answer") != 1 {
 		t.Fatalf("still down: %+v; log:\n%s", s, logs.String())
 	}
 	fail = nil
 	w.check(t.Context())
-	up := w.state()
+	up := w.State()
 	if !up.Reachable || up.Error != "" || up.Since.Before(down.Since) || !strings.Contains(logs.String(), "the ledger node answers again") {
 		t.Fatalf("back: %+v; log:\n%s", up, logs.String())
 	}
@@ -44,7 +44,7 @@ func TestLedgerWatch(t *testing.T) {
 	cancel()
 	fail = context.Canceled
 	w.check(ctx)
-	if s := w.state(); s != up {
+	if s := w.State(); s != up {
 		t.Fatalf("a cancelled check changed the state: %+v", s)
 	}
 }

@@ -1,4 +1,7 @@
-package app
+// Package topics carries the provider's status to other processes: each section of
+// GET /status on its topic of the Redis bus (the seeds' names), when it changes and
+// every so often unchanged.
+package topics
 
 import (
 	"context"
@@ -15,20 +18,20 @@ import (
 // once a second), and every 30 s unchanged, so that a subscriber that joined late or
 // was cut off (bus.ErrLost) has the whole state again within 30 s.
 const (
-	TopicClusterStatus   = "akash.provider.cluster.status"   // status.Cluster: leases and inventory
-	TopicBidEngineStatus = "akash.provider.bidengine.status" // status.BidEngine: orders being decided
-	TopicManifestStatus  = "akash.provider.manifest.status"  // status.Manifest: deployments
-	TopicInventoryStatus = "akash.provider.inventory.status" // status.Inventory: reserved and available
+	ClusterStatus   = "akash.provider.cluster.status"   // status.Cluster: leases and inventory
+	BidEngineStatus = "akash.provider.bidengine.status" // status.BidEngine: orders being decided
+	ManifestStatus  = "akash.provider.manifest.status"  // status.Manifest: deployments
+	InventoryStatus = "akash.provider.inventory.status" // status.Inventory: reserved and available
 )
 
-// statusTopics publishes, on Redis (bus.redis), each section of the provider's status
+// Publish publishes, on Redis (bus.redis), each section of the provider's status
 // when it changes, and all of them every `every`, until ctx ends. Publishing never
 // waits for Redis (redisbus): the provider bids and serves whether Redis answers or not.
-func statusTopics(ctx context.Context, board *status.Board, c *redisbus.Client, every time.Duration) error {
-	cluster := redisbus.NewPublisher[status.Cluster](c, TopicClusterStatus)
-	bidengine := redisbus.NewPublisher[status.BidEngine](c, TopicBidEngineStatus)
-	manifest := redisbus.NewPublisher[status.Manifest](c, TopicManifestStatus)
-	inventory := redisbus.NewPublisher[status.Inventory](c, TopicInventoryStatus)
+func Publish(ctx context.Context, board *status.Board, c *redisbus.Client, every time.Duration) error {
+	cluster := redisbus.NewPublisher[status.Cluster](c, ClusterStatus)
+	bidengine := redisbus.NewPublisher[status.BidEngine](c, BidEngineStatus)
+	manifest := redisbus.NewPublisher[status.Manifest](c, ManifestStatus)
+	inventory := redisbus.NewPublisher[status.Inventory](c, InventoryStatus)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, run := range []func(context.Context){cluster.Run, bidengine.Run, manifest.Run, inventory.Run} {
