@@ -35,9 +35,6 @@ func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
 			"The binaries come from hack/testbin.sh. See docs/benchmarks.md.",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := b.Validate(); err != nil {
-				return usageError("%w", err)
-			}
 			_, err := bench.RunLeaseReadyBench(cmd.Context(), b, cmd.OutOrStdout(), log)
 			return err
 		}),
@@ -68,9 +65,6 @@ func newBenchStatusCommand(log *slog.Logger) *cobra.Command {
 			"due), errors, requests, the rate achieved and the answer's size. See docs/benchmarks.md.",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := b.Validate(); err != nil {
-				return usageError("%w", err)
-			}
 			_, err := bench.RunStatusBench(cmd.Context(), b, cmd.OutOrStdout(), log)
 			return err
 		}),

@@ -36,9 +36,6 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 		GroupID: groupRun,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
-				return usageError("%w", err)
-			}
 			cfg.WithdrawPeriodSet = cmd.Flag("withdraw-period").Changed
 			cfg.Command = selfName()
 			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}

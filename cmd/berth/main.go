@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"berth.dev/berth/internal/app"
 )
 
 // Command groups, in the order `berth --help` lists them.
@@ -40,13 +42,17 @@ func usageError(format string, args ...any) error {
 }
 
 // runE adapts a command body so that its failures exit 1, unless it returned a
-// usageError.
+// usageError or a configuration was refused (app.ConfigError): those exit 2.
 func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		err := fn(cmd, args)
 		var ee *exitError
-		if err == nil || errors.As(err, &ee) {
+		var ce *app.ConfigError
+		switch {
+		case err == nil || errors.As(err, &ee):
 			return err
+		case errors.As(err, &ce):
+			return &exitError{code: 2, err: err}
 		}
 		return &exitError{code: 1, err: err}
 	}

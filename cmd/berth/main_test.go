@@ -110,6 +110,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"dev", "--nodes", "-1"}, 2, "--nodes: -1 is outside 0–100"},
 		{[]string{"dev", "--nodes", "0", "--gpu-nodes", "0"}, 2, "at least one node"},
 		{[]string{"dev", "--nodes", "many"}, 2, `invalid argument "many"`},
+		{[]string{"dev", "--config", "/nonexistent/provider.yaml"}, 2, "--config: open /nonexistent/provider.yaml"},
+		{[]string{"bench", "status", "--rps", "0"}, 2, "rps: 0 is outside 1–100000"},
+		{[]string{"bench", "lease-ready", "--leases", "0"}, 2, "leases: 0; at least 1"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -48,8 +48,10 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			if cfg.Node == "" {
 				cfg.Node = nodeAddress("", cfg.Home)
 			}
-			if err := cfg.Validate(); err != nil {
-				return usageError("%w", err)
+			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
+			checked, err := cfg.Check()
+			if err != nil {
+				return err
 			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
@@ -65,8 +67,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			}
 			defer lock.Release()
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
-			p, err := app.NewProvider(cmd.Context(), cfg, metricsListen, log)
+			p, err := app.NewProvider(cmd.Context(), checked, metricsListen, log)
 			if err != nil {
 				return err
 			}

@@ -195,7 +195,11 @@ func runProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, dir, gate
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := app.NewProvider(t.Context(), cfg, "", slog.New(slog.DiscardHandler))
+	checked, err := cfg.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := app.NewProvider(t.Context(), checked, "", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,13 +68,12 @@ type Provider struct {
 	opened []func()
 }
 
-// NewProvider validates cfg and connects to the ledger and the cluster; it starts
-// nothing (Run does). metricsListen, when not empty, is where /metrics is served. On
-// error, whatever it opened is closed again.
-func NewProvider(ctx context.Context, cfg ProviderConfig, metricsListen string, log *slog.Logger) (_ *Provider, retErr error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
+// NewProvider connects to the ledger and the cluster with a checked configuration; it
+// starts nothing (Run does). metricsListen, when not empty, is where /metrics is
+// served. On error, whatever it opened is closed again; a setting refused by the
+// ledger's rules (the bid deposit) is a ConfigError.
+func NewProvider(ctx context.Context, checked Checked, metricsListen string, log *slog.Logger) (_ *Provider, retErr error) {
+	cfg := checked.cfg
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
@@ -210,7 +209,7 @@ func (p *Provider) newBidding(prefix string) error {
 	cfg := p.cfg
 	ec, err := cfg.EngineConfig(p.bcast.Address(), prefix, p.client.Params().BidMinDeposit)
 	if err != nil {
-		return err
+		return Invalid(err)
 	}
 	ec.Log = p.log
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)

@@ -323,6 +323,21 @@ func DefaultProviderConfig() ProviderConfig {
 	return c
 }
 
+// Checked is a provider configuration that passed Validate, as NewProvider takes it:
+// validated once, where it is read, before anything is locked or opened.
+type Checked struct{ cfg ProviderConfig }
+
+// Check validates c (a ConfigError says what is wrong) and returns it checked.
+func (c ProviderConfig) Check() (Checked, error) {
+	if err := c.Validate(); err != nil {
+		return Checked{}, Invalid(err)
+	}
+	return Checked{cfg: c}, nil
+}
+
+// Config is the configuration checked.
+func (c Checked) Config() ProviderConfig { return c.cfg }
+
 // LoadProviderConfig reads path over the defaults, then applies the environment.
 func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig, error) {
 	c := DefaultProviderConfig()

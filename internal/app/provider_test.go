@@ -382,6 +382,16 @@ func TestProviderRun(t *testing.T) {
 	}
 }
 
+// mustCheck checks a test's provider configuration.
+func mustCheck(t *testing.T, cfg ProviderConfig) Checked {
+	t.Helper()
+	checked, err := cfg.Check()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checked
+}
+
 // startTestProvider registers the ledger's "provider" account (region us-west) and runs
 // a provider for it on the cluster with the given provider.yaml lines, until the test
 // ends; before runs after it is made and before it runs. It returns once the provider
@@ -400,7 +410,7 @@ func startTestProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, yam
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProvider(t.Context(), cfg, metricsListen, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	p, err := NewProvider(t.Context(), mustCheck(t, cfg), metricsListen, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -664,7 +674,7 @@ func TestProviderWaitsForTheLedger(t *testing.T) {
 	}
 	done := make(chan built, 1)
 	go func() {
-		p, err := NewProvider(t.Context(), cfg, "", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
+		p, err := NewProvider(t.Context(), mustCheck(t, cfg), "", slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		done <- built{p, err}
 	}()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}

@@ -238,7 +238,7 @@ func (r *readiness) latencies(ids []market.LeaseID) []time.Duration {
 // benchmarks). Each result is also written to out as it is measured.
 func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, log *slog.Logger) (_ []Result, retErr error) {
 	if err := b.Validate(); err != nil {
-		return nil, err
+		return nil, app.Invalid(err)
 	}
 	if b.NodePrefix == "" {
 		b.NodePrefix = "bench-node-"

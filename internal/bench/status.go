@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
@@ -61,7 +62,7 @@ func (b StatusBench) Validate() error {
 // p50, p99 and max, errors, requests, the rate achieved, the answer's size.
 func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog.Logger) ([]Result, error) {
 	if err := b.Validate(); err != nil {
-		return nil, err
+		return nil, app.Invalid(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -120,12 +120,12 @@ func (c Config) nodes() []localenv.NodeSpec {
 // ends; then it stops everything it started, the provider first.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retErr error) {
 	if err := cfg.Validate(); err != nil {
-		return err
+		return app.Invalid(err)
 	}
 	// A bad --config file stops berth dev before it touches the home.
 	pc, err := devProviderConfig(cfg)
 	if err != nil {
-		return err
+		return app.Invalid(err)
 	}
 	attrs, err := pc.Registered()
 	if err != nil {

@@ -231,7 +231,13 @@ func startDevProvider(ctx context.Context, pc app.ProviderConfig, rpc, kubeconfi
 	if err != nil {
 		return nil, "", err
 	}
-	p, err := app.NewProvider(ctx, pc, "127.0.0.1:0", log.With(slog.String("component", "provider")))
+	// The file was checked before anything started (devProviderConfig); this is the
+	// configuration the provider runs with, its ledger node and cluster set.
+	checked, err := pc.Check()
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := app.NewProvider(ctx, checked, "127.0.0.1:0", log.With(slog.String("component", "provider")))
 	if err != nil {
 		return nil, "", fmt.Errorf("provider: %w", err)
 	}
