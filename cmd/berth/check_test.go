@@ -30,6 +30,13 @@ func TestCheck(t *testing.T) {
 	if exitCode(err) != 2 || !strings.Contains(err.Error(), "bidding.timeout 1s") || strings.Contains(out, "valid") {
 		t.Fatalf("a wrong key: exit %d, %v\n%s", exitCode(err), err, out)
 	}
+	// A value that is not one of its key's kind is refused as the file is read.
+	if err := os.WriteFile(bad, []byte("home: /tmp/h\nbidding:\n  limits: {memory_per_replica: lots}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "provider", "run", "--config", bad, "--check"); exitCode(err) != 2 || !strings.Contains(err.Error(), `line 3: bidding.limits.memory_per_replica: "lots" is not a size`) {
+		t.Fatalf("a size that is none: exit %d, %v", exitCode(err), err)
+	}
 	// A flag is checked as run would take it.
 	if _, err := run(t, "provider", "run", "--config", "../../config/deploy/provider.yaml", "--log-level", "loud", "--check"); exitCode(err) != 2 {
 		t.Fatalf("--log-level loud: %v", err)

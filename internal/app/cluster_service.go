@@ -51,11 +51,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner,
 	if s.dc, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	pools, err := cfg.inventoryPools()
-	if err != nil {
-		return nil, err
-	}
-	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: pools, LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
+	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: cfg.inventoryPools(), LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
 	if cfg.Inventory.Operator != "" {

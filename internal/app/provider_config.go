@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"berth.dev/berth/api/ledger/v1"
@@ -262,19 +261,19 @@ type ScriptConfig struct {
 // LimitsConfig bounds orders; sizes are Kubernetes quantities ("16Gi"), CPU in cores
 // ("4", "500m"). Empty or zero: no limit.
 type LimitsConfig struct {
-	CPUPerReplica     string `yaml:"cpu_per_replica"`
-	MemoryPerReplica  string `yaml:"memory_per_replica"`
-	StoragePerReplica string `yaml:"storage_per_replica"`
-	VolumesPerReplica uint32 `yaml:"volumes_per_replica"`
-	GPUsPerReplica    uint32 `yaml:"gpus_per_replica"`
-	ReplicasPerOrder  uint32 `yaml:"replicas_per_order"`
-	EndpointsPerOrder uint32 `yaml:"endpoints_per_order"`
+	CPUPerReplica     Quantity `yaml:"cpu_per_replica"`
+	MemoryPerReplica  Quantity `yaml:"memory_per_replica"`
+	StoragePerReplica Quantity `yaml:"storage_per_replica"`
+	VolumesPerReplica uint32   `yaml:"volumes_per_replica"`
+	GPUsPerReplica    uint32   `yaml:"gpus_per_replica"`
+	ReplicasPerOrder  uint32   `yaml:"replicas_per_order"`
+	EndpointsPerOrder uint32   `yaml:"endpoints_per_order"`
 }
 
 // InventoryConfig sizes the cluster-wide pools nodes do not report.
 type InventoryConfig struct {
 	// Storage is the capacity of each persistent storage class offered ("1Ti").
-	Storage map[string]string `yaml:"storage"`
+	Storage map[string]Quantity `yaml:"storage"`
 	// LeasedIPs is the size of the leased IP pool, when it is not a MetalLB pool.
 	LeasedIPs int64 `yaml:"leased_ips"`
 	// LeasedIPPool, NAMESPACE/NAME, is the MetalLB IPAddressPool leased IPs come from
@@ -338,16 +337,17 @@ func (c ProviderConfig) Check() (Checked, error) {
 // Config is the configuration checked.
 func (c Checked) Config() ProviderConfig { return c.cfg }
 
-// LoadProviderConfig reads path over the defaults, then applies the environment.
+// LoadProviderConfig reads path over the defaults, then applies the environment. A
+// file that cannot be read or is not a provider.yaml is a ConfigError.
 func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig, error) {
 	c := DefaultProviderConfig()
 	if path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return c, fmt.Errorf("config: %w", err)
+			return c, Invalid(fmt.Errorf("config: %w", err))
 		}
 		if err := DecodeProviderConfig(path, b, &c); err != nil {
-			return c, err
+			return c, Invalid(err)
 		}
 	}
 	for env, field := range map[string]*string{
@@ -427,9 +427,6 @@ func (c *ProviderConfig) Validate() error {
 	// The chain's address prefix is known only once connected: here each address is
 	// checked against its own prefix, and NewProvider checks the chain's.
 	if _, err := c.policy(""); err != nil {
-		return err
-	}
-	if _, err := c.inventoryPools(); err != nil {
 		return err
 	}
 	if err := c.checkInventory(); err != nil {
@@ -571,45 +568,22 @@ func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
 			*l.out = append(*l.out, a)
 		}
 	}
-	l := c.Bidding.Limits
-	size := func(field, s string) (uint64, error) {
-		if s == "" {
-			return 0, nil
-		}
-		q, err := resource.ParseQuantity(s)
-		if err != nil || q.Sign() < 0 {
-			return 0, fmt.Errorf("bidding.limits.%s %q: not a size (e.g. 16Gi)", field, s)
-		}
-		return uint64(max(q.Value(), 0)), nil
-	}
-	if l.CPUPerReplica != "" {
-		q, err := resource.ParseQuantity(l.CPUPerReplica)
-		if err != nil || q.Sign() < 0 {
-			return p, fmt.Errorf("bidding.limits.cpu_per_replica %q: not a CPU amount (e.g. 4 or 500m)", l.CPUPerReplica)
-		}
-		p.Limits.CPUMillis = uint64(max(q.MilliValue(), 0))
-	}
-	if p.Limits.MemoryBytes, err = size("memory_per_replica", l.MemoryPerReplica); err != nil {
-		return p, err
-	}
-	if p.Limits.StorageBytes, err = size("storage_per_replica", l.StoragePerReplica); err != nil {
-		return p, err
-	}
+	l := c.Bidding.Limits // never negative (Quantity)
+	p.Limits.CPUMillis = uint64(max(l.CPUPerReplica.MilliValue(), 0))
+	p.Limits.MemoryBytes = uint64(max(l.MemoryPerReplica.Value(), 0))
+	p.Limits.StorageBytes = uint64(max(l.StoragePerReplica.Value(), 0))
 	p.Limits.Volumes, p.Limits.GPUs = l.VolumesPerReplica, l.GPUsPerReplica
 	p.Limits.Replicas, p.Limits.Endpoints = l.ReplicasPerOrder, l.EndpointsPerOrder
 	return p, nil
 }
 
-func (c *ProviderConfig) inventoryPools() (map[string]int64, error) {
+// inventoryPools are the storage classes' sizes in bytes.
+func (c *ProviderConfig) inventoryPools() map[string]int64 {
 	out := map[string]int64{}
-	for class, s := range c.Inventory.Storage {
-		q, err := resource.ParseQuantity(s)
-		if err != nil || q.Sign() < 0 {
-			return nil, fmt.Errorf("inventory.storage.%s %q: not a size (e.g. 1Ti)", class, s)
-		}
+	for class, q := range c.Inventory.Storage {
 		out[class] = q.Value()
 	}
-	return out, nil
+	return out
 }
 
 // pricer builds the configured pricing strategy.

@@ -326,7 +326,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := DefaultProviderConfig()
-	cfg.Inventory.Storage = map[string]string{"beta3": "100Gi"}
+	cfg.Inventory.Storage = map[string]Quantity{"beta3": MustQuantity("100Gi")}
 	svc, err := newClusterService(rc, cfg, me, active, nil, log, nil)
 	if err != nil {
 		t.Fatal(err)

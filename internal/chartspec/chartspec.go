@@ -39,7 +39,8 @@ func Defaults() map[string]any {
 // Settings is the JSON schema of a settings type: every struct an object of exactly
 // its yaml keys (additionalProperties false), maps objects of their values' schema,
 // lists arrays; scalars are also accepted as strings (the binary reads "100" and 100
-// alike), durations are strings.
+// alike), durations are strings, and a type that reads its own text (a size) is a
+// string or a number.
 func Settings(v any) map[string]any { return schemaOf(reflect.TypeOf(v)) }
 
 func schemaOf(t reflect.Type) map[string]any {
@@ -47,7 +48,8 @@ func schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "string", "description": "a Go duration (30s, 5m, 1h30m)"}
 	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
-		return map[string]any{"type": "string"} // read by its UnmarshalText
+		// Read by its UnmarshalText from the scalar's text: 4 as "4".
+		return map[string]any{"type": []string{"string", "number"}}
 	}
 	switch t.Kind() {
 	case reflect.Pointer:

@@ -52,9 +52,9 @@ func exampleProviderConfig(t *testing.T, dev Config) app.ProviderConfig {
 	for _, a := range attrs {
 		pc.Attributes = append(pc.Attributes, app.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
-	pc.Inventory.Storage = map[string]string{}
+	pc.Inventory.Storage = map[string]app.Quantity{}
 	for _, class := range localenv.DevStorageClasses {
-		pc.Inventory.Storage[class] = "1Ti"
+		pc.Inventory.Storage[class] = app.MustQuantity("1Ti")
 		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
 	}
 	return pc

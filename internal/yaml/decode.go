@@ -76,6 +76,14 @@ func decodeNode(n *Node, v reflect.Value, path string) error {
 	if n == nil || n.IsNull() {
 		return nil
 	}
+	if v.Kind() != reflect.Pointer && v.CanAddr() {
+		if _, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+			if n.Kind != ScalarNode {
+				return decodeErr(n, path, "want a single value, got a %s", n.Kind)
+			}
+			return decodeScalar(n, v, path)
+		}
+	}
 	switch v.Kind() {
 	case reflect.Pointer:
 		if v.IsNil() {

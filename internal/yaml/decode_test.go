@@ -144,35 +144,57 @@ func (s size) MarshalText() ([]byte, error) {
 	return []byte(strconv.FormatInt(int64(s)>>30, 10) + "Gi"), nil
 }
 
+// span is a struct read from its text ("2-5"), as Quantity-like settings are.
+type span struct{ from, to int }
+
+func (s *span) UnmarshalText(b []byte) error {
+	a, z, ok := strings.Cut(string(b), "-")
+	from, err1 := strconv.Atoi(a)
+	to, err2 := strconv.Atoi(z)
+	if !ok || err1 != nil || err2 != nil || from > to {
+		return fmt.Errorf("%q is not a span (such as 2-5)", b)
+	}
+	*s = span{from, to}
+	return nil
+}
+
+func (s span) MarshalText() ([]byte, error) { return fmt.Appendf(nil, "%d-%d", s.from, s.to), nil }
+
 type textTarget struct {
 	Disk  size            `yaml:"disk"`
 	Disks map[string]size `yaml:"disks"`
 	Extra *size           `yaml:"extra"`
 	Kept  size            `yaml:"kept"`
+	Span  span            `yaml:"span"`
 }
 
 // TestDecodeTextUnmarshaler: a setting's own type reads its text, in structs, maps and
 // behind pointers; its error is reported with the line and the key's path; Encode
 // writes it back as its text.
 func TestDecodeTextUnmarshaler(t *testing.T) {
-	in := "disk: 10Gi\ndisks:\n  a: 1Gi\nextra: 2Gi\n"
+	in := "disk: 10Gi\ndisks:\n  a: 1Gi\nextra: 2Gi\nspan: 2-5\n"
 	got := textTarget{Kept: 7 << 30}
 	if err := Decode([]byte(in), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Disk != 10<<30 || got.Disks["a"] != 1<<30 || got.Extra == nil || *got.Extra != 2<<30 || got.Kept != 7<<30 {
+	if got.Disk != 10<<30 || got.Disks["a"] != 1<<30 || got.Extra == nil || *got.Extra != 2<<30 || got.Kept != 7<<30 || got.Span != (span{2, 5}) {
 		t.Fatalf("decoded %+v", got)
 	}
 	err := Decode([]byte("disks:\n  a: 1Gi\n  b: lots\n"), &textTarget{})
 	if err == nil || err.Error() != `line 3: disks.b: "lots" is not a size in Gi (such as 10Gi)` {
 		t.Fatalf("bad size: %v", err)
 	}
+	// A struct that reads its text takes a single value, not a mapping of its fields.
+	err = Decode([]byte("span:\n  from: 2\n"), &textTarget{})
+	if err == nil || err.Error() != "line 2: span: want a single value, got a mapping" {
+		t.Fatalf("a mapping for a text value: %v", err)
+	}
 	out, err := Encode(got)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var back textTarget
-	if err := Decode(out, &back); err != nil || back.Disk != got.Disk || back.Disks["a"] != got.Disks["a"] || *back.Extra != *got.Extra || back.Kept != got.Kept {
+	if err := Decode(out, &back); err != nil || back.Disk != got.Disk || back.Disks["a"] != got.Disks["a"] || *back.Extra != *got.Extra || back.Kept != got.Kept || back.Span != got.Span {
 		t.Fatalf("round trip through\n%s: %+v, %v", out, back, err)
 	}
 	if !strings.Contains(string(out), "disk: 10Gi") {

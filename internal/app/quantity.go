@@ -1,0 +1,66 @@
+package app
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Quantity is a size or an amount in provider.yaml, as Kubernetes writes them (16Gi,
+// 1Ti, 4, 500m), read and checked with the file: a value that is not one, or is
+// negative, is refused with its line. The zero Quantity (left out, or "") is unset.
+type Quantity struct {
+	q   resource.Quantity
+	set bool
+}
+
+// ParseQuantity reads s ("" is unset).
+func ParseQuantity(s string) (Quantity, error) {
+	var q Quantity
+	err := q.UnmarshalText([]byte(s))
+	return q, err
+}
+
+// MustQuantity is ParseQuantity for the constants of code and tests; it panics on a
+// bad one.
+func MustQuantity(s string) Quantity {
+	q, err := ParseQuantity(s)
+	if err != nil {
+		panic(err)
+	}
+	return q
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (q *Quantity) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*q = Quantity{}
+		return nil
+	}
+	v, err := resource.ParseQuantity(string(b))
+	if err != nil || v.Sign() < 0 {
+		return fmt.Errorf("%q is not a size or an amount (e.g. 16Gi, 1Ti, 4 or 500m)", b)
+	}
+	*q = Quantity{q: v, set: true}
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler (unset: empty).
+func (q Quantity) MarshalText() ([]byte, error) { return []byte(q.String()), nil }
+
+// String is the quantity as Kubernetes writes it ("" when unset).
+func (q Quantity) String() string {
+	if !q.set {
+		return ""
+	}
+	return q.q.String()
+}
+
+// IsSet says a value was given.
+func (q Quantity) IsSet() bool { return q.set }
+
+// Value is the quantity in units (bytes for a size), rounded up; 0 when unset.
+func (q Quantity) Value() int64 { return q.q.Value() }
+
+// MilliValue is the quantity in thousandths (millicores for a CPU amount), rounded up.
+func (q Quantity) MilliValue() int64 { return q.q.MilliValue() }
