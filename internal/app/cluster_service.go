@@ -121,23 +121,18 @@ func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.L
 // AwaitInventory waits until the inventory can be bid on (with the inventory operator:
 // its first report has arrived), or says why not after timeout.
 func (s *clusterService) AwaitInventory(ctx context.Context, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		why := s.capacity.Unavailable()
-		if why == "" {
-			return nil
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := wait.Until(wctx, 100*time.Millisecond, func(context.Context) error {
+		if why := s.capacity.Unavailable(); why != "" {
+			return errors.New(why)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("the provider cannot bid after %s: %s", timeout, why)
-		case <-tick.C:
-		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the provider cannot bid after %s: %w", timeout, err)
 	}
+	return err
 }
 
 // ClusterSide is the provider's cluster side, built as the provider builds it, for

@@ -25,6 +25,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/wait"
 )
 
 // LeaseReadyBench configures RunLeaseReadyBench.
@@ -503,23 +504,18 @@ var benchOwner = cluster.Owner{Provider: "akash1benchprovider", ChainID: "berth-
 
 // waitTornDown waits until the manager holds no lease, checking every 20 ms.
 func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		n := len(m.States())
-		if n == 0 {
-			return nil
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := wait.Until(wctx, 20*time.Millisecond, func(context.Context) error {
+		if n := len(m.States()); n > 0 {
+			return fmt.Errorf("the manager still holds %d", n)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
-			return fmt.Errorf("leases torn down: the manager still holds %d after %s", n, timeout)
-		case <-tick.C:
-		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("leases torn down: %w after %s", err, timeout)
 	}
+	return err
 }
 
 // quantile of sorted durations (nearest rank).

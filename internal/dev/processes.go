@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/wait"
 	"berth.dev/berth/internal/yaml"
 )
 
@@ -239,25 +240,23 @@ func (d *devProcesses) awaitBidding(ctx context.Context, timeout time.Duration) 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	failed := d.failed(ctx)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last error
-	for {
+	err := wait.Until(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+		select {
+		case <-failed:
+			return wait.Abort(d.err())
+		default:
+		}
 		st, err := d.providerStatus(ctx)
 		switch {
 		case err != nil:
-			last = err
+			return err
 		case st.Berth.NotBidding != "":
-			last = errors.New(st.Berth.NotBidding)
-		default:
-			return nil
+			return errors.New(st.Berth.NotBidding)
 		}
-		select {
-		case <-failed:
-			return d.err()
-		case <-ctx.Done():
-			return fmt.Errorf("the provider process is not bidding after %s: %w (its log: %s)", timeout, last, d.provider.LogPath())
-		case <-tick.C:
-		}
+		return nil
+	})
+	if _, ended := errors.AsType[*wait.Ended](err); ended {
+		return fmt.Errorf("the provider process is not bidding after %s: %w (its log: %s)", timeout, err, d.provider.LogPath())
 	}
+	return err
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"berth.dev/berth/internal/wait"
 )
 
 // process is one child process with its output in a log file. It runs in its own
@@ -182,12 +184,10 @@ func anyExited(procs ...*process) func() error {
 // waitFor polls check every interval until it returns true, ctx ends, or dead reports
 // that what is waited on cannot come (a process it needs has exited).
 func waitFor(ctx context.Context, what string, interval time.Duration, dead func() error, check func(context.Context) (bool, error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var last error
-	for {
+	var last error // the last error check gave (a check may say "not yet" without one)
+	err := wait.Until(ctx, interval, func(ctx context.Context) error {
 		if err := dead(); err != nil {
-			return fmt.Errorf("waiting for %s: %w", what, err)
+			return wait.Abort(err)
 		}
 		ok, err := check(ctx)
 		if ok {
@@ -196,13 +196,18 @@ func waitFor(ctx context.Context, what string, interval time.Duration, dead func
 		if err != nil {
 			last = err
 		}
-		select {
-		case <-ctx.Done():
-			if last != nil {
-				return fmt.Errorf("waiting for %s: %w (last error: %w)", what, ctx.Err(), last)
-			}
-			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
-		case <-t.C:
-		}
+		return errNotYet
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errNotYet) && last != nil:
+		return fmt.Errorf("waiting for %s: %w (last error: %w)", what, ctx.Err(), last)
+	case errors.Is(err, errNotYet):
+		return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 	}
+	return fmt.Errorf("waiting for %s: %w", what, err)
 }
+
+// errNotYet is waitFor's check not passing yet.
+var errNotYet = errors.New("not yet")

@@ -1,5 +1,6 @@
 // Package wait has the context-aware pauses berth's loops take: one between
-// attempts (Sleep), one between periodic calls (Every).
+// attempts (Sleep), one between periodic calls (Every), and polling until a check
+// passes (Until).
 package wait
 
 import (

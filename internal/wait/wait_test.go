@@ -2,6 +2,7 @@ package wait
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -46,4 +47,39 @@ func TestEvery(t *testing.T) {
 		t.Fatalf("%d calls, want 3 (the third ended the context)", calls)
 	}
 	Every(ctx, time.Millisecond, func(context.Context) { t.Fatal("called with its context ended") })
+}
+
+// TestUntil: a check is called until it passes; Abort ends the wait with its error;
+// a context that ends first gives an Ended saying what was still wrong.
+func TestUntil(t *testing.T) {
+	calls := 0
+	if err := Until(t.Context(), time.Millisecond, func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); err != nil || calls != 3 {
+		t.Fatalf("passing on the third call: %v after %d calls", err, calls)
+	}
+	gone := errors.New("the process exited")
+	calls = 0
+	err := Until(t.Context(), time.Millisecond, func(context.Context) error {
+		calls++
+		return Abort(gone)
+	})
+	if err != gone || calls != 1 { //nolint:errorlint // Until returns the aborting error itself
+		t.Fatalf("abort: %v after %d calls", err, calls)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	stale := errors.New("inventory stale")
+	err = Until(ctx, time.Millisecond, func(context.Context) error { return stale })
+	var ended *Ended
+	if !errors.As(err, &ended) || err.Error() != "inventory stale" || !errors.Is(err, stale) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed out: %v (%T)", err, err)
+	}
+	if Abort(nil) != nil {
+		t.Fatal("Abort(nil) is not nil")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"berth.dev/berth/config/crd"
+	"berth.dev/berth/internal/wait"
 )
 
 // ErrCRDRefused reports CRDs the API server refuses to let berth read back (RBAC):
@@ -66,26 +67,25 @@ func ApplyCRDs(ctx context.Context, dc dynamic.Interface, fsys fs.FS, files ...s
 }
 
 func waitEstablished(ctx context.Context, dc dynamic.Interface, name string) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
+	err := wait.Until(ctx, 50*time.Millisecond, func(ctx context.Context) error {
 		u, err := dc.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 		// Retrying cannot help a refusal: say what is missing (RBAC, usually).
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
-			return fmt.Errorf("CRD %s installed, but reading it back is %w (the provider needs get on customresourcedefinitions): %w", name, ErrCRDRefused, err)
+			return wait.Abort(fmt.Errorf("CRD %s installed, but reading it back is %w (the provider needs get on customresourcedefinitions): %w", name, ErrCRDRefused, err))
 		}
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CRD %s not established: %w", name, ctx.Err())
-		case <-t.C:
-		}
+		return errors.New("no Established condition yet")
+	})
+	if _, ended := errors.AsType[*wait.Ended](err); ended {
+		return fmt.Errorf("CRD %s not established before %w: %w", name, ctx.Err(), err)
 	}
+	return err
 }

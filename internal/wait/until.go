@@ -1,0 +1,65 @@
+package wait
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// abort marks a check's error as final (Abort).
+type abort struct{ err error }
+
+func (a abort) Error() string { return a.err.Error() }
+func (a abort) Unwrap() error { return a.err }
+
+// Abort makes a check's error end Until at once: what is waited for cannot come (a
+// process it needs has exited, a request was refused for good). Abort(nil) is nil.
+func Abort(err error) error {
+	if err == nil {
+		return nil
+	}
+	return abort{err}
+}
+
+// Ended is Until's error when ctx ended before the check passed: its message is the
+// check's last error (what was still wrong), and errors.Is finds both that error and
+// ctx's (context.DeadlineExceeded for a timeout).
+type Ended struct {
+	Ctx, Last error
+}
+
+func (e *Ended) Error() string {
+	if e.Last == nil {
+		return e.Ctx.Error()
+	}
+	return e.Last.Error()
+}
+
+func (e *Ended) Unwrap() []error {
+	if e.Last == nil {
+		return []error{e.Ctx}
+	}
+	return []error{e.Ctx, e.Last}
+}
+
+// Until calls check at once and then every `every` until it returns nil (Until returns
+// nil), returns an error made by Abort (Until returns the error inside), or ctx ends
+// (an *Ended with check's last error). A wait with a deadline is a ctx with one.
+func Until(ctx context.Context, every time.Duration, check func(context.Context) error) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		if a, ok := errors.AsType[abort](err); ok {
+			return a.err
+		}
+		select {
+		case <-ctx.Done():
+			return &Ended{Ctx: ctx.Err(), Last: err}
+		case <-t.C:
+		}
+	}
+}
