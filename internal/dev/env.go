@@ -90,7 +90,7 @@ func (l devLocks) release() {
 func lockDevHome(cfg Config) (devLocks, error) {
 	var l devLocks
 	if cfg.Reset {
-		if err := checkResettable(cfg.Home); err != nil {
+		if _, err := checkResettable(cfg.Home); err != nil {
 			return l, err
 		}
 	}
@@ -110,36 +110,31 @@ func lockDevHome(cfg Config) (devLocks, error) {
 
 // checkResettable refuses to reset a directory that does not look like a dev home (a
 // berth node home, or empty but for the home's lock files) so that a mistyped --home
-// cannot delete unrelated files.
-func checkResettable(home string) error {
+// cannot delete unrelated files. It returns what the home holds (nothing when it does
+// not exist).
+func checkResettable(home string) ([]os.DirEntry, error) {
 	entries, err := os.ReadDir(home)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return nil
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("--reset: %w", err)
+		return nil, fmt.Errorf("--reset: %w", err)
 	}
 	for _, e := range entries {
 		if !node.IsLockFile(e.Name()) && !node.HasGenesis(home) {
-			return fmt.Errorf("--reset: %s is not a berth home (no config/genesis.json); not removing it", home)
+			return nil, fmt.Errorf("--reset: %s is not a berth home (no config/genesis.json); not removing it", home)
 		}
 	}
-	return nil
+	return entries, nil
 }
 
 // resetDevHome empties a dev home, whose locks the caller holds: everything goes but
 // the lock files (removing them would let another process lock the home while this
 // one runs it).
 func resetDevHome(home string) error {
-	if err := checkResettable(home); err != nil {
+	entries, err := checkResettable(home)
+	if err != nil {
 		return err
-	}
-	entries, err := os.ReadDir(home)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		return nil
-	case err != nil:
-		return fmt.Errorf("--reset: %w", err)
 	}
 	for _, e := range entries {
 		if node.IsLockFile(e.Name()) {

@@ -1,7 +1,6 @@
 package kube
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -16,24 +15,6 @@ import (
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
-
-// lockedLog is a log sink read while the sweeper writes to it.
-type lockedLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // TestSweeper: nothing is swept before the deployment manager has started; then a
 // pass runs at once. In a dry run an orphan is only logged; otherwise it is handed to
@@ -50,7 +31,7 @@ func TestSweeper(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), dead) })
 	active := func(_ context.Context, id market.LeaseID) (bool, error) { return id != dead, nil }
-	var log lockedLog
+	var log testenv.Buffer
 	s := &Sweeper{Deployer: d, Active: active, Every: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	s.Sweep(ctx) // dry run
 	if out := log.String(); !strings.Contains(out, "orphan lease namespace") || !strings.Contains(out, "removed=false") {
