@@ -99,23 +99,19 @@ func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCR
 // API server cannot be reached; a refusal (RBAC, an invalid object) stops the provider
 // with the reason.
 func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.Logger) error {
-	backoff := time.Second
-	for {
+	err := wait.Retry(ctx, time.Second, 30*time.Second, func(ctx context.Context) error {
 		err := kube.InstallCRDs(ctx, dc)
-		switch {
-		case err == nil:
-			return nil
-		case ctx.Err() != nil:
-			return nil //nolint:nilerr // stopping: the error is the cancellation's
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, kube.ErrCRDRefused):
-			return fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err)
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || errors.Is(err, kube.ErrCRDRefused) {
+			return wait.Abort(fmt.Errorf("%w (set cluster.install_crds: false and install config/crd yourself if berth may not)", err))
 		}
-		log.WarnContext(ctx, "installing berth's CRDs: the API server does not answer; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return nil
-		}
-		backoff = min(2*backoff, 30*time.Second)
+		return err
+	}, func(err error, pause time.Duration) {
+		log.WarnContext(ctx, "installing berth's CRDs: the API server does not answer; retrying", slog.String("error", err.Error()), slog.Duration("in", pause))
+	})
+	if err != nil && ctx.Err() == nil { // not stopping
+		return err
 	}
+	return nil
 }
 
 // AwaitInventory waits until the inventory can be bid on (with the inventory operator:

@@ -203,32 +203,27 @@ func (gw *gatewayService) registerCertificate(ctx context.Context, p *Provider) 
 		return fmt.Errorf("gateway certificate: %w", err)
 	}
 	reader := ledgerReader{p.client}
-	backoff := time.Second
-	for {
+	err = wait.Retry(ctx, time.Second, time.Minute, func(ctx context.Context) error {
 		c, err := reader.Certificate(ctx, p.bcast.Address(), serial)
 		switch {
 		case err == nil && c.State == ledger.CertValid:
 			return nil
 		case err == nil:
-			return fmt.Errorf("gateway certificate %s is %s on the ledger: remove %s to make a new one", serial, c.State, "provider/gateway in the home")
+			return wait.Abort(fmt.Errorf("gateway certificate %s is %s on the ledger: remove %s to make a new one", serial, c.State, "provider/gateway in the home"))
 		case errors.Is(err, ledger.ErrNotFound):
 			_, err = p.bcast.Submit(ctx, &ledger.MsgCreateCertificate{Owner: p.bcast.Address(), Cert: gw.own.Cert, PubKey: gw.own.PubKey})
 			if err == nil {
 				p.log.InfoContext(ctx, "gateway certificate registered on the ledger", slog.String("serial", serial))
-				return nil
 			}
 		}
-		if ctx.Err() != nil {
-			return nil //nolint:nilerr // stopping: the error is the cancellation
-		}
-		p.log.WarnContext(ctx, "registering the gateway certificate; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, time.Minute)
+		return err
+	}, func(err error, pause time.Duration) {
+		p.log.WarnContext(ctx, "registering the gateway certificate; retrying", slog.String("error", err.Error()), slog.Duration("in", pause))
+	})
+	if err != nil && ctx.Err() == nil { // not stopping
+		return err
 	}
+	return nil
 }
 
 // publishStatus refreshes the status board from the components' memory every

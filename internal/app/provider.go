@@ -249,22 +249,18 @@ func (p *Provider) newBalance() error {
 // log) until it answers or ctx ends: a provider started before its node, or while the
 // node restarts, waits for it rather than exiting.
 func dialLedger(ctx context.Context, addr string, log *slog.Logger, waiting func(error)) (*chain.Client, error) {
-	backoff := time.Second
-	for {
-		c, err := chain.Dial(ctx, addr)
-		if err == nil {
-			return c, nil
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
-		}
+	var c *chain.Client
+	err := wait.Retry(ctx, time.Second, 30*time.Second, func(ctx context.Context) (err error) {
+		c, err = chain.Dial(ctx, addr)
+		return err
+	}, func(err error, pause time.Duration) {
 		waiting(err)
-		log.WarnContext(ctx, "the ledger node does not answer; retrying", slog.String("node", addr), slog.String("error", err.Error()), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return nil, fmt.Errorf("ledger node %s: %w", addr, err)
-		}
-		backoff = min(2*backoff, 30*time.Second)
+		log.WarnContext(ctx, "the ledger node does not answer; retrying", slog.String("node", addr), slog.String("error", err.Error()), slog.Duration("in", pause))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger node %s: %w", addr, err)
 	}
+	return c, nil
 }
 
 // kubeConfig loads the kubeconfig (or the in-cluster configuration) with berth's

@@ -71,7 +71,7 @@ type BalanceConfig struct {
 	LowFundsBlocks int64 `yaml:"low_funds_blocks"`
 	// MinBalance is kept for bid deposits: below it, every lease is withdrawn at once
 	// ("": the ledger's bid_min_deposit; "0uakt": never).
-	MinBalance string `yaml:"min_balance"`
+	MinBalance Coin `yaml:"min_balance"`
 	// EarningsFile is the earnings record ("": HOME/provider/earnings.json).
 	EarningsFile string `yaml:"earnings_file"`
 }
@@ -85,11 +85,7 @@ func (c *ProviderConfig) balance(provider string) (balance.Config, error) {
 		b.EarningsFile = filepath.Join(c.Home, "provider", "earnings.json")
 	}
 	b.WithdrawPeriod, b.CheckInterval = c.Balance.WithdrawPeriod, c.Balance.CheckInterval
-	if c.Balance.MinBalance != "" {
-		m, err := market.ParseCoin(c.Balance.MinBalance)
-		if err != nil {
-			return b, fmt.Errorf("balance.min_balance %q: %w", c.Balance.MinBalance, err)
-		}
+	if m, ok := c.Balance.MinBalance.Get(); ok {
 		b.MinBalance = m
 	}
 	if err := b.Validate(); err != nil {
@@ -186,10 +182,9 @@ func (c *ProviderConfig) EngineConfig(provider, prefix string, minDeposit market
 		return bidengine.EngineConfig{}, err
 	}
 	deposit := minDeposit
-	if c.Bidding.Deposit != "" {
-		d, err := market.ParseCoin(c.Bidding.Deposit)
-		if err != nil || d.Denom != deposit.Denom || d.Amount < deposit.Amount {
-			return bidengine.EngineConfig{}, fmt.Errorf("bidding.deposit %q: must be at least the ledger's bid_min_deposit %s", c.Bidding.Deposit, deposit)
+	if d, ok := c.Bidding.Deposit.Get(); ok {
+		if d.Denom != deposit.Denom || d.Amount < deposit.Amount {
+			return bidengine.EngineConfig{}, fmt.Errorf("bidding.deposit %s: must be at least the ledger's bid_min_deposit %s", d, deposit)
 		}
 		deposit = d
 	}
@@ -211,7 +206,7 @@ type BiddingConfig struct {
 	// Timeout is how long a bid waits for a lease before we close it.
 	Timeout time.Duration `yaml:"timeout"`
 	// Deposit overrides the ledger's bid_min_deposit (it may only be larger).
-	Deposit string        `yaml:"deposit"`
+	Deposit Coin          `yaml:"deposit"`
 	Pricing PricingConfig `yaml:"pricing"`
 	Tenants struct {
 		Allow []string `yaml:"allow"`
@@ -449,11 +444,6 @@ func (c *ProviderConfig) Validate() error {
 	for i, cidr := range c.Cluster.EgressDeny {
 		if _, err := netip.ParsePrefix(cidr); err != nil {
 			return fmt.Errorf("cluster.egress_deny[%d] %q: not a CIDR", i, cidr)
-		}
-	}
-	if c.Bidding.Deposit != "" {
-		if _, err := market.ParseCoin(c.Bidding.Deposit); err != nil {
-			return fmt.Errorf("bidding.deposit %q: %w", c.Bidding.Deposit, err)
 		}
 	}
 	_, err := c.pricer()

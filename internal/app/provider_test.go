@@ -114,7 +114,8 @@ inventory:
 		{"balance", "balance: {withdraw_period: 30m, check_interval: 30s, low_funds_blocks: 100, min_balance: 10000000uakt, earnings_file: /tmp/e.json}\n", nil, ""},
 		{"balance period", "balance: {withdraw_period: soon}\n", nil, `line 1: balance.withdraw_period: "soon" is not a duration`},
 		{"balance period short", "balance: {withdraw_period: 10s, check_interval: 1m}\n", nil, "withdraw_period 10s: shorter than check_interval"},
-		{"balance min", "balance: {min_balance: lots}\n", nil, `balance.min_balance "lots"`},
+		{"balance min", "balance: {min_balance: lots}\n", nil, `line 1: balance.min_balance: coin "lots"`},
+		{"deposit", "bidding: {deposit: five}\n", nil, `line 1: bidding.deposit: coin "five"`},
 		{"balance blocks", "balance: {low_funds_blocks: -1}\n", nil, "low_funds_blocks"},
 		// One document: a second one is refused with the file and its line, never
 		// ignored; markers around the one document are fine.

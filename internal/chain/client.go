@@ -142,20 +142,13 @@ func (c *Client) BlockResults(ctx context.Context, height int64) (*ctypes.Result
 // Run keeps a websocket subscription to new blocks, so that waits wake as soon as a
 // block is committed; it reconnects after failures. It returns when ctx ends.
 func (c *Client) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
 	// The node may not be up yet: keep trying (waits poll meanwhile).
-	for {
-		err := c.rpc.Start()
-		if err == nil {
-			break
-		}
-		if !wait.Sleep(ctx, backoff) {
-			return nil
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	if err := wait.Retry(ctx, 100*time.Millisecond, 5*time.Second, func(context.Context) error { return c.rpc.Start() },
+		func(error, time.Duration) {}); err != nil {
+		return nil // ctx ended
 	}
 	defer func() { _ = c.rpc.Stop() }()
-	backoff = 100 * time.Millisecond
+	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := c.follow(ctx)
 		c.setLive(false)

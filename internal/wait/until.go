@@ -63,3 +63,29 @@ func Until(ctx context.Context, every time.Duration, check func(context.Context)
 		}
 	}
 }
+
+// Retry calls try until it succeeds (Retry returns nil), fails for good (an error made
+// by Abort: Retry returns the error inside), or ctx ends (an *Ended with try's last
+// error; a try cut short by ctx is not reported to failed). After each other failure
+// it calls failed, to say so, with the error and the pause it then takes: first,
+// doubling up to longest.
+func Retry(ctx context.Context, first, longest time.Duration, try func(context.Context) error, failed func(err error, pause time.Duration)) error {
+	pause := first
+	for {
+		err := try(ctx)
+		if err == nil {
+			return nil
+		}
+		if a, ok := errors.AsType[abort](err); ok {
+			return a.err
+		}
+		if ctx.Err() != nil {
+			return &Ended{Ctx: ctx.Err(), Last: err}
+		}
+		failed(err, pause)
+		if !Sleep(ctx, pause) {
+			return &Ended{Ctx: ctx.Err(), Last: err}
+		}
+		pause = min(2*pause, longest)
+	}
+}

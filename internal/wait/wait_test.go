@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -81,5 +82,35 @@ func TestUntil(t *testing.T) {
 	}
 	if Abort(nil) != nil {
 		t.Fatal("Abort(nil) is not nil")
+	}
+}
+
+// TestRetry: failures are reported with pauses doubling to the longest; success ends
+// the retries; Abort ends them with its error; a context that ends gives an Ended.
+func TestRetry(t *testing.T) {
+	var pauses []time.Duration
+	calls := 0
+	err := Retry(t.Context(), time.Millisecond, 3*time.Millisecond, func(context.Context) error {
+		calls++
+		if calls < 5 {
+			return errors.New("connection refused")
+		}
+		return nil
+	}, func(_ error, pause time.Duration) { pauses = append(pauses, pause) })
+	want := []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}
+	if err != nil || !slices.Equal(pauses, want) {
+		t.Fatalf("retries: %v, pauses %v (want %v)", err, pauses, want)
+	}
+	refused := errors.New("forbidden")
+	err = Retry(t.Context(), time.Millisecond, time.Millisecond, func(context.Context) error { return Abort(refused) },
+		func(error, time.Duration) { t.Fatal("an aborting failure was retried") })
+	if err != refused { //nolint:errorlint // Retry returns the aborting error itself
+		t.Fatalf("abort: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	err = Retry(ctx, time.Hour, time.Hour, func(context.Context) error { return errors.New("no answer") },
+		func(error, time.Duration) { cancel() })
+	if _, ended := errors.AsType[*Ended](err); !ended || err.Error() != "no answer" || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"berth.dev/berth/internal/market"
 )
 
 // Quantity is a size or an amount in provider.yaml, as Kubernetes writes them (16Gi,
@@ -64,3 +66,38 @@ func (q Quantity) Value() int64 { return q.q.Value() }
 
 // MilliValue is the quantity in thousandths (millicores for a CPU amount), rounded up.
 func (q Quantity) MilliValue() int64 { return q.q.MilliValue() }
+
+// Coin is an amount of one denomination in provider.yaml (5000000uakt), read and
+// checked with the file. The zero Coin (left out, or "") is unset.
+type Coin struct {
+	c   market.Coin
+	set bool
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (c *Coin) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*c = Coin{}
+		return nil
+	}
+	v, err := market.ParseCoin(string(b))
+	if err != nil {
+		return err // it names the value
+	}
+	*c = Coin{c: v, set: true}
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler (unset: empty).
+func (c Coin) MarshalText() ([]byte, error) { return []byte(c.String()), nil }
+
+// String is the amount as written ("" when unset).
+func (c Coin) String() string {
+	if !c.set {
+		return ""
+	}
+	return c.c.String()
+}
+
+// Get is the amount and whether it was given.
+func (c Coin) Get() (market.Coin, bool) { return c.c, c.set }
