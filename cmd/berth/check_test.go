@@ -47,4 +47,8 @@ func TestCheck(t *testing.T) {
 	if _, err := run(t, "operator", "inventory", "--config", bad, "--check"); exitCode(err) != 2 || !strings.Contains(err.Error(), "heartbeat") {
 		t.Fatalf("operator: %v", err)
 	}
+	// Without --check, the operator refuses it as it is built, before it connects.
+	if _, err := run(t, "operator", "inventory", "--config", bad); exitCode(err) != 2 || !strings.Contains(err.Error(), "heartbeat") {
+		t.Fatalf("operator run: %v", err)
+	}
 }

@@ -75,10 +75,10 @@ func newOperator[C any](o operatorCommand[C]) *cobra.Command {
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageError("--log-level: %w", err)
 			}
-			if err := validate(); err != nil {
-				return usageError("%w", err)
-			}
 			if check {
+				if err := validate(); err != nil {
+					return usageError("%w", err)
+				}
 				return printValid(cmd, config)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("operator", o.name))
@@ -86,8 +86,9 @@ func newOperator[C any](o operatorCommand[C]) *cobra.Command {
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "probes and metrics: http://%s/{healthz,readyz,metrics%s}\n", addr, o.extra)
 			})
 			if err != nil {
-				return err
+				return err // a refused configuration exits 2 (app.ConfigError)
 			}
+			defer func() { _ = op.Close() }()
 			return op.Run(cmd.Context())
 		}),
 	}

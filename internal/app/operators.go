@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 
@@ -96,7 +97,7 @@ func newOperator(spec operatorSpec) (*Operator, error) {
 // (may be nil) gets the address of its probes and metrics.
 func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("hostname operator: %w", err)
+		return nil, Invalid(fmt.Errorf("hostname operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "hostname", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
 		leaderElection: cfg.LeaderElection, log: log, started: started,
@@ -110,7 +111,7 @@ func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(add
 // probes and metrics it serves GET /usage.
 func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("IP operator: %w", err)
+		return nil, Invalid(fmt.Errorf("IP operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "ip", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
 		leaderElection: cfg.LeaderElection, log: log, started: started,
@@ -127,7 +128,7 @@ func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (
 // the probes and metrics it serves GET /inventory (its last report).
 func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func(addr string)) (*Operator, *inventoryop.Controller, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("inventory operator: %w", err)
+		return nil, nil, Invalid(fmt.Errorf("inventory operator: %w", err))
 	}
 	var ctrl *inventoryop.Controller
 	op, err := newOperator(operatorSpec{name: "inventory", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Name,
@@ -143,8 +144,18 @@ func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func
 	return op, ctrl, err
 }
 
-// Run runs the operator until ctx ends or it fails (see operator.Run).
+// Run runs the operator until ctx ends or it fails (see operator.Run); it may be run
+// again after it returns.
 func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.cs, o.opts, o.ctrl) }
+
+// Close releases what the operator's controller holds beyond a run (the inventory
+// operator's Redis client), once it will not be run again.
+func (o *Operator) Close() error {
+	if c, ok := o.ctrl.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
 
 // shortHash is 10 hex digits of s's SHA-256: a stable, DNS-safe name part.
 func shortHash(s string) string {

@@ -358,7 +358,11 @@ func (r *devRun) startInProcess(pc app.ProviderConfig, banner *devBanner) (*chai
 	r.onStop(func() error {
 		stopOperators()
 		opsDone.Wait()
-		return nil
+		var errs []error
+		for _, o := range ops {
+			errs = append(errs, o.op.Close())
+		}
+		return errors.Join(errs...)
 	})
 	// Bids wait for the inventory operator's first report: the banner comes after it.
 	if err := p.AwaitInventory(ctx, time.Minute); err != nil && ctx.Err() == nil {

@@ -113,6 +113,14 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	return c, nil
 }
 
+// Close closes the Redis client (bus.redis), once the controller will not run again.
+func (c *Controller) Close() error {
+	if c.remote == nil {
+		return nil
+	}
+	return c.remote.Close()
+}
+
 // ClusterEvents is the inventory.cluster topic.
 func (c *Controller) ClusterEvents() *bus.Bus[inventory.ClusterEvent] { return c.cluster }
 

@@ -109,6 +109,9 @@ func run(t *testing.T, c *Controller) (stop func()) {
 			if err := <-done; err != nil {
 				t.Errorf("operator: %v", err)
 			}
+			if err := c.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
 		})
 	}
 	t.Cleanup(stop)
