@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
+	"berth.dev/berth/internal/yaml"
 )
 
 // deployOptions are `berth tenant deploy`'s flags.
@@ -168,7 +169,7 @@ func (d *deployer) run(ctx context.Context) (retErr error) {
 	}
 	// Sending the manifest and waiting for the leases share --ready-timeout: while a
 	// provider is unreachable (restarting, say), both keep trying within it.
-	d.say("sending the manifest; waiting up to %s for the lease(s) to be ready", d.o.readyTimeout)
+	d.say("sending the manifest; waiting up to %s for the lease(s) to be ready", yaml.FormatDuration(d.o.readyTimeout))
 	ready, cancel := context.WithTimeout(ctx, d.o.readyTimeout)
 	defer cancel()
 	if err := d.sendManifest(ready, ids); err != nil {
@@ -233,7 +234,7 @@ func deploymentDeposit(s *session, r *sdl.Result, flag string) (market.Coin, err
 // waitForBids waits until every order has an open bid (from --provider when given),
 // then --bid-wait more for competing bids, and returns the open bids by order.
 func (d *deployer) waitForBids(ctx context.Context) (map[market.OrderID][]ledger.Bid, error) {
-	d.say("waiting for bids on %d order(s) (up to %s)", len(d.r.Groups), d.o.bidTimeout)
+	d.say("waiting for bids on %d order(s) (up to %s)", len(d.r.Groups), yaml.FormatDuration(d.o.bidTimeout))
 	outer := ctx
 	ctx, cancel := context.WithTimeout(ctx, d.o.bidTimeout)
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/yaml"
 )
 
 // IngressDomain is where the dev provider names services' HTTP ports (names under
@@ -405,7 +406,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if n := len(d.leases); n > 0 {
 		fmt.Fprintf(&b, "\n  %d lease(s) from the last run are still active on the ledger; their workloads were on\n", n)
 		fmt.Fprintf(&b, "  the previous cluster. Send each manifest again (%s tenant send-manifest FILE DSEQ)\n", cmp.Or(d.cfg.Command, "berth"))
-		fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", d.manifestTimeout)
+		fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", yaml.FormatDuration(d.manifestTimeout))
 	}
 	b.WriteString("\n  Deploy an example as the tenant (in another terminal, in the berth source tree):\n\n")
 	if d.cfg.Home != d.defaultHome {

@@ -46,7 +46,7 @@ func scalar(tag, value string) *yamlv3.Node {
 // encodeValue is v's node; nil for a nil slice, map or pointer (left out).
 func encodeValue(v reflect.Value, path string) (*yamlv3.Node, error) {
 	if v.Type() == reflect.TypeFor[time.Duration]() {
-		return scalar("!!str", formatDuration(time.Duration(v.Int()))), nil
+		return scalar("!!str", FormatDuration(time.Duration(v.Int()))), nil
 	}
 	if m, ok := v.Interface().(encoding.TextMarshaler); ok && v.Kind() != reflect.Pointer {
 		b, err := m.MarshalText()
@@ -136,9 +136,9 @@ func encodeValue(v reflect.Value, path string) (*yamlv3.Node, error) {
 	return nil, fmt.Errorf("yaml: %s: cannot encode a %s", path, v.Type())
 }
 
-// formatDuration writes d as Go does, without its zero tail units: 5m, 1h, 1h30m,
-// 90s, 0s.
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d as Go does, without its zero tail units, as Encode writes
+// durations (and as a person would): 5m, 1h, 1h30m, 90s, 0s.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

@@ -80,10 +80,10 @@ func TestFormatDuration(t *testing.T) {
 		0: "0s", 90 * time.Second: "1m30s", 5 * time.Minute: "5m", time.Hour: "1h", 90 * time.Minute: "1h30m",
 		25 * time.Hour: "25h", 100 * time.Millisecond: "100ms", time.Hour + time.Second: "1h0m1s",
 	} {
-		if got := formatDuration(d); got != want {
+		if got := FormatDuration(d); got != want {
 			t.Errorf("%v: %q, want %q", d, got, want)
 		}
-		if back, err := time.ParseDuration(formatDuration(d)); err != nil || back != d {
+		if back, err := time.ParseDuration(FormatDuration(d)); err != nil || back != d {
 			t.Errorf("%v: read back as %v, %v", d, back, err)
 		}
 	}
