@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"io"
@@ -98,8 +99,9 @@ func settingsFile(t *testing.T, docs []map[string]any, configMap, key string) st
 	return path
 }
 
-// settingPaths are the keys of a settings type: every struct field down to scalars,
-// and lists and maps as a whole.
+// settingPaths are the keys of a settings type: every struct field down to scalars
+// (a type that reads its own text, such as a size, is one), and lists and maps as a
+// whole.
 func settingPaths(t reflect.Type, prefix string) []string {
 	var out []string
 	for i := range t.NumField() {
@@ -112,7 +114,8 @@ func settingPaths(t reflect.Type, prefix string) []string {
 		if prefix != "" {
 			path = prefix + "." + name
 		}
-		if f.Type.Kind() == reflect.Struct && f.Type.String() != "time.Duration" {
+		text := reflect.PointerTo(f.Type).Implements(reflect.TypeFor[encoding.TextUnmarshaler]())
+		if f.Type.Kind() == reflect.Struct && !text {
 			out = append(out, settingPaths(f.Type, path)...)
 			continue
 		}
@@ -304,7 +307,13 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, path := range settingPaths(p.typ, "") {
+			paths := settingPaths(p.typ, "")
+			for path := range p.changes {
+				if !slices.Contains(paths, path) {
+					t.Errorf("%s: in the test's table, but no setting of %s", path, p.name)
+				}
+			}
+			for _, path := range paths {
 				c, ok := p.changes[path]
 				if !ok {
 					t.Errorf("%s: no other value for this setting in the test's table: add one", path)

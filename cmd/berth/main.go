@@ -1,6 +1,7 @@
 // Command berth is the berth compute provider: one binary whose subcommands run the
 // provider, its operators, the marketplace ledger, the local development environment
-// and the tenant tools. main only wires flags to internal/app.
+// and the tenant tools. main only wires flags to internal/app (and to internal/dev and
+// internal/bench, built from it).
 package main
 
 import (

@@ -71,13 +71,12 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a := p.Gateway(); a != "" {
-				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "gateway: https://%s\n", a); err != nil {
-					return err
+			for _, line := range []struct{ format, addr string }{{"gateway: https://%s\n", p.Gateway()}, {"metrics: http://%s/metrics\n", p.MetricsAddr()}} {
+				if line.addr == "" {
+					continue
 				}
-			}
-			if a := p.MetricsAddr(); a != "" {
-				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "metrics: http://%s/metrics\n", a); err != nil {
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), line.format, line.addr); err != nil {
+					p.Close() // not run after all
 					return err
 				}
 			}

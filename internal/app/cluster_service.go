@@ -125,10 +125,13 @@ func (s *clusterService) AwaitInventory(ctx context.Context, timeout time.Durati
 		}
 		return nil
 	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("the provider cannot bid after %s: %w", timeout, err)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err() // stopped, not timed out
 	}
-	return err
+	return fmt.Errorf("the provider cannot bid after %s: %w", timeout, err)
 }
 
 // ClusterSide is the provider's cluster side, built as the provider builds it, for

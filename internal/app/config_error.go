@@ -1,7 +1,8 @@
 package app
 
-// ConfigError is a configuration refused before anything was started: the commands
-// exit 2 for it (a usage error), 1 for the other failures.
+// ConfigError is a configuration refused: by its checks before anything starts, or
+// by the ledger's rules once connected (bidding.deposit). The commands exit 2 for it
+// (a usage error), 1 for the other failures.
 type ConfigError struct{ Err error }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }

@@ -16,18 +16,10 @@ type Quantity struct {
 	set bool
 }
 
-// ParseQuantity reads s ("" is unset).
-func ParseQuantity(s string) (Quantity, error) {
-	var q Quantity
-	err := q.UnmarshalText([]byte(s))
-	return q, err
-}
-
-// MustQuantity is ParseQuantity for the constants of code and tests; it panics on a
-// bad one.
+// MustQuantity reads s, a constant of code or a test; it panics on a bad one.
 func MustQuantity(s string) Quantity {
-	q, err := ParseQuantity(s)
-	if err != nil {
+	var q Quantity
+	if err := q.UnmarshalText([]byte(s)); err != nil {
 		panic(err)
 	}
 	return q
@@ -40,8 +32,11 @@ func (q *Quantity) UnmarshalText(b []byte) error {
 		return nil
 	}
 	v, err := resource.ParseQuantity(string(b))
-	if err != nil || v.Sign() < 0 {
+	switch {
+	case err != nil:
 		return fmt.Errorf("%q is not a size or an amount (e.g. 16Gi, 1Ti, 4 or 500m)", b)
+	case v.Sign() < 0:
+		return fmt.Errorf("%q: must not be negative", b)
 	}
 	*q = Quantity{q: v, set: true}
 	return nil

@@ -318,7 +318,8 @@ func DefaultProviderConfig() ProviderConfig {
 }
 
 // Checked is a provider configuration that passed Validate, as NewProvider takes it:
-// validated once, where it is read, before anything is locked or opened.
+// validated once, where it is read, before anything is locked or opened. (It shares
+// the maps and lists of the configuration it was made from: change neither after.)
 type Checked struct{ cfg ProviderConfig }
 
 // Check validates c (a ConfigError says what is wrong) and returns it checked.
@@ -328,9 +329,6 @@ func (c ProviderConfig) Check() (Checked, error) {
 	}
 	return Checked{cfg: c}, nil
 }
-
-// Config is the configuration checked.
-func (c Checked) Config() ProviderConfig { return c.cfg }
 
 // LoadProviderConfig reads path over the defaults, then applies the environment. A
 // file that cannot be read or is not a provider.yaml is a ConfigError.
@@ -490,6 +488,11 @@ func (c *ProviderConfig) manifestTimeout() time.Duration {
 func (c *ProviderConfig) checkInventory() error {
 	if d := c.Inventory.MaxAge; d < time.Second || d > time.Hour {
 		return fmt.Errorf("inventory.max_age %s: want a duration from 1s to 1h (e.g. 2m)", d)
+	}
+	for class, q := range c.Inventory.Storage {
+		if !q.IsSet() {
+			return fmt.Errorf("inventory.storage.%s: empty; want the class's size (e.g. 1Ti)", class)
+		}
 	}
 	if name := c.Inventory.Operator; name != "" {
 		if len(validation.IsDNS1123Subdomain(name)) > 0 {

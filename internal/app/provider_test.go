@@ -91,6 +91,8 @@ inventory:
 		{"other prefix", "bidding:\n  tenants: {allow: [" + otherChainAddr + "]}\n", nil, ""},
 		{"limit", "bidding:\n  limits: {memory_per_replica: lots}\n", nil, "bidding.limits.memory_per_replica"},
 		{"storage", "inventory:\n  storage: {beta3: big}\n", nil, "inventory.storage.beta3"},
+		{"storage negative", "inventory:\n  storage: {beta3: -1Ti}\n", nil, `line 2: inventory.storage.beta3: "-1Ti": must not be negative`},
+		{"storage empty", "inventory:\n  storage: {beta3: \"\"}\n", nil, "inventory.storage.beta3: empty"},
 		{"metallb pool", "inventory:\n  leased_ip_pool: metallb-system/leased-ips\n", nil, ""},
 		{"metallb pool name", "inventory:\n  leased_ip_pool: leased-ips\n", nil, `inventory.leased_ip_pool "leased-ips": want NAMESPACE/NAME`},
 		{"metallb pool and count", "inventory:\n  leased_ip_pool: metallb-system/p\n  leased_ips: 3\n", nil, "leased_ip_pool and leased_ips both set"},

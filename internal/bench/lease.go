@@ -512,10 +512,13 @@ func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration
 		}
 		return nil
 	})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("leases torn down: %w after %s", err, timeout)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err() // stopped, not timed out
 	}
-	return err
+	return fmt.Errorf("leases torn down: %w after %s", err, timeout)
 }
 
 // quantile of sorted durations (nearest rank).

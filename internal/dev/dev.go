@@ -129,10 +129,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	}
 	attrs, err := pc.Registered()
 	if err != nil {
-		return err
+		return app.Invalid(err)
 	}
 	if cfg.Redis && pc.Bus.Redis != "" {
-		return fmt.Errorf("--config %s sets bus.redis: with --redis, berth dev runs its own redis-server; leave bus.redis out", cfg.ProviderConfig)
+		return app.Invalid(fmt.Errorf("--config %s sets bus.redis: with --redis, berth dev runs its own redis-server; leave bus.redis out", cfg.ProviderConfig))
 	}
 	start := time.Now()
 	// Another berth dev (or chain start, or provider run) on this home is refused before

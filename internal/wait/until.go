@@ -12,8 +12,9 @@ type abort struct{ err error }
 func (a abort) Error() string { return a.err.Error() }
 func (a abort) Unwrap() error { return a.err }
 
-// Abort makes a check's error end Until at once: what is waited for cannot come (a
-// process it needs has exited, a request was refused for good). Abort(nil) is nil.
+// Abort makes a check's error end Until (or Retry) at once: what is waited for cannot
+// come (a process it needs has exited, a request was refused for good). The check
+// must return Abort's error itself, not wrapped. Abort(nil) is nil.
 func Abort(err error) error {
 	if err == nil {
 		return nil
@@ -42,26 +43,38 @@ func (e *Ended) Unwrap() []error {
 	return []error{e.Ctx, e.Last}
 }
 
-// Until calls check at once and then every `every` until it returns nil (Until returns
-// nil), returns an error made by Abort (Until returns the error inside), or ctx ends
-// (an *Ended with check's last error). A wait with a deadline is a ctx with one.
+// Until calls check at once and then every `every` (> 0) until it returns nil (Until
+// returns nil), returns an error made by Abort (Until returns the error inside), or
+// ctx ends (an *Ended with what check last said; a failure that only says ctx ended
+// does not replace an earlier one). A wait with a deadline is a ctx with one.
 func Until(ctx context.Context, every time.Duration, check func(context.Context) error) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var last error
 	for {
 		err := check(ctx)
 		if err == nil {
 			return nil
 		}
-		if a, ok := errors.AsType[abort](err); ok {
+		if a, ok := err.(abort); ok { //nolint:errorlint // Abort's error is returned as is
 			return a.err
 		}
+		last = lastOf(ctx, last, err)
 		select {
 		case <-ctx.Done():
-			return &Ended{Ctx: ctx.Err(), Last: err}
+			return &Ended{Ctx: ctx.Err(), Last: last}
 		case <-t.C:
 		}
 	}
+}
+
+// lastOf is what a wait reports as still wrong after err: err, unless it only says
+// that ctx ended and an earlier failure says more.
+func lastOf(ctx context.Context, prev, err error) error {
+	if prev != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return prev
+	}
+	return err
 }
 
 // Retry calls try until it succeeds (Retry returns nil), fails for good (an error made
@@ -71,20 +84,22 @@ func Until(ctx context.Context, every time.Duration, check func(context.Context)
 // doubling up to longest.
 func Retry(ctx context.Context, first, longest time.Duration, try func(context.Context) error, failed func(err error, pause time.Duration)) error {
 	pause := first
+	var last error
 	for {
 		err := try(ctx)
 		if err == nil {
 			return nil
 		}
-		if a, ok := errors.AsType[abort](err); ok {
+		if a, ok := err.(abort); ok { //nolint:errorlint // Abort's error is returned as is
 			return a.err
 		}
+		last = lastOf(ctx, last, err)
 		if ctx.Err() != nil {
-			return &Ended{Ctx: ctx.Err(), Last: err}
+			return &Ended{Ctx: ctx.Err(), Last: last}
 		}
 		failed(err, pause)
 		if !Sleep(ctx, pause) {
-			return &Ended{Ctx: ctx.Err(), Last: err}
+			return &Ended{Ctx: ctx.Err(), Last: last}
 		}
 		pause = min(2*pause, longest)
 	}

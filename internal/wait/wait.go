@@ -1,6 +1,6 @@
 // Package wait has the context-aware pauses berth's loops take: one between
-// attempts (Sleep), one between periodic calls (Every), and polling until a check
-// passes (Until).
+// attempts (Sleep), one between periodic calls (Every), polling until a check passes
+// (Until), and retrying with a growing pause until an attempt succeeds (Retry).
 package wait
 
 import (

@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -82,6 +83,20 @@ func TestUntil(t *testing.T) {
 	}
 	if Abort(nil) != nil {
 		t.Fatal("Abort(nil) is not nil")
+	}
+	// A check cut short by the end of ctx does not hide what was still wrong before.
+	ctx, cancel = context.WithCancel(t.Context())
+	calls = 0
+	err = Until(ctx, time.Millisecond, func(ctx context.Context) error {
+		calls++
+		if calls == 1 {
+			return stale
+		}
+		cancel()
+		return fmt.Errorf("read the inventory: %w", ctx.Err())
+	})
+	if err == nil || err.Error() != "inventory stale" || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cut short: %v", err)
 	}
 }
 

@@ -85,7 +85,7 @@ func waitEstablished(ctx context.Context, dc dynamic.Interface, name string) err
 		return errors.New("no Established condition yet")
 	})
 	if _, ended := errors.AsType[*wait.Ended](err); ended {
-		return fmt.Errorf("CRD %s not established before %w: %w", name, ctx.Err(), err)
+		return fmt.Errorf("CRD %s not established (%w): %w", name, ctx.Err(), err)
 	}
 	return err
 }
