@@ -3,6 +3,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -237,13 +238,13 @@ type ScaleConfig struct {
 	Denom string `yaml:"denom"` // the denomination the rates below are in
 	// Exchange prices orders in other denominations: how many units of each one unit
 	// of Denom is worth. "0" turns a denomination off (no bids in it).
-	Exchange map[string]string `yaml:"exchange"`
-	CPU      string            `yaml:"cpu"`       // per millicpu
-	Memory   string            `yaml:"memory"`    // per MiB
-	Storage  map[string]string `yaml:"storage"`   // per MiB, by class: ephemeral, ram, or a persistent class
-	Endpoint string            `yaml:"endpoint"`  // per global port
-	LeasedIP string            `yaml:"leased_ip"` // per leased IP
-	GPU      map[string]string `yaml:"gpu"`       // per GPU, by model; "*" for any other model
+	Exchange map[string]market.Dec `yaml:"exchange"`
+	CPU      market.Dec            `yaml:"cpu"`       // per millicpu
+	Memory   market.Dec            `yaml:"memory"`    // per MiB
+	Storage  map[string]market.Dec `yaml:"storage"`   // per MiB, by class: ephemeral, ram, or a persistent class
+	Endpoint market.Dec            `yaml:"endpoint"`  // per global port
+	LeasedIP market.Dec            `yaml:"leased_ip"` // per leased IP
+	GPU      map[string]market.Dec `yaml:"gpu"`       // per GPU, by model; "*" for any other model
 }
 
 // ScriptConfig configures the script strategy.
@@ -287,6 +288,9 @@ type InventoryConfig struct {
 	MaxAge time.Duration `yaml:"max_age"`
 }
 
+// dec is a decimal constant of the defaults.
+func dec(s string) market.Dec { return market.MustParseDec(s) }
+
 // DefaultProviderConfig returns the defaults every key falls back to.
 func DefaultProviderConfig() ProviderConfig {
 	home := ".berth"
@@ -300,12 +304,12 @@ func DefaultProviderConfig() ProviderConfig {
 	c.Bidding.Pricing = PricingConfig{
 		Strategy: "scale",
 		Scale: ScaleConfig{
-			Denom: ledger.DefaultDenom, CPU: "0.01", Memory: "0.002", Endpoint: "1", LeasedIP: "10",
+			Denom: ledger.DefaultDenom, CPU: dec("0.01"), Memory: dec("0.002"), Endpoint: dec("1"), LeasedIP: dec("10"),
 			// Placeholders, 1 AKT = 1 USD: an operator sets the rates of the day
 			// (docs/bidding.md). ACT is pegged to the dollar, as USDC is.
-			Exchange: map[string]string{ledger.DenomACT: "1", ledger.DenomUSDC: "1"},
-			Storage:  map[string]string{bidengine.ClassEphemeral: "0.0002", bidengine.ClassRAM: "0.002", market.StorageClassDefault: "0.0003"},
-			GPU:      map[string]string{"*": "100"},
+			Exchange: map[string]market.Dec{ledger.DenomACT: dec("1"), ledger.DenomUSDC: dec("1")},
+			Storage:  map[string]market.Dec{bidengine.ClassEphemeral: dec("0.0002"), bidengine.ClassRAM: dec("0.002"), market.StorageClassDefault: dec("0.0003")},
+			GPU:      map[string]market.Dec{"*": dec("100")},
 		},
 		Script: ScriptConfig{Timeout: 10 * time.Second, MaxConcurrent: bidengine.DefaultScriptMaxConcurrent},
 	}
@@ -584,46 +588,18 @@ func (c *ProviderConfig) pricer() (bidengine.Pricer, error) {
 	p := c.Bidding.Pricing
 	switch p.Strategy {
 	case "scale":
-		dec := func(field, s string) (market.Dec, error) {
-			if s == "" {
-				return market.Dec{}, nil
-			}
-			d, err := market.ParseDec(s)
-			if err != nil {
-				return d, fmt.Errorf("bidding.pricing.scale.%s %q: %w", field, s, err)
-			}
-			return d, nil
-		}
-		r := bidengine.ScaleRates{Denom: p.Scale.Denom, Exchange: map[string]market.Dec{}, Storage: map[string]market.Dec{}, GPU: map[string]market.Dec{}}
-		var err error
-		for denom, s := range p.Scale.Exchange {
-			d, err := dec("exchange."+denom, s)
-			if err != nil {
-				return nil, err
-			}
-			if d.IsZero() {
-				continue // turned off
-			}
-			r.Exchange[denom] = d
-		}
-		for _, f := range []struct {
-			name string
-			in   string
-			out  *market.Dec
-		}{{"cpu", p.Scale.CPU, &r.CPU}, {"memory", p.Scale.Memory, &r.Memory}, {"endpoint", p.Scale.Endpoint, &r.Endpoint}, {"leased_ip", p.Scale.LeasedIP, &r.LeasedIP}} {
-			if *f.out, err = dec(f.name, f.in); err != nil {
-				return nil, err
+		r := bidengine.ScaleRates{Denom: p.Scale.Denom, CPU: p.Scale.CPU, Memory: p.Scale.Memory, Endpoint: p.Scale.Endpoint, LeasedIP: p.Scale.LeasedIP,
+			Exchange: map[string]market.Dec{}, Storage: maps.Clone(p.Scale.Storage), GPU: maps.Clone(p.Scale.GPU)}
+		for denom, d := range p.Scale.Exchange {
+			if !d.IsZero() { // "0" turns a denomination off
+				r.Exchange[denom] = d
 			}
 		}
-		for class, s := range p.Scale.Storage {
-			if r.Storage[class], err = dec("storage."+class, s); err != nil {
-				return nil, err
-			}
+		if r.Storage == nil {
+			r.Storage = map[string]market.Dec{}
 		}
-		for model, s := range p.Scale.GPU {
-			if r.GPU[model], err = dec("gpu."+model, s); err != nil {
-				return nil, err
-			}
+		if r.GPU == nil {
+			r.GPU = map[string]market.Dec{}
 		}
 		if err := r.Validate(); err != nil {
 			return nil, fmt.Errorf("bidding.%w", err)

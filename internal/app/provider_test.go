@@ -81,7 +81,7 @@ inventory:
 `, nil, ""},
 		{"script", "bidding:\n  pricing:\n    strategy: script\n    script: {path: " + script + ", timeout: 3s}\n", nil, ""},
 		{"unknown key", "bidding:\n  pricing:\n    scale:\n      cpuu: \"1\"\n", nil, "line 4: bidding.pricing.scale.cpuu: unknown key"},
-		{"bad decimal", "bidding:\n  pricing:\n    scale: {cpu: abc}\n", nil, `bidding.pricing.scale.cpu "abc"`},
+		{"bad decimal", "bidding:\n  pricing:\n    scale: {cpu: abc}\n", nil, `line 3: bidding.pricing.scale.cpu: "abc": not a decimal number`},
 		{"negative rate", "bidding:\n  pricing:\n    scale: {gpu: {h100: \"-1\"}}\n", nil, "bidding.pricing.scale.gpu.h100"},
 		{"strategy", "bidding:\n  pricing:\n    strategy: auction\n", nil, `bidding.pricing.strategy "auction"`},
 		{"script path", "bidding:\n  pricing:\n    strategy: script\n    script: {path: /nonexistent}\n", nil, "pricing.script.path"},
@@ -143,7 +143,7 @@ inventory:
 				}
 			}
 			if tc.name == "full" {
-				if c.Home != "/tmp/h" || c.Bidding.Pricing.Scale.Storage["ephemeral"] == "" || c.Bidding.Pricing.Scale.Storage["beta3"] != "0.01" {
+				if c.Home != "/tmp/h" || c.Bidding.Pricing.Scale.Storage["ephemeral"].IsZero() || c.Bidding.Pricing.Scale.Storage["beta3"].Short() != "0.01" {
 					t.Fatalf("merged config %+v", c)
 				}
 			}

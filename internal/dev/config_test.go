@@ -53,7 +53,7 @@ func TestDevProviderConfigLayers(t *testing.T) {
 				pc.Cluster.IngressDomain != IngressDomain || !pc.Cluster.InstallCRDs {
 				t.Errorf("dev settings: %+v", pc)
 			}
-			if s := pc.Bidding.Pricing.Scale; pc.Bidding.Pricing.Strategy != "scale" || s.CPU != ScaleRates().CPU || s.Storage["beta2"] != "0.00003" {
+			if s := pc.Bidding.Pricing.Scale; pc.Bidding.Pricing.Strategy != "scale" || s.CPU.Cmp(ScaleRates().CPU) != 0 || s.Storage["beta2"].Short() != "0.00003" {
 				t.Errorf("pricing %+v, want the dev scale rates", pc.Bidding.Pricing)
 			}
 			if pc.Balance.WithdrawPeriod != 10*time.Minute || pc.Balance.CheckInterval != 10*time.Second {
@@ -90,7 +90,7 @@ bidding:
 		{name: "a scale rate over the dev rates", file: "bidding:\n  pricing:\n    scale:\n      cpu: \"0.5\"\n      storage: {beta1: \"0.1\"}\n",
 			check: func(t *testing.T, pc app.ProviderConfig) {
 				s := pc.Bidding.Pricing.Scale
-				if s.CPU != "0.5" || s.Memory != ScaleRates().Memory || s.Storage["beta1"] != "0.1" || s.Storage["beta2"] != "0.00003" {
+				if s.CPU.Short() != "0.5" || s.Memory.Cmp(ScaleRates().Memory) != 0 || s.Storage["beta1"].Short() != "0.1" || s.Storage["beta2"].Short() != "0.00003" {
 					t.Errorf("scale %+v: want cpu and beta1 from the file, the rest dev's", s)
 				}
 			}},

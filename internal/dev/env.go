@@ -53,14 +53,15 @@ func devAttributes(cfg Config) (market.Attributes, error) {
 // the SDL corpus, the cheapest asking 2 uact a block for a CPU and 1.5 GiB, gets a bid
 // as written. ACT and USDC at par with AKT (a dev chain has no market).
 func ScaleRates() app.ScaleConfig {
+	dec := market.MustParseDec
 	s := app.ScaleConfig{
-		Denom: ledger.DefaultDenom, CPU: "0.001", Memory: "0.0002", Endpoint: "0.1", LeasedIP: "1",
-		Exchange: map[string]string{ledger.DenomACT: "1", ledger.DenomUSDC: "1"},
-		Storage:  map[string]string{bidengine.ClassEphemeral: "0.00002", bidengine.ClassRAM: "0.0002", market.StorageClassDefault: "0.00003"},
-		GPU:      map[string]string{"*": "10"},
+		Denom: ledger.DefaultDenom, CPU: dec("0.001"), Memory: dec("0.0002"), Endpoint: dec("0.1"), LeasedIP: dec("1"),
+		Exchange: map[string]market.Dec{ledger.DenomACT: dec("1"), ledger.DenomUSDC: dec("1")},
+		Storage:  map[string]market.Dec{bidengine.ClassEphemeral: dec("0.00002"), bidengine.ClassRAM: dec("0.0002"), market.StorageClassDefault: dec("0.00003")},
+		GPU:      map[string]market.Dec{"*": dec("10")},
 	}
 	for _, class := range localenv.DevStorageClasses {
-		s.Storage[class] = "0.00003"
+		s.Storage[class] = dec("0.00003")
 	}
 	return s
 }

@@ -55,7 +55,7 @@ func exampleProviderConfig(t *testing.T, dev Config) app.ProviderConfig {
 	pc.Inventory.Storage = map[string]app.Quantity{}
 	for _, class := range localenv.DevStorageClasses {
 		pc.Inventory.Storage[class] = app.MustQuantity("1Ti")
-		pc.Bidding.Pricing.Scale.Storage[class] = "0.0003"
+		pc.Bidding.Pricing.Scale.Storage[class] = market.MustParseDec("0.0003")
 	}
 	return pc
 }

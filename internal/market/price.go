@@ -55,6 +55,15 @@ func ParseDec(s string) (Dec, error) {
 	return Dec{i: v}, nil
 }
 
+// MustParseDec is ParseDec for constants of code and tests; it panics on a bad one.
+func MustParseDec(s string) Dec {
+	d, err := ParseDec(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
 // NewDec is the integer n as a Dec.
 func NewDec(n int64) Dec {
 	return Dec{i: new(big.Int).Mul(big.NewInt(n), decScale)}
@@ -155,6 +164,26 @@ func (d Dec) String() string {
 	return b.String()
 }
 
+// Short is d without the trailing zeros of its fraction: "0.01", "12", "-1.5".
+func (d Dec) Short() string {
+	s := d.String()
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// MarshalText writes d's short form (settings files); JSON keeps the canonical form.
+func (d Dec) MarshalText() ([]byte, error) { return []byte(d.Short()), nil }
+
+// UnmarshalText reads a decimal as ParseDec does (settings files).
+func (d *Dec) UnmarshalText(b []byte) error {
+	v, err := ParseDec(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
 // MarshalJSON encodes the canonical string.
 func (d Dec) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
 
@@ -183,13 +212,7 @@ func (c DecCoin) String() string { return c.Amount.String() + c.Denom }
 // Short is the amount without trailing zeros (and without a bare decimal point),
 // followed by the denomination: "31.6496uakt", "900uakt". For people; String is the
 // canonical form.
-func (c DecCoin) Short() string {
-	s := c.Amount.String()
-	if strings.Contains(s, ".") {
-		s = strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
-	}
-	return s + c.Denom
-}
+func (c DecCoin) Short() string { return c.Amount.Short() + c.Denom }
 
 // Coin is a whole amount of a denomination: balances, deposits, withdrawals.
 type Coin struct {

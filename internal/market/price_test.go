@@ -1,6 +1,7 @@
 package market
 
 import (
+	"encoding/json"
 	"math/big"
 	"testing"
 )
@@ -51,6 +52,10 @@ func FuzzParseDec(f *testing.F) {
 		if err != nil || again.Cmp(d) != 0 {
 			t.Fatalf("%s does not parse back: %v", d, err)
 		}
+		var short Dec
+		if err := short.UnmarshalText([]byte(d.Short())); err != nil || short.Cmp(d) != 0 {
+			t.Fatalf("%s's short form %q does not read back: %v", d, d.Short(), err)
+		}
 	})
 }
 
@@ -80,6 +85,27 @@ func TestDecArithmetic(t *testing.T) {
 	}
 	if q := NewDec(10).QuoFloor(NewDec(3), 2); q != 2 {
 		t.Fatalf("capped quotient %d", q)
+	}
+}
+
+// TestDecText: settings files have the short form; JSON keeps the canonical string.
+func TestDecText(t *testing.T) {
+	for in, want := range map[string]string{"0.0100": "0.01", "12": "12", "-1.50": "-1.5", "0": "0", "0.000000000000000001": "0.000000000000000001"} {
+		var d Dec
+		if err := d.UnmarshalText([]byte(in)); err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := d.MarshalText(); string(b) != want {
+			t.Errorf("%s: text %s, want %s", in, b, want)
+		}
+	}
+	var d Dec
+	if err := d.UnmarshalText([]byte("lots")); err == nil {
+		t.Error("lots read as a decimal")
+	}
+	b, err := json.Marshal(struct{ Rate Dec }{MustParseDec("0.01")})
+	if err != nil || string(b) != `{"Rate":"0.010000000000000000"}` {
+		t.Errorf("JSON %s, %v: want the canonical string", b, err)
 	}
 }
 
