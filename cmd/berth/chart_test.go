@@ -370,6 +370,12 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 			if _, err := render(t, p.values(map[string]any{"no_such_setting": 1})); err == nil || !strings.Contains(err.Error(), "no_such_setting") {
 				t.Errorf("an unknown setting: %v", err)
 			}
+			if p.name == "provider" {
+				// A coin without its denomination: refused by the schema, named.
+				if _, err := render(t, p.values(at("bidding.deposit", 5000000))); err == nil || !strings.Contains(err.Error(), "deposit") {
+					t.Errorf("a deposit without a denomination: %v", err)
+				}
+			}
 		})
 	}
 }

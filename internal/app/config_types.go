@@ -94,5 +94,11 @@ func (c Coin) String() string {
 	return c.c.String()
 }
 
+// SettingSchema is a coin's JSON schema in the chart's values: a string (a number
+// alone lacks the denomination).
+func (Coin) SettingSchema() map[string]any {
+	return map[string]any{"type": "string", "description": "an amount and its denomination (5000000uakt)"}
+}
+
 // Get is the amount and whether it was given.
 func (c Coin) Get() (market.Coin, bool) { return c.c, c.set }

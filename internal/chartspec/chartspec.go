@@ -40,12 +40,15 @@ func Defaults() map[string]any {
 // its yaml keys (additionalProperties false), maps objects of their values' schema,
 // lists arrays; scalars are also accepted as strings (the binary reads "100" and 100
 // alike), durations are strings, and a type that reads its own text (a size) is a
-// string or a number.
+// string or a number unless it gives its schema (SettingSchema).
 func Settings(v any) map[string]any { return schemaOf(reflect.TypeOf(v)) }
 
 func schemaOf(t reflect.Type) map[string]any {
 	if t == reflect.TypeFor[time.Duration]() {
 		return map[string]any{"type": "string", "description": "a Go duration (30s, 5m, 1h30m)"}
+	}
+	if s, ok := reflect.Zero(t).Interface().(interface{ SettingSchema() map[string]any }); ok && t.Kind() != reflect.Pointer {
+		return s.SettingSchema() // a type that says what its text may be
 	}
 	if t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
 		// Read by its UnmarshalText from the scalar's text: 4 as "4".
