@@ -165,13 +165,21 @@ func (e *env) host(t *testing.T, ns, name string) (*berthv1.ProviderHost, error)
 // waitPhase waits for the ProviderHost's status phase.
 func (e *env) waitPhase(t *testing.T, ns, name, phase string) *berthv1.ProviderHost {
 	t.Helper()
+	return e.waitPhaseSaying(t, ns, name, phase, "")
+}
+
+// waitPhaseSaying waits until the ProviderHost is in phase with a message containing
+// saying (the probe's latest finding: a phase can be reached first for another reason,
+// such as an ingress controller still reloading its routes).
+func (e *env) waitPhaseSaying(t *testing.T, ns, name, phase, saying string) *berthv1.ProviderHost {
+	t.Helper()
 	var h *berthv1.ProviderHost
-	testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("ProviderHost %s/%s phase %s", ns, name, phase), func() error {
+	testenv.EventuallyNoError(t, 30*time.Second, fmt.Sprintf("ProviderHost %s/%s phase %s %q", ns, name, phase, saying), func() error {
 		var err error
 		if h, err = e.host(t, ns, name); err != nil {
 			return err
 		}
-		if h.Status.Phase != phase {
+		if h.Status.Phase != phase || !strings.Contains(h.Status.Message, saying) {
 			return fmt.Errorf("phase %q (%s)", h.Status.Phase, h.Status.Message)
 		}
 		return nil
