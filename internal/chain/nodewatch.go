@@ -9,8 +9,9 @@ import (
 	"berth.dev/berth/internal/wait"
 )
 
-// NodeCheckEvery is how often a NodeWatch asks the node for its height.
-const NodeCheckEvery = 5 * time.Second
+// nodeCheckEvery is how often a NodeWatch asks the node for its height (and how long
+// it waits for the answer).
+const nodeCheckEvery = 5 * time.Second
 
 // NodeState is whether the ledger node answered its last check.
 type NodeState struct {
@@ -22,12 +23,11 @@ type NodeState struct {
 	Since time.Time
 }
 
-// NodeWatch asks a ledger node for its height every NodeCheckEvery and keeps whether
+// NodeWatch asks a ledger node for its height every 5 s and keeps whether
 // it answered: a node that goes away is logged once when it does and once when it is
 // back, not with every failed call.
 type NodeWatch struct {
 	height func(context.Context) (int64, error)
-	every  time.Duration
 	log    *slog.Logger
 
 	mu   sync.Mutex
@@ -38,18 +38,18 @@ type NodeWatch struct {
 // NewNodeWatch watches node (its address, for the state and the log) through height
 // (Client.Height).
 func NewNodeWatch(node string, height func(context.Context) (int64, error), log *slog.Logger) *NodeWatch {
-	return &NodeWatch{height: height, every: NodeCheckEvery, log: log,
+	return &NodeWatch{height: height, log: log,
 		cur: NodeState{Node: node, Reachable: true, Since: time.Now()}}
 }
 
 // Run checks the node until ctx ends.
 func (w *NodeWatch) Run(ctx context.Context) error {
-	wait.Every(ctx, w.every, w.check)
+	wait.Every(ctx, nodeCheckEvery, w.check)
 	return nil
 }
 
 func (w *NodeWatch) check(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, w.every)
+	cctx, cancel := context.WithTimeout(ctx, nodeCheckEvery)
 	h, err := w.height(cctx)
 	cancel()
 	if ctx.Err() != nil {

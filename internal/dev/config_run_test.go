@@ -71,16 +71,7 @@ func TestRunDevConfig(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := testenv.NewMarkerWriter("Press Ctrl-C")
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
-	select {
-	case <-out.Seen():
-	case err := <-done:
-		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
-	}
+	out, done := startDev(ctx, t, cfg, "berth dev")
 	banner := out.String()
 	if !strings.Contains(banner, "configured by "+cfg.ProviderConfig) {
 		t.Errorf("banner does not name the config file:\n%s", banner)

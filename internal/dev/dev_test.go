@@ -73,17 +73,7 @@ func TestRunDev(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := testenv.NewMarkerWriter("Press Ctrl-C")
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
-
-	select {
-	case <-out.Seen():
-	case err := <-done:
-		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
-	}
+	out, done := startDev(ctx, t, cfg, "berth dev")
 	banner := out.String()
 	kubeconfig := filepath.Join(cfg.Home, "cluster", "berth.kubeconfig")
 	for _, want := range []string{kubeconfig, "dev-node-1, dev-node-2, dev-gpu-node-1 (4× NVIDIA-A100-SXM4-80GB), dev-gpu-node-2 (4× NVIDIA-H100-80GB-HBM3)", "not a sandbox",
@@ -153,15 +143,7 @@ func TestRunDev(t *testing.T) {
 	// gateway address.
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
-	out2 := testenv.NewMarkerWriter("Press Ctrl-C")
-	go func() { done <- Run(ctx2, cfg, slog.New(slog.DiscardHandler), out2) }()
-	select {
-	case <-out2.Seen():
-	case err := <-done:
-		t.Fatalf("second Run returned before it was ready: %v\n%s", err, out2.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("second berth dev not ready after 3 minutes:\n%s", out2.String())
-	}
+	out2, done := startDev(ctx2, t, cfg, "the second berth dev")
 	if !strings.Contains(out2.String(), "chain berth-dev (resumed)") {
 		t.Errorf("second start did not resume the chain:\n%s", out2.String())
 	}
@@ -254,6 +236,24 @@ func TestResetDevHomeRefusesOtherDirectories(t *testing.T) {
 	}
 }
 
+// startDev runs berth dev with cfg until ctx ends and returns once its banner says it
+// is ready: what it wrote, and where Run's result comes. what names the run in a
+// failure.
+func startDev(ctx context.Context, t *testing.T, cfg Config, what string) (*testenv.MarkerWriter, <-chan error) {
+	t.Helper()
+	out := testenv.NewMarkerWriter("Press Ctrl-C")
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
+	select {
+	case <-out.Seen():
+	case err := <-done:
+		t.Fatalf("%s returned before it was ready: %v\n%s", what, err, out.String())
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("%s not ready after 3 minutes:\n%s", what, out.String())
+	}
+	return out, done
+}
+
 // TestRunDevWatchesTheCluster kills processes of a running berth dev's cluster: kwok
 // is restarted and berth dev runs on; etcd is not, and berth dev stops saying so.
 func TestRunDevWatchesTheCluster(t *testing.T) {
@@ -265,16 +265,7 @@ func TestRunDevWatchesTheCluster(t *testing.T) {
 	cfg.Nodes, cfg.GPUNodes = 1, 0
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	out := testenv.NewMarkerWriter("Press Ctrl-C")
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, slog.New(slog.DiscardHandler), out) }()
-	select {
-	case <-out.Seen():
-	case err := <-done:
-		t.Fatalf("Run returned before it was ready: %v\n%s", err, out.String())
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("berth dev not ready after 3 minutes:\n%s", out.String())
-	}
+	_, done := startDev(ctx, t, cfg, "berth dev")
 
 	// The processes are found by the paths of this home on their command lines.
 	kwokConfig := "--config=" + filepath.Join(cfg.Home, "cluster", "kwok", "config.yaml")

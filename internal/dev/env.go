@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/app"
@@ -314,9 +313,9 @@ func devTenantView(ctx context.Context, c *chain.Client, provider string, tenant
 
 // startDevProvisioner provisions the simulated cluster's persistent volumes.
 func startDevProvisioner(ctx context.Context, kubeconfig, dir string, log *slog.Logger) (func(), error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	rc, err := restConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return nil, err
 	}
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {

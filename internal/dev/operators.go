@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/inventory"
@@ -104,9 +103,9 @@ func startDevOperators(ctx context.Context, pc app.ProviderConfig, provider, cha
 	if err != nil {
 		return nil, err
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	rc, err := restConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return nil, err
 	}
 	if err := ensureOperatorNamespace(ctx, rc); err != nil {
 		return nil, err

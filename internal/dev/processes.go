@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/app"
@@ -198,12 +199,21 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 	return d, nil
 }
 
+// restConfig is the client configuration of the dev cluster's kubeconfig.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+	}
+	return rc, nil
+}
+
 // prepareDevCluster installs berth's CRDs and the operators' namespace, so that the
 // provider and the operators, starting together, find them.
 func prepareDevCluster(ctx context.Context, kubeconfig string) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	rc, err := restConfig(kubeconfig)
 	if err != nil {
-		return fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
+		return err
 	}
 	dc, err := dynamic.NewForConfig(rc)
 	if err != nil {
