@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # deps.sh installs the system packages berth's tests need when they are missing:
-# redis-server, and jq and bc for the pricing-script tests (Debian packages). As root
-# it uses apt-get; otherwise it says what to install and fails.
+# redis-server, jq and bc for the pricing-script tests, and what a real node runs
+# (containerd, runc, the CNI plugins, iptables, iproute2; localenv's RealNode), all
+# Debian packages. As root it uses apt-get; otherwise it says what to install and fails.
 set -euo pipefail
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 command -v bc >/dev/null 2>&1 || missing+=(bc)
+command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+command -v runc >/dev/null 2>&1 || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -22,6 +28,6 @@ echo "deps: installing ${missing[*]} with apt-get ..." >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# Debian's package may start a system redis on the default port; the tests start their
-# own on free ports and need none running.
+# Debian's packages may start a system redis on the default port, or a system
+# containerd; the tests start their own, on free ports and private sockets.
 echo "deps: installed ${missing[*]}" >&2

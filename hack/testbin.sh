@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # testbin.sh builds (or reuses) the binaries berth's tests and `berth dev` run as a real
 # Kubernetes control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-# and kwok, all from the Go module proxy through the separate module in hack/tools.
+# and kwok, and the kubelet and kube-proxy of a real node (localenv's RealNode), all from
+# the Go module proxy through the separate module in hack/tools.
 #
 # The binaries go to a cache directory keyed by the pinned versions, a hash of the tools
 # module and the Go version, so a change of any of them builds afresh and an unchanged
@@ -16,13 +17,15 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 tools="$here/tools"
 
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubelet kube-proxy)
 declare -A pkg=(
 	[etcd]=berth.dev/testbin/cmd/etcd
 	[kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
 	[kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
 	[kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
 	[kwok]=sigs.k8s.io/kwok/cmd/kwok
+	[kubelet]=k8s.io/kubernetes/cmd/kubelet
+	[kube-proxy]=k8s.io/kubernetes/cmd/kube-proxy
 )
 
 modversion() { (cd "$tools" && go list -m -f '{{.Version}}' "$1"); }

@@ -65,9 +65,12 @@ type ControlPlane struct {
 
 	cfg       *rest.Config
 	tlsClient *http.Client
+	pki       *pki   // the cluster's CA, which real nodes' credentials are issued by
+	binDir    string // the binaries, real nodes' kubelet and kube-proxy among them
 
-	mu      sync.Mutex // guards procs (a restart replaces one)
+	mu      sync.Mutex // guards procs (a restart replaces one) and nodes
 	procs   []*process
+	nodes   []*RealNode // real nodes started and not yet stopped (realnode.go)
 	node    *nodeServer // the simulated nodes' kubelet endpoint, in front of kwok
 	removed bool
 	log     *slog.Logger
@@ -160,6 +163,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 		return nil, err
 	}
 	cp.KubeconfigPath, cp.ContainerLogFile, cp.ExecDir = st.files.adminKubeconfig, st.files.containerLog, st.files.execDir
+	cp.pki, cp.binDir = st.files.pki, opts.BinDir
 	if err := os.MkdirAll(st.logs, 0o700); err != nil {
 		return nil, fmt.Errorf("create log dir: %w", err)
 	}
@@ -254,7 +258,9 @@ func (st *cpStart) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + files.saPub, "--service-account-signing-key-file=" + files.saKey,
 		"--service-cluster-ip-range=" + ServiceCIDR,
-		"--authorization-mode=RBAC",
+		// Node: a real node's kubelet (system:node:NAME) may do what a kubelet needs
+		// (RealNode); RBAC for everyone else.
+		"--authorization-mode=Node,RBAC",
 		"--kubelet-client-certificate=" + files.apiserverKubelet.CertFile,
 		"--kubelet-client-key=" + files.apiserverKubelet.KeyFile,
 		"--kubelet-certificate-authority=" + files.pki.CAFile,
@@ -472,6 +478,13 @@ func (cp *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration
 func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
 		close(cp.stopping)
+		// Real nodes first: their teardown needs their containerd and the API server.
+		cp.mu.Lock()
+		nodes := slices.Clone(cp.nodes)
+		cp.mu.Unlock()
+		for _, n := range nodes {
+			n.Stop()
+		}
 		cp.mu.Lock()
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			cp.procs[i].stop()

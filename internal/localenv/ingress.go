@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -47,6 +48,17 @@ const (
 func FindIngressController(ctx context.Context) (string, error) {
 	return findBuilt(ctx, IngressDirEnv, "ingress.sh",
 		"traefik", filepath.Join("crds", "gateway-api"), filepath.Join("crds", "traefik"))
+}
+
+// BuildIngressController builds (or reuses) the ingress controller with hack/ingress.sh
+// from the berth source tree containing the working directory, its progress to
+// progress, and returns its directory as FindIngressController finds it ($BERTH_INGRESSCTL
+// must be unset).
+func BuildIngressController(ctx context.Context, progress io.Writer) (string, error) {
+	if err := runHackScript(ctx, "ingress.sh", "the ingress controller", progress); err != nil {
+		return "", err
+	}
+	return FindIngressController(ctx)
 }
 
 // IngressControllerOptions configures StartIngressController.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,17 @@ const (
 	MetalLBAllocatedFromPoolAnnotation = "metallb.io/ip-allocated-from-pool"
 )
 
-// testNet1 is the only range a pool made here may hand out (RFC 5737 TEST-NET-1): the
-// addresses are never announced (no speaker runs) and never contacted.
-var testNet1 = netip.MustParsePrefix("192.0.2.0/24")
+// TestNets are the only ranges a pool made here may hand out addresses from (RFC 5737's
+// documentation ranges, TEST-NET-1 to -3): the addresses are never announced (no
+// speaker runs) and never contacted. A machine may use one of them itself (these
+// machines' interface is on TEST-NET-1): with a real node, whose kube-proxy routes a
+// LoadBalancer address to its pods, choose one the machine does not use
+// (CheckRangeUnused).
+var TestNets = []netip.Prefix{
+	netip.MustParsePrefix("192.0.2.0/24"),
+	netip.MustParsePrefix("198.51.100.0/24"),
+	netip.MustParsePrefix("203.0.113.0/24"),
+}
 
 var ipAddressPoolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
@@ -249,14 +258,14 @@ type IPAddressPoolStatus struct {
 }
 
 // ApplyPool creates or replaces (server-side apply) the pool in the controller's
-// namespace. Addresses outside TEST-NET-1 are refused.
+// namespace. Addresses outside TestNets are refused.
 func (m *MetalLB) ApplyPool(ctx context.Context, p IPAddressPool) error {
 	if p.Name == "" || len(p.Addresses) == 0 {
 		return errors.New("metallb pool: Name and Addresses are required")
 	}
 	addrs := make([]any, 0, len(p.Addresses))
 	for _, a := range p.Addresses {
-		if err := inTestNet1(a); err != nil {
+		if err := inTestNet(a); err != nil {
 			return fmt.Errorf("metallb pool %s: %w", p.Name, err)
 		}
 		addrs = append(addrs, a)
@@ -299,21 +308,21 @@ func (m *MetalLB) PoolStatus(ctx context.Context, name string) (IPAddressPoolSta
 	}, nil
 }
 
-// inTestNet1 checks that a MetalLB address entry (CIDR or from-to range) lies inside
-// TEST-NET-1.
-func inTestNet1(entry string) error {
+// inTestNet checks that a MetalLB address entry (CIDR or from-to range) lies inside
+// one of TestNets.
+func inTestNet(entry string) error {
+	within := func(in func(netip.Prefix) bool) bool { return slices.ContainsFunc(TestNets, in) }
 	if from, to, ok := strings.Cut(entry, "-"); ok {
-		for _, s := range []string{from, to} {
-			a, err := netip.ParseAddr(strings.TrimSpace(s))
-			if err != nil || !testNet1.Contains(a) {
-				return fmt.Errorf("address range %q is not inside %s", entry, testNet1)
-			}
+		a, err1 := netip.ParseAddr(strings.TrimSpace(from))
+		b, err2 := netip.ParseAddr(strings.TrimSpace(to))
+		if err1 != nil || err2 != nil || !within(func(n netip.Prefix) bool { return n.Contains(a) && n.Contains(b) }) {
+			return fmt.Errorf("address range %q is not inside one of %v", entry, TestNets)
 		}
 		return nil
 	}
 	p, err := netip.ParsePrefix(entry)
-	if err != nil || !p.Addr().Is4() || p.Bits() < testNet1.Bits() || !testNet1.Contains(p.Addr()) {
-		return fmt.Errorf("address %q is not a CIDR inside %s", entry, testNet1)
+	if err != nil || !p.Addr().Is4() || !within(func(n netip.Prefix) bool { return p.Bits() >= n.Bits() && n.Contains(p.Addr()) }) {
+		return fmt.Errorf("address %q is not a CIDR inside one of %v", entry, TestNets)
 	}
 	return nil
 }

@@ -64,6 +64,13 @@ func newPKI(dir string) (*pki, error) {
 	return p, nil
 }
 
+// in is p issuing into dir (the CA's files stay where they are).
+func (p *pki) in(dir string) *pki {
+	c := *p
+	c.dir = dir
+	return &c
+}
+
 // serving issues a TLS server certificate for the given DNS names and IPs.
 func (p *pki) serving(name string, dnsNames []string, ips []net.IP) (certPair, error) {
 	return p.issue(name, &x509.Certificate{

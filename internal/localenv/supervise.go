@@ -58,7 +58,9 @@ func (r *RestartPolicy) pause(recent int) time.Duration {
 }
 
 // restartable are the processes a control plane restarts (RestartPolicy says why).
-var restartable = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+// A real node's processes are too: containerd keeps its state on disk and its
+// containers run on under their shims meanwhile; the kubelet and kube-proxy resync.
+var restartable = []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "containerd", "kubelet", "kube-proxy"}
 
 // Failed is closed when the control plane has failed: a process exited and was not
 // restarted (etcd, a process out of restarts, or any process under a policy without
@@ -186,4 +188,70 @@ func (cp *ControlPlane) fail(err error) {
 	}
 	cp.err = err
 	close(cp.failed)
+}
+
+// addNode records a real node for Stop; it is false once the control plane is stopping.
+func (cp *ControlPlane) addNode(n *RealNode) bool {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	select {
+	case <-cp.stopping:
+		return false
+	default:
+	}
+	cp.nodes = append(cp.nodes, n)
+	return true
+}
+
+func (cp *ControlPlane) removeNode(n *RealNode) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.nodes = slices.DeleteFunc(cp.nodes, func(x *RealNode) bool { return x == n })
+}
+
+// adopt makes a started process one of the control plane's: listed (PIDs, CPUTimes,
+// Stop) and, when supervised, watched as the others are.
+func (cp *ControlPlane) adopt(p *process, supervised bool) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.procs = append(cp.procs, p)
+	if supervised {
+		cp.superviseLocked(p)
+	}
+}
+
+// superviseAll starts watching the named processes (adopted unsupervised).
+func (cp *ControlPlane) superviseAll(names ...string) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, p := range cp.procs {
+		if slices.Contains(names, p.name) {
+			cp.superviseLocked(p)
+		}
+	}
+}
+
+func (cp *ControlPlane) superviseLocked(p *process) {
+	select {
+	case <-cp.stopping:
+		return
+	default:
+		cp.supervise(p)
+	}
+}
+
+// stopNamed stops the process named name (its current one, after restarts) and drops
+// it from the control plane; false if there is none.
+func (cp *ControlPlane) stopNamed(name string) bool {
+	cp.mu.Lock()
+	i := slices.IndexFunc(cp.procs, func(p *process) bool { return p.name == name })
+	if i < 0 {
+		cp.mu.Unlock()
+		return false
+	}
+	p := cp.procs[i]
+	cp.procs = slices.Delete(cp.procs, i, i+1)
+	cp.mu.Unlock()
+	p.stop()
+	return true
 }

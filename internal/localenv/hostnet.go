@@ -1,0 +1,137 @@
+package localenv
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// This file: what a real node changes in this machine's network, and puts back.
+//
+// Pods reach each other and their Services through the node's bridge; kube-proxy's
+// DNAT to a Service's pod is routed by this machine, so forwarding is on while the
+// node runs. One iptables rule, first in FORWARD, drops whatever a pod sends that
+// would leave through anything but the bridge: no pod traffic leaves this machine.
+
+// sysctl files a real node sets, or whose processes do (kube-proxy: route_localnet,
+// for node ports on loopback).
+const (
+	sysctlForward       = "/proc/sys/net/ipv4/ip_forward"
+	sysctlBridgeNF      = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+	sysctlRouteLocalnet = "/proc/sys/net/ipv4/conf/all/route_localnet"
+)
+
+// kubeletChains are the iptables chains the kubelet makes (in IPv4 and IPv6, in these
+// tables) to notice a flush of the rules; kube-proxy --cleanup leaves them.
+var kubeletChains = map[string][]string{
+	"filter": {"KUBE-FIREWALL", "KUBE-KUBELET-CANARY"},
+	"nat":    {"KUBE-KUBELET-CANARY"},
+	"mangle": {"KUBE-IPTABLES-HINT", "KUBE-KUBELET-CANARY"},
+}
+
+// hostNetwork is what setUpHostNetwork changed, and what was there before.
+type hostNetwork struct {
+	rule  []string          // the FORWARD rule, as iptables arguments after the chain
+	saved map[string]string // sysctl file → its value before
+	// existing are the kubeletChains present before the node ran ("iptables nat
+	// KUBE-KUBELET-CANARY"); another kubelet's, left alone.
+	existing map[string]bool
+}
+
+func setUpHostNetwork(ctx context.Context, podCIDR, bridge string) (*hostNetwork, error) {
+	h := &hostNetwork{
+		rule: []string{"-s", podCIDR, "!", "-o", bridge, "-m", "comment", "--comment",
+			"berth real node: pods reach nothing off this machine", "-j", "DROP"},
+		saved:    map[string]string{},
+		existing: map[string]bool{},
+	}
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		for table, chains := range kubeletChains {
+			for _, chain := range chains {
+				if exec.CommandContext(ctx, cmd, "-w", "-t", table, "-S", chain).Run() == nil {
+					h.existing[cmd+" "+table+" "+chain] = true
+				}
+			}
+		}
+	}
+	if err := iptables(ctx, "-C", h.rule...); err != nil {
+		if err := iptables(ctx, "-I", h.rule...); err != nil {
+			return nil, fmt.Errorf("real node: %w", err)
+		}
+	}
+	for _, f := range []string{sysctlForward, sysctlBridgeNF, sysctlRouteLocalnet} {
+		old, err := os.ReadFile(f)
+		if err != nil {
+			h.restore(ctx)
+			return nil, fmt.Errorf("real node: %s: %w (bridged pod traffic must pass iptables for Services to work: load br_netfilter)", f, err)
+		}
+		h.saved[f] = strings.TrimSpace(string(old))
+		if f == sysctlRouteLocalnet {
+			continue // kube-proxy's to set; restored at the end
+		}
+		if err := os.WriteFile(f, []byte("1\n"), 0o644); err != nil { //nolint:gosec // G306: a sysctl file, not data
+			h.restore(ctx)
+			return nil, fmt.Errorf("real node: set %s: %w", f, err)
+		}
+	}
+	return h, nil
+}
+
+// restore puts the sysctls back, removes the FORWARD rule (every copy of it) and the
+// kubelet's chains that were not there before.
+func (h *hostNetwork) restore(ctx context.Context) {
+	h.removeKubeletChains(ctx)
+	for f, v := range h.saved {
+		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil { //nolint:gosec // G306: a sysctl file, not data
+			slog.Warn("real node teardown: restore sysctl", slog.String("file", f), slog.String("error", err.Error()))
+		}
+	}
+	for range 10 {
+		if iptables(ctx, "-C", h.rule...) != nil {
+			return
+		}
+		if err := iptables(ctx, "-D", h.rule...); err != nil {
+			slog.Warn("real node teardown: remove the forwarding rule", slog.String("error", err.Error()))
+			return
+		}
+	}
+}
+
+// iptables runs `iptables -w OP FORWARD rule...`.
+func iptables(ctx context.Context, op string, rule ...string) error {
+	args := append([]string{"-w", op, "FORWARD"}, rule...)
+	out, err := exec.CommandContext(ctx, "iptables", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// removeKubeletChains deletes the kubelet's chains this node's kubelet made: first the
+// rules of other chains that jump to them, then their rules, then the chains.
+func (h *hostNetwork) removeKubeletChains(ctx context.Context) {
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		for table, chains := range kubeletChains {
+			for _, chain := range chains {
+				if h.existing[cmd+" "+table+" "+chain] {
+					continue
+				}
+				rules, err := exec.CommandContext(ctx, cmd, "-w", "-t", table, "-S").Output()
+				if err != nil {
+					continue
+				}
+				for line := range strings.SplitSeq(string(rules), "\n") {
+					f := strings.Fields(line)
+					if len(f) > 2 && f[0] == "-A" && f[1] != chain && strings.HasSuffix(line, " -j "+chain) {
+						_ = exec.CommandContext(ctx, cmd, append([]string{"-w", "-t", table, "-D"}, f[1:]...)...).Run() //nolint:gosec // G204: a rule iptables itself listed
+					}
+				}
+				_ = exec.CommandContext(ctx, cmd, "-w", "-t", table, "-F", chain).Run()
+				_ = exec.CommandContext(ctx, cmd, "-w", "-t", table, "-X", chain).Run()
+			}
+		}
+	}
+}

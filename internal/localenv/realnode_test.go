@@ -1,0 +1,271 @@
+package localenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+)
+
+// requireReal ends the test when err is a missing dependency (skipped, failed with
+// CI=true) or any other error (failed).
+func requireReal(t *testing.T, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if errors.Is(err, ErrMissingDependency) && os.Getenv("CI") != "true" {
+		t.Skipf("skipping: %v (with CI=true this fails)", err)
+	}
+	t.Fatal(err)
+}
+
+// TestRealNode runs a container on a real node (containerd, runc, the kubelet) and
+// checks what kwok can only pretend: the process answers HTTP on its pod address and
+// through a NodePort on loopback, its output is the pod's log through the API server,
+// exec runs inside it, and Stop leaves nothing behind on this machine.
+func TestRealNode(t *testing.T) {
+	bin, err := FindBinaries(t.Context())
+	requireReal(t, err)
+	requireReal(t, checkRealNodeHost(bin))
+	images, err := FindImages(t.Context())
+	requireReal(t, err)
+
+	var logs syncBuffer
+	cp, err := StartControlPlane(t.Context(), ControlPlaneOptions{BinDir: bin,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Stop()
+	sysctls := []string{sysctlForward, sysctlBridgeNF, sysctlRouteLocalnet}
+	before := map[string][]byte{}
+	for _, f := range sysctls {
+		before[f], _ = os.ReadFile(f)
+	}
+	node, err := cp.StartRealNode(t.Context(), RealNodeOptions{ImagesDir: images, Images: []Image{EchoImage("berth.local/echo:test", images)}})
+	if err != nil {
+		t.Fatalf("start the real node: %v\n%s", err, logs.String())
+	}
+	nodeDir := node.Dir
+	defer func() {
+		if t.Failed() {
+			for _, name := range []string{"containerd", "kubelet", "kube-proxy"} {
+				t.Logf("--- %s ---\n%s", name, cp.processLogTail(name))
+			}
+		}
+	}()
+
+	ctx := t.Context()
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cpu := n.Status.Capacity.Cpu().Value(); cpu < 1 {
+		t.Errorf("node capacity cpu = %d, want the machine's", cpu)
+	}
+	if _, fake := n.Annotations[kwokNodeAnnotation]; fake {
+		t.Error("the real node carries kwok's annotation")
+	}
+
+	ns := "real-node-test"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns, Labels: map[string]string{"app": "echo"}},
+		Spec: corev1.PodSpec{
+			NodeName:                     node.Name,
+			AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{
+				Name: "echo", Image: "berth.local/echo:test",
+				Env:             []corev1.EnvVar{{Name: "GREETING", Value: "from-a-real-container"}},
+				Ports:           []corev1.ContainerPort{{ContainerPort: 8080}},
+				SecurityContext: &corev1.SecurityContext{Privileged: &no, AllowPrivilegeEscalation: &no},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 1},
+			}},
+		},
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var podIP string
+	eventually(t, time.Minute, "the echo pod ready", func() bool {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "echo", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				podIP = p.Status.PodIP
+				return true
+			}
+		}
+		return false
+	})
+	_, podNet, _ := net.ParseCIDR(node.PodCIDR)
+	if ip := net.ParseIP(podIP); ip == nil || !podNet.Contains(ip) {
+		t.Fatalf("pod IP %q is not in the real node's pod CIDR %s", podIP, node.PodCIDR)
+	}
+
+	// The container's own answer on its pod address (the pod's network namespace is
+	// this test's, on the node's bridge).
+	body := httpGet(t, "http://"+net.JoinHostPort(podIP, "8080")+"/")
+	if !strings.Contains(body, "hostname: echo") || !strings.Contains(body, "GREETING=from-a-real-container") {
+		t.Errorf("the container answered %q, want its hostname and environment", body)
+	}
+
+	// A NodePort on loopback, through kube-proxy's rules.
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "echo", Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "echo"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	created, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := created.Spec.Ports[0].NodePort
+	eventually(t, 30*time.Second, "the NodePort answering on 127.0.0.1", func() bool {
+		b, err := tryGet(ctx, "http://"+hostPort(int(nodePort))+"/")
+		return err == nil && strings.Contains(b, "GREETING=from-a-real-container")
+	})
+
+	// The container's stdout is the pod's log.
+	eventually(t, 10*time.Second, "the request in the pod's log", func() bool {
+		b, err := cs.CoreV1().Pods(ns).GetLogs("echo", &corev1.PodLogOptions{}).DoRaw(ctx)
+		return err == nil && strings.Contains(string(b), "echo: GET / from")
+	})
+
+	// exec runs in the container: its root file system, not this machine's.
+	out, errOut, err := execIn(ctx, cp, ns, "echo", "cat", "/etc/passwd")
+	if err != nil {
+		t.Fatalf("exec: %v (stderr %q)", err, errOut)
+	}
+	hostPasswd, _ := os.ReadFile("/etc/passwd")
+	if out == string(hostPasswd) || !strings.Contains(out, "nobody") {
+		t.Errorf("exec cat /etc/passwd = %q: not the image's file", out)
+	}
+	if _, _, err := execIn(ctx, cp, ns, "echo", "sh", "-c", "exit 7"); err == nil || !strings.Contains(err.Error(), "7") {
+		t.Errorf("exec exit 7: err = %v, want the exit code", err)
+	}
+
+	node.Stop()
+	if _, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after Stop the Node is still there (err %v)", err)
+	}
+	if left := leftovers(nodeDir, node.opts.Bridge, node.PodCIDR); len(left) > 0 {
+		t.Errorf("Stop left behind:\n%s", strings.Join(left, "\n"))
+	}
+	for _, f := range sysctls {
+		if after, _ := os.ReadFile(f); !bytes.Equal(after, before[f]) {
+			t.Errorf("%s = %q after Stop, was %q", f, after, before[f])
+		}
+	}
+}
+
+// leftovers lists what a stopped real node should have removed but did not.
+func leftovers(dir, bridge, podCIDR string) []string {
+	var left []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if s := strings.ReplaceAll(string(cmdline), "\x00", " "); strings.Contains(s, dir) {
+			left = append(left, "process "+e.Name()+": "+s)
+		}
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for line := range strings.SplitSeq(string(mounts), "\n") {
+			if strings.Contains(line, dir) {
+				left = append(left, "mount: "+line)
+			}
+		}
+	}
+	if _, err := net.InterfaceByName(bridge); err == nil {
+		left = append(left, "bridge "+bridge)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		left = append(left, "directory "+dir)
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		rules, _ := exec.Command(save).Output() //nolint:noctx // a quick local read
+		for line := range strings.SplitSeq(string(rules), "\n") {
+			if strings.Contains(line, podCIDR) || strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") {
+				left = append(left, save+": "+line)
+			}
+		}
+	}
+	return left
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	b, err := tryGet(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func tryGet(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return "", err
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return string(b), err
+}
+
+// execIn runs cmd in the pod's first container through the API server.
+func execIn(ctx context.Context, cp *ControlPlane, ns, pod string, cmd ...string) (string, string, error) {
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return "", "", err
+	}
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Command: cmd, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	ex, err := remotecommand.NewSPDYExecutor(cp.RESTConfig(), http.MethodPost, req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut bytes.Buffer
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
+	return out.String(), errOut.String(), err
+}
