@@ -53,6 +53,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&cfg.GPUMemoryMiB, "gpu-memory-mib", cfg.GPUMemoryMiB, "memory of each GPU in MiB")
 	f.StringVar(&cfg.NodeCPU, "node-cpu", cfg.NodeCPU, "CPU capacity of every node")
 	f.StringVar(&cfg.NodeMemory, "node-memory", cfg.NodeMemory, "memory capacity of every node")
+	f.BoolVar(&cfg.RealNode, "real-node", false, "run workloads for real: this machine is the cluster's node (containerd, runc, a kubelet; needs root), with an ingress controller on a loopback port")
 	f.BoolVar(&cfg.Redis, "redis", false, "run the provider and the operators as separate processes over a local redis-server")
 	f.DurationVar(&cfg.WithdrawPeriod, "withdraw-period", cfg.WithdrawPeriod, "how often the provider withdraws its earnings (0: only when funds run low; beats the --config file's balance.withdraw_period)")
 	return cmd

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/operator/hostname"
 )
 
 // Config configures `berth dev`.
@@ -52,6 +54,12 @@ type Config struct {
 	// the layout of a real installation, on one machine. Default: one process.
 	Redis      bool
 	Executable string
+	// RealNode runs tenants' workloads for real (--real-node): instead of kwok's
+	// simulated nodes, this machine is the cluster's one node (containerd, runc, a
+	// kubelet and kube-proxy, as root), with berth's own images imported
+	// (EchoImageRef), and an ingress controller (Traefik) on a loopback port serves the
+	// provider's HTTP routes.
+	RealNode bool
 	// ProviderConfig is a provider.yaml (--config) whose keys override the dev
 	// provider's defaults, read as `berth provider run` reads it; the keys berth dev
 	// sets itself (devOwnedKeys) are refused. "": none.
@@ -85,7 +93,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--nodes: %d is outside 0–100", c.Nodes)
 	case c.GPUNodes < 0 || c.GPUNodes > 100:
 		return fmt.Errorf("--gpu-nodes: %d is outside 0–100", c.GPUNodes)
-	case c.Nodes+c.GPUNodes == 0:
+	case c.Nodes+c.GPUNodes == 0 && !c.RealNode:
 		return errors.New("--nodes, --gpu-nodes: the cluster needs at least one node")
 	case c.GPUNodes > 0 && (c.GPUsPerNode < 1 || c.GPUsPerNode > 64):
 		return fmt.Errorf("--gpus-per-node: %d is outside 1–64", c.GPUsPerNode)
@@ -97,7 +105,14 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// EchoImageRef is the echo image berth dev's real node has (examples/echo.yaml runs it).
+const EchoImageRef = "berth.local/echo:1"
+
+// nodes are the simulated nodes: none with a real node.
 func (c Config) nodes() []localenv.NodeSpec {
+	if c.RealNode {
+		return nil
+	}
 	var specs []localenv.NodeSpec
 	for i := range c.Nodes {
 		specs = append(specs, localenv.NodeSpec{Name: fmt.Sprintf("dev-node-%d", i+1), CPU: c.NodeCPU, Memory: c.NodeMemory})
@@ -161,6 +176,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err != nil {
 		return err
 	}
+	var real realTools
+	if cfg.RealNode {
+		if real, err = devRealTools(ctx, out); err != nil {
+			return err
+		}
+	}
 	chainInfo, err := prepareDevChain(cfg, attrs, out)
 	if err != nil {
 		return err
@@ -168,10 +189,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err := r.startLedger(); err != nil {
 		return err
 	}
-	if err := r.startCluster(bin, lbBin); err != nil {
+	if err := r.startCluster(bin, lbBin, real); err != nil {
 		return err
 	}
-	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: app.DefaultHome()}
+	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, realNode: r.realNode, ingress: r.ingress, pool: r.pool,
+		chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: app.DefaultHome()}
 	startProvider := r.startInProcess
 	if cfg.Redis {
 		startProvider = r.startProcesses
@@ -207,6 +229,9 @@ type devRun struct {
 	nodeDone   chan error
 	cp         *localenv.ControlPlane
 	specs      []localenv.NodeSpec
+	realNode   *localenv.RealNode          // with --real-node
+	ingress    *localenv.IngressController // with --real-node
+	pool       string                      // the leased-IP pool's range (devPoolRange)
 	kubeconfig string
 	// provDone (in-process) or procs (--redis) is the provider.
 	provDone    chan error
@@ -255,9 +280,10 @@ func (r *devRun) startLedger() error {
 	return nil
 }
 
-// startCluster starts the control plane with the simulated nodes, the volume
-// provisioner, and MetalLB with a TEST-NET-1 pool (restarted should it exit).
-func (r *devRun) startCluster(bin, lbBin string) error {
+// startCluster starts the control plane with the simulated nodes (or the real one and
+// its ingress controller), the volume provisioner, and MetalLB with a TEST-NET-1 pool
+// (restarted should it exit).
+func (r *devRun) startCluster(bin, lbBin string, real realTools) error {
 	ctx, log := r.ctx, r.log
 	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(r.cfg.Home, "cluster")))
 	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
@@ -276,13 +302,21 @@ func (r *devRun) startCluster(bin, lbBin string) error {
 	if err := localenv.WriteFlatKubeconfig(cp.KubeconfigPath, r.kubeconfig); err != nil {
 		return err
 	}
+	if r.cfg.RealNode {
+		if err := r.startRealNode(real); err != nil {
+			return err
+		}
+	}
 	stopProvisioner, err := startDevProvisioner(ctx, r.kubeconfig, filepath.Join(cp.Dir, "volumes"), log)
 	if err != nil {
 		return err
 	}
 	r.onStop(func() error { stopProvisioner(); return nil })
 	lbDir := filepath.Join(cp.Dir, "metallb")
-	lb, err := startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir)
+	if r.pool, err = devPoolRange(r.cfg.RealNode); err != nil {
+		return err
+	}
+	lb, err := startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir, r.pool)
 	if err != nil {
 		return err
 	}
@@ -290,7 +324,7 @@ func (r *devRun) startCluster(bin, lbBin string) error {
 	lbDone := make(chan struct{})
 	go func() {
 		defer close(lbDone)
-		superviseMetalLB(lbCtx, lb, lbBin, r.kubeconfig, lbDir, log)
+		superviseMetalLB(lbCtx, lb, lbBin, r.kubeconfig, lbDir, r.pool, log)
 	}()
 	r.onStop(func() error {
 		stopLB()
@@ -406,3 +440,49 @@ func stopped(what, when string, err error) error {
 	}
 	return fmt.Errorf("%s stopped%s: %w", what, when, err)
 }
+
+// realTools are the directories of what a real node runs: the images' programs and the
+// ingress controller.
+type realTools struct{ images, ingress string }
+
+// devRealTools finds (or builds) what --real-node needs.
+func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
+	var t realTools
+	var err error
+	if t.images, err = devTool(ctx, out, localenv.FindImages, localenv.BuildImages, localenv.ImagesEnv, "the workload images' programs", "under a minute"); err != nil {
+		return t, err
+	}
+	t.ingress, err = devTool(ctx, out, localenv.FindIngressController, localenv.BuildIngressController, localenv.IngressDirEnv, "the ingress controller (Traefik)", "about 3 minutes")
+	return t, err
+}
+
+// startRealNode starts the real node, with berth's images, and the ingress controller
+// serving the hostname operator's Ingresses on a loopback port. The control plane's
+// Stop stops the node.
+func (r *devRun) startRealNode(real realTools) error {
+	ctx := r.ctx
+	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: real.images,
+		Images: []localenv.Image{localenv.EchoImage(EchoImageRef, real.images), localenv.BusyboxImage(BusyboxImageRef, real.images)}})
+	if err != nil {
+		return fmt.Errorf("start the real node: %w", err)
+	}
+	r.realNode = n
+	dir := filepath.Join(r.cp.Dir, "ingress")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("ingress controller: %w", err)
+	}
+	ing, err := localenv.StartIngressController(ctx, localenv.IngressControllerOptions{
+		Kubeconfig: r.kubeconfig, Dir: dir, BinDir: real.ingress,
+		IngressClass: hostname.DefaultConfig().Ingress.Class,
+	})
+	if err != nil {
+		return fmt.Errorf("start the ingress controller: %w", err)
+	}
+	r.ingress = ing
+	r.onStop(func() error { ing.Stop(); return nil })
+	return nil
+}
+
+// BusyboxImageRef is the busybox image berth dev's real node has: a shell and the
+// usual commands, for a tenant's own scripts.
+const BusyboxImageRef = "berth.local/busybox:1"

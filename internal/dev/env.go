@@ -333,6 +333,9 @@ type devBanner struct {
 	cp                                              *localenv.ControlPlane
 	kubeconfig                                      string
 	specs                                           []localenv.NodeSpec
+	realNode                                        *localenv.RealNode
+	ingress                                         *localenv.IngressController
+	pool                                            string
 	took                                            time.Duration
 	chainID, rpc                                    string
 	resumed                                         bool
@@ -363,17 +366,23 @@ func printDevBanner(out io.Writer, d devBanner) {
 	}
 	fmt.Fprintf(&b, "  home          %s (keyring in %s)\n", d.cfg.Home, node.KeyringDir(d.cfg.Home))
 	fmt.Fprintf(&b, "  Kubernetes    %s, kubeconfig %s\n", d.cp.APIServerURL, d.kubeconfig)
-	fmt.Fprintf(&b, "  nodes (kwok)  ")
-	for i, s := range d.specs {
-		if i > 0 {
-			b.WriteString(", ")
+	if n := d.realNode; n != nil {
+		fmt.Fprintf(&b, "  node (real)   %s: this machine (containerd, runc, kubelet, kube-proxy), pods in %s\n", n.Name, n.PodCIDR)
+		fmt.Fprintf(&b, "                images %s, %s (imported: nothing is pulled)\n", EchoImageRef, BusyboxImageRef)
+		fmt.Fprintf(&b, "  HTTP routes   http://%s (Traefik): curl -H 'Host: <uri>' http://%s/\n", d.ingress.HTTPAddr, d.ingress.HTTPAddr)
+	} else {
+		fmt.Fprintf(&b, "  nodes (kwok)  ")
+		for i, s := range d.specs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(s.Name)
+			if s.GPUs > 0 {
+				fmt.Fprintf(&b, " (%d× %s)", s.GPUs, s.GPUProduct)
+			}
 		}
-		b.WriteString(s.Name)
-		if s.GPUs > 0 {
-			fmt.Fprintf(&b, " (%d× %s)", s.GPUs, s.GPUProduct)
-		}
+		b.WriteString("\n")
 	}
-	b.WriteString("\n")
 	fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
 	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
 	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
@@ -381,7 +390,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
 	}
 	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
-	fmt.Fprintf(&b, "                ip (MetalLB pool %s, TEST-NET-1: shown, never reachable), http://%s/usage\n", MetalLBAddresses, d.ipOperator)
+	fmt.Fprintf(&b, "                ip (MetalLB pool %s, a documentation range: shown, never reachable), http://%s/usage\n", d.pool, d.ipOperator)
 	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", InventoryName, d.inventoryOperator)
 	if pr := d.processes; pr != nil {
 		fmt.Fprintf(&b, "  processes     the provider and each operator run as processes of their own (restarted if they exit),\n")
@@ -412,10 +421,18 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if d.cfg.Home != d.defaultHome {
 		fmt.Fprintf(&b, "    export BERTH_HOME=%s\n", d.cfg.Home)
 	}
-	fmt.Fprintf(&b, "    %s tenant deploy examples/web.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
-	b.WriteString("  kwok simulates the nodes and runs no containers: pods report Running, logs come from\n")
-	fmt.Fprintf(&b, "  %s, and a shell command runs on THIS machine in\n", d.cp.ContainerLogFile)
-	fmt.Fprintf(&b, "  %s: it is not a sandbox.\n", d.cp.ExecDir)
+	if d.realNode != nil {
+		fmt.Fprintf(&b, "    %s tenant deploy examples/echo.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
+		b.WriteString("  Containers really run here: logs are their output, a shell runs inside them. Pods reach\n")
+		b.WriteString("  each other and nothing off this machine. Your own image: a docker-archive tarball, imported with\n")
+		fmt.Fprintf(&b, "    ctr --address %s -n k8s.io images import IMAGE.tar\n", d.realNode.ContainerdSocket)
+		b.WriteString("  and named with a tag other than latest in the SDL (nothing is pulled).\n")
+	} else {
+		fmt.Fprintf(&b, "    %s tenant deploy examples/web.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
+		b.WriteString("  kwok simulates the nodes and runs no containers: pods report Running, logs come from\n")
+		fmt.Fprintf(&b, "  %s, and a shell command runs on THIS machine in\n", d.cp.ContainerLogFile)
+		fmt.Fprintf(&b, "  %s: it is not a sandbox.\n", d.cp.ExecDir)
+	}
 	b.WriteString("  The ledger is kept in the home (--reset starts a new one); the cluster is new each start.\n")
 	b.WriteString("  Press Ctrl-C to stop; nothing is left running.\n")
 	_, _ = io.WriteString(out, b.String())

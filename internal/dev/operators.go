@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -127,13 +129,34 @@ func ensureOperatorNamespace(ctx context.Context, rc *rest.Config) error {
 	return nil
 }
 
-// Berth dev's leased IPs: a MetalLB controller, its pool in TEST-NET-1 (addresses for
-// show: documentation addresses, never reachable), and the IP operator.
+// Berth dev's leased IPs: a MetalLB controller, its pool in a documentation range
+// (addresses for show, never reachable), and the IP operator.
 const (
 	MetalLBNamespace = "metallb-system"
 	MetalLBPool      = "berth-dev"
+	// MetalLBAddresses is the pool on simulated nodes: TEST-NET-1. A real node's
+	// kube-proxy routes a leased address to its pods, so with --real-node the pool is
+	// the first documentation range this machine does not use (devPoolRange).
 	MetalLBAddresses = "192.0.2.0/24"
 )
+
+// devPoolRange is the MetalLB pool's range: MetalLBAddresses on simulated nodes; with a
+// real node the first of localenv.TestNets this machine has no address or route in.
+func devPoolRange(real bool) (string, error) {
+	if !real {
+		return MetalLBAddresses, nil
+	}
+	var whys []string
+	for _, p := range localenv.TestNets {
+		_, n, _ := net.ParseCIDR(p.String())
+		err := localenv.CheckRangeUnused(n, "")
+		if err == nil {
+			return p.String(), nil
+		}
+		whys = append(whys, err.Error())
+	}
+	return "", fmt.Errorf("no documentation range is free for the leased-IP pool on this machine: %s", strings.Join(whys, "; "))
+}
 
 // devMetalLB finds MetalLB's controller, building it with hack/metallb.sh when missing
 // (unless $BERTH_METALLB names a directory).
@@ -141,8 +164,8 @@ func devMetalLB(ctx context.Context, out io.Writer) (string, error) {
 	return devTool(ctx, out, localenv.FindMetalLB, localenv.BuildMetalLB, localenv.MetalLBDirEnv, "MetalLB's controller", "about 2 minutes")
 }
 
-// startDevMetalLB starts MetalLB's controller on the dev cluster with its pool.
-func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*localenv.MetalLB, error) {
+// startDevMetalLB starts MetalLB's controller on the dev cluster with its pool of pool.
+func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string) (*localenv.MetalLB, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
@@ -150,7 +173,7 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*loca
 	if err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
-	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: MetalLBPool, Addresses: []string{MetalLBAddresses}}); err != nil {
+	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: MetalLBPool, Addresses: []string{pool}}); err != nil {
 		m.Stop()
 		return nil, fmt.Errorf("MetalLB pool: %w", err)
 	}
@@ -159,7 +182,7 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir string) (*loca
 
 // superviseMetalLB restarts MetalLB's controller when it exits by itself (logged with
 // its last lines), after 1 s doubling to 30 s, until ctx ends; it stops it then.
-func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconfig, dir string, log *slog.Logger) {
+func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconfig, dir, pool string, log *slog.Logger) {
 	backoff := time.Second
 	for {
 		select {
@@ -173,7 +196,7 @@ func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconf
 			return
 		}
 		backoff = min(2*backoff, 30*time.Second)
-		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir)
+		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir, pool)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
