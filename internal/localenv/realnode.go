@@ -115,7 +115,7 @@ type RealNode struct {
 // The control plane's Stop stops the node too.
 func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions) (_ *RealNode, retErr error) {
 	opts.defaults()
-	if err := checkRealNodeHost(cp.binDir); err != nil {
+	if err := CheckRealNodeHost(cp.binDir); err != nil {
 		return nil, err
 	}
 	if len(opts.Bridge) > 15 {
@@ -183,8 +183,9 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	return n, nil
 }
 
-// checkRealNodeHost reports what a real node needs and this machine lacks.
-func checkRealNodeHost(binDir string) error {
+// CheckRealNodeHost reports, as an ErrMissingDependency, what a real node needs and
+// this machine lacks (binDir: the kubelet's and kube-proxy's).
+func CheckRealNodeHost(binDir string) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("%w: a real node runs containerd and a kubelet, which need root", ErrMissingDependency)
 	}

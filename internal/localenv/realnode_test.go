@@ -44,7 +44,7 @@ func requireReal(t *testing.T, err error) {
 func TestRealNode(t *testing.T) {
 	bin, err := FindBinaries(t.Context())
 	requireReal(t, err)
-	requireReal(t, checkRealNodeHost(bin))
+	requireReal(t, CheckRealNodeHost(bin))
 	images, err := FindImages(t.Context())
 	requireReal(t, err)
 
