@@ -176,9 +176,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err != nil {
 		return err
 	}
-	var real realTools
+	var tools realTools
 	if cfg.RealNode {
-		if real, err = devRealTools(ctx, out); err != nil {
+		if tools, err = devRealTools(ctx, out); err != nil {
 			return err
 		}
 	}
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err := r.startLedger(); err != nil {
 		return err
 	}
-	if err := r.startCluster(bin, lbBin, real); err != nil {
+	if err := r.startCluster(bin, lbBin, tools); err != nil {
 		return err
 	}
 	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, realNode: r.realNode, ingress: r.ingress, pool: r.pool,
@@ -283,7 +283,7 @@ func (r *devRun) startLedger() error {
 // startCluster starts the control plane with the simulated nodes (or the real one and
 // its ingress controller), the volume provisioner, and MetalLB with a TEST-NET-1 pool
 // (restarted should it exit).
-func (r *devRun) startCluster(bin, lbBin string, real realTools) error {
+func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	ctx, log := r.ctx, r.log
 	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(r.cfg.Home, "cluster")))
 	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
@@ -303,7 +303,7 @@ func (r *devRun) startCluster(bin, lbBin string, real realTools) error {
 		return err
 	}
 	if r.cfg.RealNode {
-		if err := r.startRealNode(real); err != nil {
+		if err := r.startRealNode(tools); err != nil {
 			return err
 		}
 	}
@@ -459,10 +459,10 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 // startRealNode starts the real node, with berth's images, and the ingress controller
 // serving the hostname operator's Ingresses on a loopback port. The control plane's
 // Stop stops the node.
-func (r *devRun) startRealNode(real realTools) error {
+func (r *devRun) startRealNode(tools realTools) error {
 	ctx := r.ctx
-	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: real.images,
-		Images: []localenv.Image{localenv.EchoImage(EchoImageRef, real.images), localenv.BusyboxImage(BusyboxImageRef, real.images)}})
+	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: tools.images,
+		Images: []localenv.Image{localenv.EchoImage(EchoImageRef, tools.images), localenv.BusyboxImage(BusyboxImageRef, tools.images)}})
 	if err != nil {
 		return fmt.Errorf("start the real node: %w", err)
 	}
@@ -472,7 +472,7 @@ func (r *devRun) startRealNode(real realTools) error {
 		return fmt.Errorf("ingress controller: %w", err)
 	}
 	ing, err := localenv.StartIngressController(ctx, localenv.IngressControllerOptions{
-		Kubeconfig: r.kubeconfig, Dir: dir, BinDir: real.ingress,
+		Kubeconfig: r.kubeconfig, Dir: dir, BinDir: tools.ingress,
 		IngressClass: hostname.DefaultConfig().Ingress.Class,
 	})
 	if err != nil {

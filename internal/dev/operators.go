@@ -142,8 +142,8 @@ const (
 
 // devPoolRange is the MetalLB pool's range: MetalLBAddresses on simulated nodes; with a
 // real node the first of localenv.TestNets this machine has no address or route in.
-func devPoolRange(real bool) (string, error) {
-	if !real {
+func devPoolRange(realNode bool) (string, error) {
+	if !realNode {
 		return MetalLBAddresses, nil
 	}
 	var whys []string

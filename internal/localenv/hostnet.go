@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -51,7 +52,7 @@ func setUpHostNetwork(ctx context.Context, podCIDR, bridge string) (*hostNetwork
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		for table, chains := range kubeletChains {
 			for _, chain := range chains {
-				if exec.CommandContext(ctx, cmd, "-w", "-t", table, "-S", chain).Run() == nil {
+				if _, err := xtables(ctx, cmd, "-t", table, "-S", chain); err == nil {
 					h.existing[cmd+" "+table+" "+chain] = true
 				}
 			}
@@ -86,7 +87,7 @@ func (h *hostNetwork) restore(ctx context.Context) {
 	h.removeKubeletChains(ctx)
 	for f, v := range h.saved {
 		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil { //nolint:gosec // G306: a sysctl file, not data
-			slog.Warn("real node teardown: restore sysctl", slog.String("file", f), slog.String("error", err.Error()))
+			slog.WarnContext(ctx, "real node teardown: restore sysctl", slog.String("file", f), slog.String("error", err.Error()))
 		}
 	}
 	for range 10 {
@@ -94,7 +95,7 @@ func (h *hostNetwork) restore(ctx context.Context) {
 			return
 		}
 		if err := iptables(ctx, "-D", h.rule...); err != nil {
-			slog.Warn("real node teardown: remove the forwarding rule", slog.String("error", err.Error()))
+			slog.WarnContext(ctx, "real node teardown: remove the forwarding rule", slog.String("error", err.Error()))
 			return
 		}
 	}
@@ -102,12 +103,22 @@ func (h *hostNetwork) restore(ctx context.Context) {
 
 // iptables runs `iptables -w OP FORWARD rule...`.
 func iptables(ctx context.Context, op string, rule ...string) error {
-	args := append([]string{"-w", op, "FORWARD"}, rule...)
-	out, err := exec.CommandContext(ctx, "iptables", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("iptables %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	args := append([]string{op, "FORWARD"}, rule...)
+	if _, err := xtables(ctx, "iptables", args...); err != nil {
+		return fmt.Errorf("iptables %s: %w", strings.Join(args, " "), err)
 	}
 	return nil
+}
+
+// xtables runs cmd (iptables or ip6tables) with -w and args, and returns its output;
+// a failure says what it printed on stderr.
+func xtables(ctx context.Context, cmd string, args ...string) ([]byte, error) {
+	//nolint:gosec // G204: iptables or ip6tables, with arguments built in this file
+	out, err := exec.CommandContext(ctx, cmd, append([]string{"-w"}, args...)...).Output()
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		return out, fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return out, err
 }
 
 // removeKubeletChains deletes the kubelet's chains this node's kubelet made: first the
@@ -119,18 +130,18 @@ func (h *hostNetwork) removeKubeletChains(ctx context.Context) {
 				if h.existing[cmd+" "+table+" "+chain] {
 					continue
 				}
-				rules, err := exec.CommandContext(ctx, cmd, "-w", "-t", table, "-S").Output()
+				rules, err := xtables(ctx, cmd, "-t", table, "-S")
 				if err != nil {
 					continue
 				}
 				for line := range strings.SplitSeq(string(rules), "\n") {
 					f := strings.Fields(line)
 					if len(f) > 2 && f[0] == "-A" && f[1] != chain && strings.HasSuffix(line, " -j "+chain) {
-						_ = exec.CommandContext(ctx, cmd, append([]string{"-w", "-t", table, "-D"}, f[1:]...)...).Run() //nolint:gosec // G204: a rule iptables itself listed
+						_, _ = xtables(ctx, cmd, append([]string{"-t", table, "-D"}, f[1:]...)...)
 					}
 				}
-				_ = exec.CommandContext(ctx, cmd, "-w", "-t", table, "-F", chain).Run()
-				_ = exec.CommandContext(ctx, cmd, "-w", "-t", table, "-X", chain).Run()
+				_, _ = xtables(ctx, cmd, "-t", table, "-F", chain)
+				_, _ = xtables(ctx, cmd, "-t", table, "-X", chain)
 			}
 		}
 	}

@@ -279,7 +279,7 @@ func (img Image) layerEntries() ([]layerEntry, error) {
 		case f.Path == "":
 			return nil, fmt.Errorf("%s.Path is empty", field)
 		case slices.Contains(strings.Split(f.Path, "/"), ".."):
-			return nil, fmt.Errorf("%s.Path %q contains ..", field, f.Path)
+			return nil, fmt.Errorf("%s.Path %q: a \"..\" element is not allowed", field, f.Path)
 		case f.Mode&^modeBits != 0:
 			return nil, fmt.Errorf("%s.Mode %v: only permissions, setuid, setgid, sticky and directory", field, f.Mode)
 		case f.Link != "" && (f.Mode.IsDir() || f.Data != nil || f.Source != ""):

@@ -278,7 +278,9 @@ func CheckRangeUnused(podNet *net.IPNet, ignore string) error {
 		if err1 != nil || err2 != nil || mask == 0 {
 			continue // the default route overlaps everything; it is not a use of the range
 		}
-		le := func(v uint64) net.IP { return net.IPv4(byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
+		le := func(v uint64) net.IP {
+			return net.IPv4(byte(v&0xff), byte(v>>8&0xff), byte(v>>16&0xff), byte(v>>24&0xff))
+		}
 		rn := &net.IPNet{IP: le(dst).To4(), Mask: net.IPMask(le(mask).To4())}
 		if rn.Contains(podNet.IP) || podNet.Contains(rn.IP) {
 			return fmt.Errorf("%s overlaps the route to %s via %s; choose another range", podNet, rn, f[0])
@@ -325,7 +327,8 @@ func (n *RealNode) ImportImages(ctx context.Context, images ...Image) error {
 }
 
 func (n *RealNode) importImages(ctx context.Context, images ...Image) error {
-	for _, img := range images {
+	for i := range images {
+		img := &images[i]
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(img.WriteDockerArchive(pw)) }()
 		var out bytes.Buffer
@@ -430,6 +433,7 @@ func (n *RealNode) startKubeProxy(ctx context.Context, ports realNodePorts) erro
 // Node, and releases the machine's real-node lock. It is idempotent.
 func (n *RealNode) Stop() {
 	n.stopOnce.Do(func() {
+		//nolint:forbidigo // Stop has no caller context (ControlPlane.Stop, deferred cleanups); the teardown is bounded here
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		n.cp.removeNode(n)
@@ -466,18 +470,18 @@ func (n *RealNode) Stop() {
 func (n *RealNode) removeSandboxes(ctx context.Context) {
 	cri, err := dialCRI(n.files.socket)
 	if err != nil {
-		n.log.Warn("real node teardown", slog.String("error", err.Error()))
+		n.log.WarnContext(ctx, "real node teardown", slog.String("error", err.Error()))
 		return
 	}
 	defer cri.close()
 	ids, err := cri.sandboxes(ctx)
 	if err != nil {
-		n.log.Warn("real node teardown: list pod sandboxes", slog.String("error", err.Error()))
+		n.log.WarnContext(ctx, "real node teardown: list pod sandboxes", slog.String("error", err.Error()))
 		return
 	}
 	for _, id := range ids {
 		if err := cri.removeSandbox(ctx, id); err != nil {
-			n.log.Warn("real node teardown: remove pod sandbox", slog.String("sandbox", id), slog.String("error", err.Error()))
+			n.log.WarnContext(ctx, "real node teardown: remove pod sandbox", slog.String("sandbox", id), slog.String("error", err.Error()))
 		}
 	}
 }
@@ -486,7 +490,7 @@ func (n *RealNode) runQuiet(ctx context.Context, bin string, args ...string) {
 	//nolint:gosec // G204: the node's own binaries with arguments built here
 	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
-		n.log.Warn("real node teardown", slog.String("command", filepath.Base(bin)+" "+strings.Join(args, " ")),
+		n.log.WarnContext(ctx, "real node teardown", slog.String("command", filepath.Base(bin)+" "+strings.Join(args, " ")),
 			slog.String("error", err.Error()), slog.String("output", strings.TrimSpace(string(out))))
 	}
 }
@@ -503,7 +507,7 @@ func killShims(socket string) {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err != nil {
 			continue
 		}
@@ -556,5 +560,5 @@ func deleteLink(ctx context.Context, name string) {
 	if _, err := net.InterfaceByName(name); err != nil {
 		return
 	}
-	_ = exec.CommandContext(ctx, "ip", "link", "delete", name).Run()
+	_ = exec.CommandContext(ctx, "ip", "link", "delete", name).Run() //nolint:gosec // G204: the node's own bridge
 }

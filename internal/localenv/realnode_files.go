@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // This file: the configuration files of a real node (realnode.go): containerd's, the
@@ -85,7 +84,7 @@ func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports real
 		return fmt.Errorf("real node: %w", err)
 	}
 	files := map[string]string{
-		f.containerdConfig: f.containerdTOML(opts),
+		f.containerdConfig: f.containerdTOML(),
 		filepath.Join(f.cniConf, "10-berth.conflist"): f.cniConflist(opts),
 		f.kubeletConfig: f.kubeletYAML(cp, ports),
 		f.proxyConfig:   f.proxyYAML(opts, ports),
@@ -101,7 +100,7 @@ func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports real
 // containerdTOML is containerd's configuration: its state in the node's directory,
 // its socket there, the CRI with runc, Debian's CNI plugins and the node's network,
 // and the project's own sandbox image.
-func (f *realNodeFiles) containerdTOML(opts RealNodeOptions) string {
+func (f *realNodeFiles) containerdTOML() string {
 	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	return fmt.Sprintf(`version = 2
 root = %s
@@ -239,9 +238,4 @@ conntrack:
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
 `, f.proxyKubeconfig, opts.Name, opts.PodCIDR, ports.proxyHealth, ports.proxyMetrics)
-}
-
-// realNodeLogTail is a short account of a node process's log for an error message.
-func realNodeLogTail(p *process) string {
-	return strings.TrimSpace(p.tail(3000))
 }

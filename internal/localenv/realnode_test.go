@@ -214,7 +214,7 @@ func leftovers(dir, bridge, podCIDR string) []string {
 		left = append(left, "directory "+dir)
 	}
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
-		rules, _ := exec.Command(save).Output() //nolint:noctx // a quick local read
+		rules, _ := exec.Command(save).Output()
 		for line := range strings.SplitSeq(string(rules), "\n") {
 			if strings.Contains(line, podCIDR) || strings.Contains(line, "KUBE-") || strings.Contains(line, "CNI-") {
 				left = append(left, save+": "+line)

@@ -103,7 +103,7 @@ func (s *server) appendNote(w http.ResponseWriter, r *http.Request) {
 
 // appendSync appends data to the file name, creating it, and flushes it to disk.
 func appendSync(name string, data []byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func appendSync(name string, data []byte) error {
 
 // recordStart appends this start to dir/starts.log, creating dir.
 func recordStart(dir, hostname string, now time.Time) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err
 	}
 	line := fmt.Sprintf("start %s %s\n", now.Format(time.RFC3339Nano), hostname)
@@ -164,7 +164,8 @@ func run() int {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return fail("PORTS %q: %q is not a port", ports, p)
 		}
-		ln, err := net.Listen("tcp", ":"+p) // every interface, IPv4 and IPv6
+		var lc net.ListenConfig
+		ln, err := lc.Listen(context.Background(), "tcp", ":"+p) // every interface, IPv4 and IPv6
 		if err != nil {
 			return fail("listen: %v", err)
 		}

@@ -46,7 +46,11 @@ func TestRoot(t *testing.T) {
 			t.Errorf("environment not sorted: %q before %q", env[i-1], env[i])
 		}
 	}
-	if got, want := s.log.(*bytes.Buffer).String(), "echo: GET / from 192.0.2.1:1234\n"; got != want {
+	buf, ok := s.log.(*bytes.Buffer)
+	if !ok {
+		t.Fatalf("log is a %T, want the test's buffer", s.log)
+	}
+	if got, want := buf.String(), "echo: GET / from 192.0.2.1:1234\n"; got != want {
 		t.Errorf("log = %q, want %q", got, want)
 	}
 }
