@@ -65,6 +65,20 @@ func startDev(t *testing.T, args ...string) string {
 	return out.String()
 }
 
+// devKube is a client of the cluster of the berth dev running on home.
+func devKube(t *testing.T, home string) kubernetes.Interface {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(home, "cluster", "berth.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
 // TestTenantJourney is the capstone: `berth dev` and a tenant's whole journey through
 // the CLI and the public APIs (the ledger, the provider's gateway, the Kubernetes
 // API): deploy → bid → lease → manifest → pods Running → ready → logs → a shell
@@ -82,14 +96,7 @@ func TestTenantJourney(t *testing.T) {
 		}
 	}
 	cli, must := cliWith(t, "--home", home)
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(home, "cluster", "berth.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := devKube(t, home)
 	ctx := t.Context()
 
 	// Deploy: deployment, bid, lease, manifest, until ready.

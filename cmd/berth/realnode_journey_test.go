@@ -17,8 +17,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -51,14 +49,7 @@ func TestRealNodeJourney(t *testing.T) {
 	}
 	ingress := routes[1]
 	cli, must := cliWith(t, "--home", home)
-	rc, err := clientcmd.BuildConfigFromFlags("", filepath.Join(home, "cluster", "berth.kubeconfig"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := devKube(t, home)
 	ctx := t.Context()
 
 	sdlFile := filepath.Join("..", "..", "examples", "echo.yaml")
