@@ -281,8 +281,8 @@ func (r *devRun) startLedger() error {
 }
 
 // startCluster starts the control plane with the simulated nodes (or the real one and
-// its ingress controller), the volume provisioner, and MetalLB with a TEST-NET-1 pool
-// (restarted should it exit).
+// its ingress controller), the volume provisioner, and MetalLB with its pool in a
+// documentation range (devPoolRange; restarted should it exit).
 func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	ctx, log := r.ctx, r.log
 	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(r.cfg.Home, "cluster")))

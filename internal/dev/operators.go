@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"time"
@@ -148,8 +147,7 @@ func devPoolRange(realNode bool) (string, error) {
 	}
 	var whys []string
 	for _, p := range localenv.TestNets {
-		_, n, _ := net.ParseCIDR(p.String())
-		err := localenv.CheckRangeUnused(n, "")
+		err := localenv.CheckRangeUnused(p, "")
 		if err == nil {
 			return p.String(), nil
 		}

@@ -1,8 +1,6 @@
 package localenv
 
 import (
-	"errors"
-	"os"
 	"strings"
 	"testing"
 )
@@ -11,12 +9,7 @@ import (
 // shows its progress, and returns the directory FindBinaries finds.
 func TestBuildBinariesReuses(t *testing.T) {
 	want, err := FindBinaries(t.Context())
-	if err != nil {
-		if errors.Is(err, ErrMissingDependency) && os.Getenv("CI") != "true" {
-			t.Skipf("skipping: %v (with CI=true this fails)", err)
-		}
-		t.Fatal(err)
-	}
+	requireDep(t, err)
 	t.Setenv(BinDirEnv, "") // as berth dev calls it: from the source tree's script
 	var progress strings.Builder
 	got, err := BuildBinaries(t.Context(), &progress)

@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
+	"math/bits"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +29,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"berth.dev/berth/internal/wait"
 )
 
 // This file: a real node beside kwok's simulated ones. containerd (with runc and
@@ -121,7 +127,7 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	if len(opts.Bridge) > 15 {
 		return nil, fmt.Errorf("real node: bridge name %q is longer than 15 characters", opts.Bridge)
 	}
-	_, podNet, err := net.ParseCIDR(opts.PodCIDR)
+	podNet, err := netip.ParsePrefix(opts.PodCIDR)
 	if err != nil {
 		return nil, fmt.Errorf("real node: pod CIDR %q: %w", opts.PodCIDR, err)
 	}
@@ -169,7 +175,7 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	for _, step := range []func(context.Context) error{
 		n.startContainerd,
 		func(ctx context.Context) error {
-			return n.importImages(ctx, append([]Image{PauseImage(PauseImageRef, opts.ImagesDir)}, opts.Images...)...)
+			return n.ImportImages(ctx, append([]Image{PauseImage(PauseImageRef, opts.ImagesDir)}, opts.Images...)...)
 		},
 		func(ctx context.Context) error { return n.startKubelet(ctx, np) },
 		func(ctx context.Context) error { return n.startKubeProxy(ctx, np) },
@@ -222,29 +228,26 @@ func lockRealNode(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("real node lock: %w", err)
 	}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
+	err = wait.Until(ctx, 200*time.Millisecond, func(context.Context) error {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() { _ = f.Close() }, nil
+		if err != nil && !errors.Is(err, syscall.EWOULDBLOCK) {
+			return wait.Abort(fmt.Errorf("real node lock %s: %w", realNodeLock, err))
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("real node lock %s: %w", realNodeLock, err)
+		return err
+	})
+	if err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("waiting for another real node on this machine to stop (%s): %w", realNodeLock, err)
 		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("waiting for another real node on this machine to stop (%s): %w", realNodeLock, ctx.Err())
-		case <-t.C:
-		}
+		return nil, err
 	}
+	return func() { _ = f.Close() }, nil
 }
 
 // CheckRangeUnused refuses a range that overlaps an address or a route of this machine
 // (but for those of the interface named ignore, if any).
-func CheckRangeUnused(podNet *net.IPNet, ignore string) error {
+func CheckRangeUnused(r netip.Prefix, ignore string) error {
 	ifaces, err := net.Interfaces()
 	if err != nil {
 		return fmt.Errorf("list interfaces: %w", err)
@@ -258,8 +261,8 @@ func CheckRangeUnused(podNet *net.IPNet, ignore string) error {
 			continue
 		}
 		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && (podNet.Contains(ipn.IP) || ipn.Contains(podNet.IP)) {
-				return fmt.Errorf("%s overlaps %s on %s, an address this machine uses; choose another range", podNet, ipn, ifc.Name)
+			if p, err := netip.ParsePrefix(a.String()); err == nil && p.Overlaps(r) {
+				return fmt.Errorf("%s overlaps %s on %s, an address this machine uses; choose another range", r, p, ifc.Name)
 			}
 		}
 	}
@@ -269,6 +272,8 @@ func CheckRangeUnused(podNet *net.IPNet, ignore string) error {
 	}
 	sc := bufio.NewScanner(bytes.NewReader(routes))
 	for sc.Scan() {
+		// Iface Destination Gateway Flags RefCnt Use Metric Mask …, addresses in hex,
+		// in the kernel's (little-endian) byte order.
 		f := strings.Fields(sc.Text())
 		if len(f) < 8 || f[0] == "Iface" || f[0] == ignore {
 			continue
@@ -278,12 +283,11 @@ func CheckRangeUnused(podNet *net.IPNet, ignore string) error {
 		if err1 != nil || err2 != nil || mask == 0 {
 			continue // the default route overlaps everything; it is not a use of the range
 		}
-		le := func(v uint64) net.IP {
-			return net.IPv4(byte(v&0xff), byte(v>>8&0xff), byte(v>>16&0xff), byte(v>>24&0xff))
-		}
-		rn := &net.IPNet{IP: le(dst).To4(), Mask: net.IPMask(le(mask).To4())}
-		if rn.Contains(podNet.IP) || podNet.Contains(rn.IP) {
-			return fmt.Errorf("%s overlaps the route to %s via %s; choose another range", podNet, rn, f[0])
+		var d [4]byte
+		binary.LittleEndian.PutUint32(d[:], uint32(dst))
+		rn := netip.PrefixFrom(netip.AddrFrom4(d), bits.OnesCount32(uint32(mask)))
+		if rn.Overlaps(r) {
+			return fmt.Errorf("%s overlaps the route to %s via %s; choose another range", r, rn, f[0])
 		}
 	}
 	return nil
@@ -323,10 +327,6 @@ func (n *RealNode) startContainerd(ctx context.Context) error {
 // ImportImages imports images into the node's containerd, where the kubelet finds
 // them (a pod's image pull policy must not be Always: nothing is pulled).
 func (n *RealNode) ImportImages(ctx context.Context, images ...Image) error {
-	return n.importImages(ctx, images...)
-}
-
-func (n *RealNode) importImages(ctx context.Context, images ...Image) error {
 	for i := range images {
 		img := &images[i]
 		pr, pw := io.Pipe()
@@ -496,27 +496,35 @@ func (n *RealNode) runQuiet(ctx context.Context, bin string, args ...string) {
 }
 
 // killShims kills the containerd shims serving the containerd at socket (they outlive
-// it by design) and their process groups.
+// it by design).
 func killShims(socket string) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if !strings.Contains(filepath.Base(args[0]), "containerd-shim") {
-			continue
-		}
-		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == socket {
+	for pid, args := range processes() {
+		i := slices.Index(args, "-address")
+		if strings.Contains(filepath.Base(args[0]), "containerd-shim") && i >= 0 && i+1 < len(args) && args[i+1] == socket {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// processes yields this machine's processes: their IDs and command lines (argv).
+func processes() iter.Seq2[int, []string] {
+	return func(yield func(int, []string) bool) {
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if err != nil || len(cmdline) == 0 {
+				continue
+			}
+			if !yield(pid, strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")) {
+				return
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -24,9 +25,9 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 )
 
-// requireReal ends the test when err is a missing dependency (skipped, failed with
+// requireDep ends the test when err is a missing dependency (skipped, failed with
 // CI=true) or any other error (failed).
-func requireReal(t *testing.T, err error) {
+func requireDep(t *testing.T, err error) {
 	t.Helper()
 	if err == nil {
 		return
@@ -43,10 +44,10 @@ func requireReal(t *testing.T, err error) {
 // exec runs inside it, and Stop leaves nothing behind on this machine.
 func TestRealNode(t *testing.T) {
 	bin, err := FindBinaries(t.Context())
-	requireReal(t, err)
-	requireReal(t, CheckRealNodeHost(bin))
+	requireDep(t, err)
+	requireDep(t, CheckRealNodeHost(bin))
 	images, err := FindImages(t.Context())
-	requireReal(t, err)
+	requireDep(t, err)
 
 	var logs syncBuffer
 	cp, err := StartControlPlane(t.Context(), ControlPlaneOptions{BinDir: bin,
@@ -187,17 +188,24 @@ func TestRealNode(t *testing.T) {
 	}
 }
 
+// TestCheckRangeUnused: a range overlapping an address of this machine is refused,
+// naming the interface, unless that interface is the one to ignore.
+func TestCheckRangeUnused(t *testing.T) {
+	lo := netip.MustParsePrefix("127.64.0.0/16")
+	if err := CheckRangeUnused(lo, ""); err == nil || !strings.Contains(err.Error(), "on lo") {
+		t.Errorf("CheckRangeUnused(%s) = %v, want it refused for lo's 127.0.0.1/8", lo, err)
+	}
+	if err := CheckRangeUnused(lo, "lo"); err != nil {
+		t.Errorf("CheckRangeUnused(%s, ignoring lo) = %v", lo, err)
+	}
+}
+
 // leftovers lists what a stopped real node should have removed but did not.
 func leftovers(dir, bridge, podCIDR string) []string {
 	var left []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		if s := strings.ReplaceAll(string(cmdline), "\x00", " "); strings.Contains(s, dir) {
-			left = append(left, "process "+e.Name()+": "+s)
+	for pid, args := range processes() {
+		if s := strings.Join(args, " "); strings.Contains(s, dir) {
+			left = append(left, fmt.Sprintf("process %d: %s", pid, s))
 		}
 	}
 	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {

@@ -2,9 +2,7 @@ package localenv
 
 import (
 	"bytes"
-	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -160,12 +158,7 @@ func TestSupervisorFailsOnEtcd(t *testing.T) {
 // gone, turns Ready and schedulable again — and simulates nodes added afterwards.
 func TestControlPlaneRestartsKwok(t *testing.T) {
 	bin, err := FindBinaries(t.Context())
-	if err != nil {
-		if errors.Is(err, ErrMissingDependency) && os.Getenv("CI") != "true" {
-			t.Skipf("skipping: %v (with CI=true this fails)", err)
-		}
-		t.Fatal(err)
-	}
+	requireDep(t, err)
 	var logs syncBuffer
 	cp, err := StartControlPlane(t.Context(), ControlPlaneOptions{BinDir: bin,
 		Logger:  slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
