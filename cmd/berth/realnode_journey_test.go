@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,6 +88,18 @@ func TestRealNodeJourney(t *testing.T) {
 	answer("echo.example.test", "GREETING=hello from a real container")
 	pod := strings.TrimPrefix(strings.SplitN(first, "\n", 2)[0], "hostname: ")
 
+	// The ingress controller killed: berth dev restarts it at the same address. containerd
+	// killed: restarted, the container still runs and answers, and the node still execs
+	// in it (below).
+	for _, p := range []struct{ name, arg string }{
+		{"traefik", "--entryPoints.web.address=" + ingress},
+		{"containerd", filepath.Join(home, "cluster")},
+	} {
+		killed := killProcess(t, p.name, p.arg)
+		answer(providerHost, "GREETING=hello from a real container")
+		t.Logf("%s (pid %d) killed: answering again", p.name, killed)
+	}
+
 	// Its stdout, through the kubelet, is the lease's log.
 	testenv.EventuallyNoError(t, 30*time.Second, "the request in the lease's logs", func() error {
 		logs, err := cli("tenant", "lease", "logs", dseq, "--tail", "20")
@@ -142,6 +155,25 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// killProcess SIGKILLs the one process whose program is name and whose command line
+// holds arg, and returns its ID.
+func killProcess(t *testing.T, name, arg string) int {
+	t.Helper()
+	var pids []int
+	for pid, args := range localenv.Processes() {
+		if filepath.Base(args[0]) == name && strings.Contains(strings.Join(args, " "), arg) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("%d %s processes with %q in their command line, want 1", len(pids), name, arg)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	return pids[0]
 }
 
 // getHost GETs / from the ingress controller at addr for host.

@@ -316,22 +316,30 @@ func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	if r.pool, err = devPoolRange(r.cfg.RealNode); err != nil {
 		return err
 	}
-	lb, err := startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir, r.pool)
+	startLB := func(ctx context.Context) (*localenv.MetalLB, error) {
+		return startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir, r.pool)
+	}
+	lb, err := startLB(ctx)
 	if err != nil {
 		return err
 	}
-	lbCtx, stopLB := context.WithCancel(context.WithoutCancel(ctx))
-	lbDone := make(chan struct{})
+	supervise(r, "MetalLB's controller", lb, startLB)
+	return nil
+}
+
+// supervise keeps p running until stop (superviseProcess), restarted with start.
+func supervise[P hostProcess](r *devRun, what string, p P, start func(context.Context) (P, error)) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
+	done := make(chan struct{})
 	go func() {
-		defer close(lbDone)
-		superviseMetalLB(lbCtx, lb, lbBin, r.kubeconfig, lbDir, r.pool, log)
+		defer close(done)
+		superviseProcess(ctx, what, p, start, r.log)
 	}()
 	r.onStop(func() error {
-		stopLB()
-		<-lbDone
+		cancel()
+		<-done
 		return nil
 	})
-	return nil
 }
 
 // startProcesses runs the provider and the operators as processes of their own over
@@ -471,15 +479,20 @@ func (r *devRun) startRealNode(tools realTools) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("ingress controller: %w", err)
 	}
-	ing, err := localenv.StartIngressController(ctx, localenv.IngressControllerOptions{
+	opts := localenv.IngressControllerOptions{
 		Kubeconfig: r.kubeconfig, Dir: dir, BinDir: tools.ingress,
 		IngressClass: hostname.DefaultConfig().Ingress.Class,
-	})
+	}
+	ing, err := localenv.StartIngressController(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("start the ingress controller: %w", err)
 	}
 	r.ingress = ing
-	r.onStop(func() error { ing.Stop(); return nil })
+	// Restarted at the addresses the banner gave.
+	opts.HTTPPort, opts.HTTPSPort = ing.HTTPPort, ing.HTTPSPort
+	supervise(r, "the ingress controller", ing, func(ctx context.Context) (*localenv.IngressController, error) {
+		return localenv.StartIngressController(ctx, opts)
+	})
 	return nil
 }
 

@@ -178,31 +178,40 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string) 
 	return m, nil
 }
 
-// superviseMetalLB restarts MetalLB's controller when it exits by itself (logged with
-// its last lines), after 1 s doubling to 30 s, until ctx ends; it stops it then.
-func superviseMetalLB(ctx context.Context, m *localenv.MetalLB, binDir, kubeconfig, dir, pool string, log *slog.Logger) {
+// hostProcess is a process berth dev runs beside the cluster: MetalLB's controller,
+// the ingress controller.
+type hostProcess interface {
+	Done() <-chan struct{}
+	Err() error
+	Stop()
+}
+
+// superviseProcess restarts p (what it is, for the log) with start when it exits by
+// itself (logged with its last lines), after 1 s doubling to 30 s, until ctx ends; it
+// stops it then.
+func superviseProcess[P hostProcess](ctx context.Context, what string, p P, start func(context.Context) (P, error), log *slog.Logger) {
 	backoff := time.Second
 	for {
 		select {
 		case <-ctx.Done():
-			m.Stop()
+			p.Stop()
 			return
-		case <-m.Done():
+		case <-p.Done():
 		}
-		log.ErrorContext(ctx, "MetalLB's controller exited; restarting it", slog.Any("error", m.Err()), slog.Duration("in", backoff))
+		log.ErrorContext(ctx, "process exited; restarting it", slog.String("process", what), slog.Any("error", p.Err()), slog.Duration("in", backoff))
 		if !wait.Sleep(ctx, backoff) {
 			return
 		}
 		backoff = min(2*backoff, 30*time.Second)
-		next, err := startDevMetalLB(ctx, binDir, kubeconfig, dir, pool)
+		next, err := start(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			log.ErrorContext(ctx, "restarting MetalLB's controller", slog.Any("error", err))
-			continue // m is still the exited one: its Done is closed, the loop waits again
+			log.ErrorContext(ctx, "restart process", slog.String("process", what), slog.Any("error", err))
+			continue // p is still the exited one: its Done is closed, the loop waits again
 		}
-		m = next
+		p = next
 	}
 }
 

@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -80,6 +81,9 @@ type IngressControllerOptions struct {
 	// GatewayClassLabel). The controller serves a Gateway listener whose port is its
 	// HTTPPort (or, with TLS certificateRefs, its HTTPSPort).
 	GatewayClass string
+	// HTTPPort and HTTPSPort, when set, are the entry points' loopback ports (a
+	// restarted controller keeps the addresses it was announced at); 0: free ports.
+	HTTPPort, HTTPSPort int
 	// StartTimeout bounds the start-up (default 1 minute).
 	StartTimeout time.Duration
 }
@@ -146,10 +150,8 @@ func startIngressController(ctx context.Context, opts IngressControllerOptions) 
 	if err != nil {
 		return nil, err
 	}
-	c := &IngressController{
-		HTTPAddr: hostPort(ports[0]), HTTPSAddr: hostPort(ports[1]),
-		HTTPPort: ports[0], HTTPSPort: ports[1],
-	}
+	c := &IngressController{HTTPPort: cmp.Or(opts.HTTPPort, ports[0]), HTTPSPort: cmp.Or(opts.HTTPSPort, ports[1])}
+	c.HTTPAddr, c.HTTPSAddr = hostPort(c.HTTPPort), hostPort(c.HTTPSPort)
 	pingAddr := hostPort(ports[2])
 	args := []string{
 		// Nothing leaves this machine: no version check, no usage report.
@@ -203,6 +205,9 @@ func (c *IngressController) Err() error {
 	}
 	return nil
 }
+
+// Done is closed when the controller has exited (Err says how, if by itself).
+func (c *IngressController) Done() <-chan struct{} { return c.proc.done }
 
 // Stop ends the controller and waits for it. It is idempotent.
 func (c *IngressController) Stop() {

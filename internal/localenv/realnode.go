@@ -498,7 +498,7 @@ func (n *RealNode) runQuiet(ctx context.Context, bin string, args ...string) {
 // killShims kills the containerd shims serving the containerd at socket (they outlive
 // it by design).
 func killShims(socket string) {
-	for pid, args := range processes() {
+	for pid, args := range Processes() {
 		i := slices.Index(args, "-address")
 		if strings.Contains(filepath.Base(args[0]), "containerd-shim") && i >= 0 && i+1 < len(args) && args[i+1] == socket {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -506,8 +506,8 @@ func killShims(socket string) {
 	}
 }
 
-// processes yields this machine's processes: their IDs and command lines (argv).
-func processes() iter.Seq2[int, []string] {
+// Processes yields this machine's processes: their IDs and command lines (argv).
+func Processes() iter.Seq2[int, []string] {
 	return func(yield func(int, []string) bool) {
 		entries, err := os.ReadDir("/proc")
 		if err != nil {

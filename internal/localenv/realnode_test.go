@@ -203,7 +203,7 @@ func TestCheckRangeUnused(t *testing.T) {
 // leftovers lists what a stopped real node should have removed but did not.
 func leftovers(dir, bridge, podCIDR string) []string {
 	var left []string
-	for pid, args := range processes() {
+	for pid, args := range Processes() {
 		if s := strings.Join(args, " "); strings.Contains(s, dir) {
 			left = append(left, fmt.Sprintf("process %d: %s", pid, s))
 		}
