@@ -57,6 +57,9 @@ type BerthLeaseStatus struct {
 	// LeasedIPs say how each of the lease's ports on leased IPs stands (the IP
 	// operator's report); ips, Akash's, lists those with an address.
 	LeasedIPs []LeasedIPStatus `json:"leased_ips,omitempty"`
+	// IngressHTTPPort is the port the provider's HTTP ingress answers its services'
+	// URIs on when it is not 80 (a local cluster's ingress on a loopback port).
+	IngressHTTPPort int `json:"ingress_http_port,omitempty"`
 }
 
 // LeasedIPStatus is one port of a lease on a leased IP: its address once assigned,

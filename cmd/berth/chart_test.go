@@ -175,6 +175,7 @@ var providerChanges = map[string]change{
 	"cluster.gpu_runtime_class":             {value: "nvidia"},
 	"cluster.ingress_namespace":             {value: "ingress"},
 	"cluster.ingress_domain":                {value: "ingress.example.com"},
+	"cluster.ingress_http_port":             {value: 8080},
 	"cluster.egress_deny":                   {value: []any{"10.0.0.0/8"}},
 	"cluster.orphan_interval":               {value: "5m"},
 	"cluster.failed_pod_ttl":                {value: "1h"},

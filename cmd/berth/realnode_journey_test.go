@@ -66,6 +66,11 @@ func TestRealNodeJourney(t *testing.T) {
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	ns := kube.LeaseNamespace(lease)
 	providerHost := cluster.IngressHost(lease, "echo", dev.IngressDomain)
+	// The lease status gives the ingress's port, which tenant deploy adds to its URLs.
+	_, port, _ := strings.Cut(ingress, ":")
+	if got := res.Leases[0].Status.Berth.IngressHTTPPort; strconv.Itoa(got) != port {
+		t.Errorf("lease status ingress_http_port = %d, want the ingress controller's %s", got, port)
+	}
 
 	// The container's own answer, through Traefik, by either hostname.
 	answer := func(host, want string) string {
@@ -199,4 +204,16 @@ func getHost(ctx context.Context, addr, host string) (string, error) {
 		return "", fmt.Errorf("GET / for %s: %s: %s", host, resp.Status, b)
 	}
 	return string(b), nil
+}
+
+// TestServiceURL: a URI's URL names the ingress's port unless it is HTTP's own.
+func TestServiceURL(t *testing.T) {
+	for _, tc := range []struct {
+		port int
+		want string
+	}{{0, "http://a.example.test"}, {80, "http://a.example.test"}, {33797, "http://a.example.test:33797"}} {
+		if got := serviceURL("a.example.test", tc.port); got != tc.want {
+			t.Errorf("serviceURL(a.example.test, %d) = %q, want %q", tc.port, got, tc.want)
+		}
+	}
 }

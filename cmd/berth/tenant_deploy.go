@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -500,6 +502,14 @@ func sortedLeases[T any](m map[market.LeaseID]T) []market.LeaseID {
 	return ids
 }
 
+// serviceURL is the URL of a service's URI on an ingress answering on port (0: 80).
+func serviceURL(uri string, port int) string {
+	if port == 0 || port == 80 {
+		return "http://" + uri
+	}
+	return "http://" + net.JoinHostPort(uri, strconv.Itoa(port))
+}
+
 // report prints the ready deployment: per lease its price, services' URIs and
 // forwarded ports, and what to run next.
 func (d *deployer) report(ids []market.LeaseID, bids map[market.OrderID][]ledger.Bid, statuses map[market.LeaseID]api.LeaseStatus) error {
@@ -524,7 +534,7 @@ func (d *deployer) report(ids []market.LeaseID, bids map[market.OrderID][]ledger
 			s := l.Status.Services[n]
 			fmt.Fprintf(&b, "    %-12s %d/%d ready", n, s.ReadyReplicas, s.Total)
 			for _, u := range s.URIs {
-				fmt.Fprintf(&b, "  http://%s", u)
+				fmt.Fprintf(&b, "  %s", serviceURL(u, l.Status.Berth.IngressHTTPPort))
 			}
 			for _, p := range l.Status.ForwardedPorts[n] {
 				fmt.Fprintf(&b, "  %s:%d → %d/%s", p.Host, p.ExternalPort, p.Port, p.Proto)

@@ -103,7 +103,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	if err != nil {
 		return nil, err
 	}
-	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, IngressDomain: cfg.Cluster.IngressDomain, Version: version, Certificate: getCert},
+	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, IngressDomain: cfg.Cluster.IngressDomain, IngressHTTPPort: cfg.Cluster.IngressHTTPPort, Version: version, Certificate: getCert},
 		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: streams,
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg, Decisions: p.engine.History()}, p.log); err != nil {
 		return nil, err

@@ -134,6 +134,10 @@ type ClusterConfig struct {
 	// do (--deployment-ingress-domain with static hosts); point a wildcard DNS record
 	// for it at the ingress. Tenants may not name hosts under it.
 	IngressDomain string `yaml:"ingress_domain"`
+	// IngressHTTPPort is the port the ingress answers the services' hostnames on
+	// when it is not 80 (0: 80); lease status tells tenants, whose tools add it to
+	// the URIs. berth dev sets it to its ingress controller's loopback port.
+	IngressHTTPPort int `yaml:"ingress_http_port"`
 	// EgressDeny lists CIDRs tenants may not reach (empty: the private ranges).
 	EgressDeny []string `yaml:"egress_deny"`
 	// OrphanInterval is how often lease namespaces are checked against the ledger;
@@ -417,6 +421,9 @@ func (c *ProviderConfig) Validate() error {
 	}
 	if _, err := c.balance("validating"); err != nil {
 		return err
+	}
+	if p := c.Cluster.IngressHTTPPort; p < 0 || p > 65535 {
+		return fmt.Errorf("cluster.ingress_http_port %d: not a port (0 for the standard 80)", p)
 	}
 	if d := c.Cluster.IngressDomain; d != "" && !market.ValidHostname(d) {
 		return fmt.Errorf("cluster.ingress_domain %q: not a lowercase DNS name (like ingress.example.com)", d)

@@ -26,6 +26,7 @@ var devOwnedKeys = []struct{ key, why string }{
 	{"log_level", "berth dev logs everything it runs at info level on standard error"},
 	{"gateway.listen", "berth dev's gateway listens on 127.0.0.1, on a port chosen at each start"},
 	{"gateway.grpc_listen", "berth dev's gRPC gateway listens on 127.0.0.1, on a port chosen at each start"},
+	{"cluster.ingress_http_port", "berth dev sets it to its ingress controller's loopback port (--real-node), chosen at each start"},
 	{"cluster.install_crds", "the dev cluster is new at each start: berth dev's provider always installs berth's CRDs"},
 	{"inventory.operator", "berth dev's provider bids on the report of the inventory operator berth dev runs (Inventory " + InventoryName + ")"},
 	{"inventory.storage", "berth dev's inventory operator sizes the dev storage classes (beta1–beta3, 1Ti each)"},

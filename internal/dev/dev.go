@@ -198,6 +198,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if cfg.Redis {
 		startProvider = r.startProcesses
 	}
+	if r.ingress != nil {
+		pc.Cluster.IngressHTTPPort = r.ingress.HTTPPort
+	}
 	client, err := startProvider(pc, &banner)
 	if err != nil || ctx.Err() != nil {
 		return err

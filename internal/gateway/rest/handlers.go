@@ -179,7 +179,9 @@ func (s *Server) leaseStatus(w http.ResponseWriter, r *http.Request, id market.L
 	}
 	st, _ := s.deps.Statuses.Status(id)
 	dep, _ := s.deps.Deployments.State(id)
-	httpjson.Write(w, http.StatusOK, leaseStatusOf(&g, st, dep, s.deps.Deployments.Routes(id), s.cfg.PublicHostname))
+	out := leaseStatusOf(&g, st, dep, s.deps.Deployments.Routes(id), s.cfg.PublicHostname)
+	out.Berth.IngressHTTPPort = s.cfg.IngressHTTPPort
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market.LeaseID) {

@@ -77,6 +77,9 @@ type Config struct {
 	// IngressDomain is where the provider names services' HTTP ports (its hostnames
 	// are left out of the manifest a tenant reads back).
 	IngressDomain string
+	// IngressHTTPPort is the port the HTTP ingress answers services' URIs on, when not
+	// 80 (lease status says it: BerthLeaseStatus.IngressHTTPPort).
+	IngressHTTPPort int
 	// Version is GET /version's answer.
 	Version Version
 	// Certificate serves the provider's certificate (tls.Config.GetCertificate).
