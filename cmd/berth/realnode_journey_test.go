@@ -18,6 +18,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -73,11 +74,11 @@ func TestRealNodeJourney(t *testing.T) {
 	}
 
 	// The container's own answer, through Traefik, by either hostname.
-	answer := func(host, want string) string {
+	answer := func(host, path, want string) string {
 		t.Helper()
 		var body string
-		testenv.EventuallyNoError(t, time.Minute, host+" answering with "+want, func() error {
-			b, err := getHost(ctx, ingress, host)
+		testenv.EventuallyNoError(t, time.Minute, host+path+" answering with "+want, func() error {
+			b, err := askHost(ctx, ingress, host, http.MethodGet, path, "")
 			if err != nil {
 				return err
 			}
@@ -89,8 +90,8 @@ func TestRealNodeJourney(t *testing.T) {
 		})
 		return body
 	}
-	first := answer(providerHost, "GREETING=hello from a real container")
-	answer("echo.example.test", "GREETING=hello from a real container")
+	first := answer(providerHost, "/", "GREETING=hello from a real container")
+	answer("echo.example.test", "/", "GREETING=hello from a real container")
 	pod := strings.TrimPrefix(strings.SplitN(first, "\n", 2)[0], "hostname: ")
 
 	// The ingress controller killed: berth dev restarts it at the same address. containerd
@@ -101,7 +102,7 @@ func TestRealNodeJourney(t *testing.T) {
 		{"containerd", filepath.Join(home, "cluster")},
 	} {
 		killed := killProcess(t, p.name, p.arg)
-		answer(providerHost, "GREETING=hello from a real container")
+		answer(providerHost, "/", "GREETING=hello from a real container")
 		t.Logf("%s (pid %d) killed: answering again", p.name, killed)
 	}
 
@@ -139,16 +140,12 @@ func TestRealNodeJourney(t *testing.T) {
 		t.Fatal(err)
 	}
 	must("tenant", "deployment", "update", updatedFile, dseq)
-	if second := answer(providerHost, "GREETING=updated in place"); strings.Contains(second, "hostname: "+pod+"\n") {
+	if second := answer(providerHost, "/", "GREETING=updated in place"); strings.Contains(second, "hostname: "+pod+"\n") {
 		t.Errorf("the update answered from the old pod %s", pod)
 	}
 
 	// Close: the namespace goes, and with it the containers.
-	must("tenant", "close", dseq)
-	testenv.Eventually(t, 2*time.Minute, "the lease's namespace is gone", func() bool {
-		_, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err)
-	})
+	closeLease(t, must, cs, dseq, ns)
 	testenv.EventuallyNoError(t, time.Minute, "the lease's containers gone", func() error {
 		out, err := exec.CommandContext(ctx, "ctr", "--address", socket[1], "-n", "k8s.io", "containers", "ls", "-q",
 			fmt.Sprintf(`labels."io.kubernetes.pod.namespace"==%s`, ns)).CombinedOutput()
@@ -159,6 +156,80 @@ func TestRealNodeJourney(t *testing.T) {
 			return fmt.Errorf("containers of %s remain: %s", ns, s)
 		}
 		return nil
+	})
+
+	// A persistent volume keeps the service's data across a restart of its pod and a
+	// manifest update; close deletes it, data and all.
+	dataFile := filepath.Join("..", "..", "examples", "echo-data.yaml")
+	out, progress, err = runSplit(t, "tenant", "deploy", dataFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy %s: %v\n%s%s", dataFile, err, progress, out)
+	}
+	var dataRes deployResult
+	if err := json.Unmarshal([]byte(out), &dataRes); err != nil || len(dataRes.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	dataLease := dataRes.Leases[0].ID
+	dataDSeq, dataNS := strconv.FormatUint(dataRes.DSeq, 10), kube.LeaseNamespace(dataLease)
+	dataHost := cluster.IngressHost(dataLease, "echo", dev.IngressDomain)
+	answer(dataHost, "/data", "start ")
+	if _, err := askHost(ctx, ingress, dataHost, http.MethodPost, "/data", "a note kept on the volume"); err != nil {
+		t.Fatal(err)
+	}
+	// dataAfter waits for /data to show the note and n starts of the container: the
+	// replaced pod answers until it has stopped.
+	dataAfter := func(n int, when string) {
+		t.Helper()
+		testenv.EventuallyNoError(t, time.Minute, fmt.Sprintf("/data with the note and %d starts %s", n, when), func() error {
+			body, err := askHost(ctx, ingress, dataHost, http.MethodGet, "/data", "")
+			if err != nil {
+				return err
+			}
+			if got := strings.Count("\n"+body, "\nstart "); got != n || !strings.Contains(body, "a note kept on the volume") {
+				return fmt.Errorf("/data shows %d start(s), want %d, and the note:\n%s", got, n, body)
+			}
+			return nil
+		})
+	}
+	pods, err := cs.CoreV1().Pods(dataNS).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods of %s: %v (%d)", dataNS, err, len(pods.Items))
+	}
+	if err := cs.CoreV1().Pods(dataNS).Delete(ctx, pods.Items[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dataAfter(2, "after the pod's restart")
+	dataSDL, err := os.ReadFile(dataFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	updatedData := filepath.Join(t.TempDir(), "echo-data-updated.yaml")
+	if err := os.WriteFile(updatedData, []byte(strings.Replace(string(dataSDL), "- DATA_DIR=/data", "- DATA_DIR=/data\n      - UPDATED=yes", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must("tenant", "deployment", "update", updatedData, dataDSeq)
+	answer(dataHost, "/", "UPDATED=yes")
+	dataAfter(3, "after the manifest update")
+	closeLease(t, must, cs, dataDSeq, dataNS)
+	testenv.EventuallyNoError(t, time.Minute, "the volume's data removed", func() error {
+		left, err := filepath.Glob(filepath.Join(home, "cluster", "volumes", "pvc-*"))
+		if err != nil {
+			return err
+		}
+		if len(left) > 0 {
+			return fmt.Errorf("volumes left: %v", left)
+		}
+		return nil
+	})
+}
+
+// closeLease closes the deployment dseq and waits for its namespace to go.
+func closeLease(t *testing.T, must func(...string) string, cs kubernetes.Interface, dseq, ns string) {
+	t.Helper()
+	must("tenant", "close", dseq)
+	testenv.Eventually(t, 2*time.Minute, "namespace "+ns+" gone", func() bool {
+		_, err := cs.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
 	})
 }
 
@@ -181,11 +252,12 @@ func killProcess(t *testing.T, name, arg string) int {
 	return pids[0]
 }
 
-// getHost GETs / from the ingress controller at addr for host.
-func getHost(ctx context.Context, addr, host string) (string, error) {
+// askHost sends method path (with body, if any) to the ingress controller at addr for
+// host, and returns the answer of a 200.
+func askHost(ctx context.Context, addr, host, method, path, body string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", http.NoBody)
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(body))
 	if err != nil {
 		return "", err
 	}
@@ -201,7 +273,7 @@ func getHost(ctx context.Context, addr, host string) (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET / for %s: %s: %s", host, resp.Status, b)
+		return "", fmt.Errorf("%s %s for %s: %s: %s", method, path, host, resp.Status, b)
 	}
 	return string(b), nil
 }

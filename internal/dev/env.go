@@ -383,7 +383,12 @@ func printDevBanner(out io.Writer, d devBanner) {
 		}
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
+	if d.realNode != nil {
+		fmt.Fprintf(&b, "  storage       classes %s (directories in %s, kept across restarts)\n",
+			strings.Join(localenv.DevStorageClasses, ", "), filepath.Join(d.cp.Dir, "volumes"))
+	} else {
+		fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
+	}
 	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
 	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
 	if d.cfg.ProviderConfig != "" {

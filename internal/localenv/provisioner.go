@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -26,11 +27,12 @@ const DevProvisionerName = "dev.berth.dev/simulated"
 // persistent storage class names).
 var DevStorageClasses = []string{"beta1", "beta2", "beta3"}
 
-// Provisioner provisions the simulated cluster's persistent volumes: kwok runs no
-// storage driver, so a claim of one of its storage classes gets a PersistentVolume of
-// the size asked, bound to it (the controller manager completes the binding), and a
-// released volume is deleted. The volumes are host paths that are never mounted:
-// kwok's pods run nothing.
+// Provisioner provisions the local cluster's persistent volumes: a claim of one of its
+// storage classes gets a PersistentVolume of the size asked, bound to it (the
+// controller manager completes the binding), and a released volume is deleted with its
+// data. The volumes are directories under the provisioner's own, made by the kubelet
+// when a pod first mounts them: on a real node (RealNode) they keep a pod's data across
+// its restarts; kwok's pods mount nothing. Their size is not enforced.
 type Provisioner struct {
 	cs      kubernetes.Interface
 	dir     string
@@ -44,7 +46,7 @@ type Provisioner struct {
 }
 
 // StartProvisioner creates the storage classes (when missing) and starts provisioning
-// for them until Stop. dir names the volumes' (unused) host paths.
+// for them until Stop. dir holds the volumes' directories.
 func StartProvisioner(ctx context.Context, cs kubernetes.Interface, classes []string, dir string, log *slog.Logger) (*Provisioner, error) {
 	immediate := storagev1.VolumeBindingImmediate
 	reclaim := corev1.PersistentVolumeReclaimDelete
@@ -134,6 +136,12 @@ func (p *Provisioner) sync(ctx context.Context, key string) error {
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return fmt.Errorf("delete released volume %s: %w", pv.Name, err)
 			}
+			// Only a directory of this provisioner's: the volume names the path.
+			if hp := pv.Spec.HostPath; (err == nil || apierrors.IsNotFound(err)) && hp != nil && filepath.Dir(hp.Path) == p.dir {
+				if err := os.RemoveAll(hp.Path); err != nil {
+					return fmt.Errorf("remove the data of released volume %s: %w", pv.Name, err)
+				}
+			}
 		}
 	}
 	return nil
@@ -153,6 +161,7 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	}
 	name := "pvc-" + string(c.UID)
+	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": DevProvisionerName}},
 		Spec: corev1.PersistentVolumeSpec{
@@ -161,7 +170,7 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 			StorageClassName:              *c.Spec.StorageClassName,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name, UID: c.UID},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(p.dir, name)}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(p.dir, name), Type: &dirOrCreate}},
 		},
 	}
 	if _, err := p.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
