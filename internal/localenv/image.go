@@ -160,22 +160,11 @@ type layerEntry struct {
 // modification time 0 and owner 0:0, the layer's entries are sorted by path, and each
 // parent directory a file needs is one entry with mode 0755.
 func (img Image) WriteDockerArchive(w io.Writer) error {
-	entries, err := img.layerEntries()
+	layer, config, err := img.blobs()
 	if err != nil {
 		return err
 	}
-	var layer bytes.Buffer
-	if err := writeLayer(&layer, entries); err != nil {
-		return fmt.Errorf("image %s: layer: %w", img.Ref, err)
-	}
-	layerSum := sha256.Sum256(layer.Bytes())
-	layerHex := hex.EncodeToString(layerSum[:])
-	config, err := json.Marshal(img.config("sha256:" + layerHex))
-	if err != nil {
-		return fmt.Errorf("image %s: config: %w", img.Ref, err)
-	}
-	configSum := sha256.Sum256(config)
-	configHex := hex.EncodeToString(configSum[:])
+	layerHex, configHex := sha256Hex(layer), sha256Hex(config)
 	manifest, err := json.Marshal([]dockerManifest{{
 		Config:   configHex + ".json",
 		RepoTags: []string{img.Ref},
@@ -190,7 +179,7 @@ func (img Image) WriteDockerArchive(w io.Writer) error {
 		name string
 		data []byte
 	}{
-		{layerHex + "/layer.tar", layer.Bytes()},
+		{layerHex + "/layer.tar", layer},
 		{configHex + ".json", config},
 		{"manifest.json", manifest},
 	} {
@@ -206,6 +195,28 @@ func (img Image) WriteDockerArchive(w io.Writer) error {
 		return fmt.Errorf("image %s: close archive: %w", img.Ref, err)
 	}
 	return nil
+}
+
+// blobs are the image's layer (an uncompressed tar) and its config (JSON).
+func (img Image) blobs() (layer, config []byte, err error) {
+	entries, err := img.layerEntries()
+	if err != nil {
+		return nil, nil, err
+	}
+	var buf bytes.Buffer
+	if err := writeLayer(&buf, entries); err != nil {
+		return nil, nil, fmt.Errorf("image %s: layer: %w", img.Ref, err)
+	}
+	config, err = json.Marshal(img.config("sha256:" + sha256Hex(buf.Bytes())))
+	if err != nil {
+		return nil, nil, fmt.Errorf("image %s: config: %w", img.Ref, err)
+	}
+	return buf.Bytes(), config, nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // dockerManifest is one image of a docker-archive's manifest.json.

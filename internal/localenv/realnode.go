@@ -107,7 +107,7 @@ type RealNode struct {
 	unlock func()
 	log    *slog.Logger
 
-	stopOnce sync.Once
+	teardownOnce, stopOnce sync.Once
 }
 
 // StartRealNode starts containerd, a kubelet and kube-proxy on this machine as a node
@@ -344,6 +344,20 @@ func (n *RealNode) ImportImages(ctx context.Context, images ...Image) error {
 	return nil
 }
 
+// TrustRegistry lets the node pull from the plain-HTTP registry at addr (host:port, a
+// Registry's Addr); containerd reads it at the next pull.
+func (n *RealNode) TrustRegistry(addr string) error {
+	dir := filepath.Join(n.files.registries, addr)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("trust registry %s: %w", addr, err)
+	}
+	hosts := fmt.Sprintf("server = %[1]q\n\n[host.%[1]q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+addr)
+	if err := os.WriteFile(filepath.Join(dir, "hosts.toml"), []byte(hosts), 0o600); err != nil {
+		return fmt.Errorf("trust registry %s: %w", addr, err)
+	}
+	return nil
+}
+
 // startKubelet starts the kubelet and waits for its node to be Ready.
 func (n *RealNode) startKubelet(ctx context.Context, ports realNodePorts) error {
 	n.log.InfoContext(ctx, "starting the kubelet", slog.Int("port", ports.kubelet))
@@ -429,10 +443,22 @@ func (n *RealNode) startKubeProxy(ctx context.Context, ports realNodePorts) erro
 // Stop stops kube-proxy and the kubelet, removes every pod sandbox (its containers,
 // network namespace, address and port mappings), stops containerd and the shims it
 // left, unmounts what remains under the node's directory, removes the node's iptables
-// rules, bridge and container log links, restores the forwarding sysctl, deletes the
-// Node, and releases the machine's real-node lock. It is idempotent.
+// rules, bridge and container log links, restores the sysctls it changed (ip_forward,
+// bridge-nf-call-iptables, route_localnet), deletes the Node, and releases the
+// machine's real-node lock. It is idempotent.
 func (n *RealNode) Stop() {
 	n.stopOnce.Do(func() {
+		n.teardown()
+		if n.unlock != nil {
+			n.unlock()
+		}
+	})
+}
+
+// teardown is Stop but for the release of the machine's lock: what it left can be
+// checked before another node may start (the tests do).
+func (n *RealNode) teardown() {
+	n.teardownOnce.Do(func() {
 		//nolint:forbidigo // Stop has no caller context (ControlPlane.Stop, deferred cleanups); the teardown is bounded here
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -459,9 +485,6 @@ func (n *RealNode) Stop() {
 		}
 		if err := os.RemoveAll(n.Dir); err != nil {
 			n.log.Warn("remove the real node's directory", slog.String("dir", n.Dir), slog.String("error", err.Error()))
-		}
-		if n.unlock != nil {
-			n.unlock()
 		}
 	})
 }

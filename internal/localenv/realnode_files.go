@@ -18,6 +18,8 @@ type realNodeFiles struct {
 	containerdConfig, containerdRoot, containerdState, socket string
 	// CNI
 	cniConf, cniIPAM string
+	// registries: containerd's hosts directory (a hosts.toml per registry)
+	registries string
 	// kubelet
 	kubeletConfig, kubeletKubeconfig, kubeletRoot, podLogs, resolvConf, pluginDir string
 	kubeletServing                                                                certPair
@@ -35,6 +37,7 @@ func newRealNodeFiles(dir string) realNodeFiles {
 		socket:            filepath.Join(dir, "containerd", "containerd.sock"),
 		cniConf:           filepath.Join(dir, "cni", "net.d"),
 		cniIPAM:           filepath.Join(dir, "cni", "ipam"),
+		registries:        filepath.Join(dir, "containerd", "certs.d"),
 		kubeletConfig:     filepath.Join(dir, "kubelet", "config.yaml"),
 		kubeletKubeconfig: filepath.Join(dir, "kubelet", "kubelet.kubeconfig"),
 		kubeletRoot:       filepath.Join(dir, "kubelet", "root"),
@@ -53,7 +56,7 @@ type realNodePorts struct{ kubelet, kubeletHealth, proxyHealth, proxyMetrics int
 // write makes the node's directories and writes every configuration file, with the
 // kubelet's and kube-proxy's credentials issued by the control plane's CA.
 func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports realNodePorts) error {
-	for _, d := range []string{f.containerdRoot, f.containerdState, f.cniConf, f.cniIPAM, f.kubeletRoot, f.podLogs, f.pluginDir,
+	for _, d := range []string{f.containerdRoot, f.containerdState, f.registries, f.cniConf, f.cniIPAM, f.kubeletRoot, f.podLogs, f.pluginDir,
 		filepath.Dir(f.proxyConfig), f.logs, filepath.Join(f.dir, "pki")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("real node: %w", err)
@@ -144,8 +147,11 @@ oom_score = 0
     bin_dir = %s
     conf_dir = %s
     max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %s
 `, q(f.containerdRoot), q(f.containerdState), q(f.socket), q(f.socket+".ttrpc"),
-		q(filepath.Join(f.dir, "containerd", "opt")), q(PauseImageRef), q(CNIBinDir), q(f.cniConf))
+		q(filepath.Join(f.dir, "containerd", "opt")), q(PauseImageRef), q(CNIBinDir), q(f.cniConf), q(f.registries))
 }
 
 // cniConflist is the pod network: a bridge of the node's own with addresses from

@@ -3,10 +3,12 @@ package localenv
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -56,11 +58,6 @@ func TestRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cp.Stop()
-	sysctls := []string{sysctlForward, sysctlBridgeNF, sysctlRouteLocalnet}
-	before := map[string][]byte{}
-	for _, f := range sysctls {
-		before[f], _ = os.ReadFile(f)
-	}
 	node, err := cp.StartRealNode(t.Context(), RealNodeOptions{ImagesDir: images, Images: []Image{EchoImage("berth.local/echo:test", images)}})
 	if err != nil {
 		t.Fatalf("start the real node: %v\n%s", err, logs.String())
@@ -174,16 +171,25 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("exec exit 7: err = %v, want the exit code", err)
 	}
 
-	node.Stop()
+	checkRegistryPulls(t, cs, node, ns, images)
+
+	// What the node found, read once it held the machine's lock (another process's
+	// node may have run until then); checked before the lock goes to the next one.
+	before := maps.Clone(node.host.saved)
+	node.teardown()
+	defer node.Stop()
 	if _, err := cs.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("after Stop the Node is still there (err %v)", err)
 	}
 	if left := leftovers(nodeDir, node.opts.Bridge, node.PodCIDR); len(left) > 0 {
 		t.Errorf("Stop left behind:\n%s", strings.Join(left, "\n"))
 	}
-	for _, f := range sysctls {
-		if after, _ := os.ReadFile(f); !bytes.Equal(after, before[f]) {
-			t.Errorf("%s = %q after Stop, was %q", f, after, before[f])
+	if len(before) != 3 {
+		t.Errorf("the node saved %d sysctls, want ip_forward, bridge-nf-call-iptables and route_localnet: %v", len(before), before)
+	}
+	for f, v := range before {
+		if after, _ := os.ReadFile(f); strings.TrimSpace(string(after)) != v {
+			t.Errorf("%s = %q after Stop, was %q", f, after, v)
 		}
 	}
 }
@@ -198,6 +204,67 @@ func TestCheckRangeUnused(t *testing.T) {
 	if err := CheckRangeUnused(lo, "lo"); err != nil {
 		t.Errorf("CheckRangeUnused(%s, ignoring lo) = %v", lo, err)
 	}
+}
+
+// checkRegistryPulls: an image pushed to a registry that wants a password is pulled by
+// the node for a pod with the registry's credentials (an image pull secret, as berth
+// writes for an SDL's credentials), and refused for a pod without them.
+func checkRegistryPulls(t *testing.T, cs kubernetes.Interface, node *RealNode, ns, images string) {
+	t.Helper()
+	ctx := t.Context()
+	bin, err := FindRegistry(ctx)
+	requireDep(t, err)
+	reg, err := StartRegistry(ctx, RegistryOptions{Dir: t.TempDir(), BinDir: bin, Users: map[string]string{"tenant": "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Stop()
+	if _, err := Push(ctx, reg.Addr, "tenant/echo", "1", "", "", EchoImage("x/echo:1", images)); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("a push without the password: err = %v, want 401", err)
+	}
+	withAuth, err := Push(ctx, reg.Addr, "tenant/echo", "1", "tenant", "s3cret", EchoImage("x/echo:1", images))
+	if err != nil {
+		t.Fatal(err)
+	}
+	noAuth, err := Push(ctx, reg.Addr, "tenant/echo", "2", "tenant", "s3cret", EchoImage("x/echo:2", images))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.TrustRegistry(reg.Addr); err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("tenant:s3cret"))
+	dockerConfig := fmt.Sprintf(`{"auths":{%q:{"username":"tenant","password":"s3cret","auth":%q}}}`, reg.Addr, auth)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pull", Namespace: ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(dockerConfig)}}
+	if _, err := cs.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	pod := func(name, image string, secrets ...corev1.LocalObjectReference) {
+		t.Helper()
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+			NodeName: node.Name, AutomountServiceAccountToken: &no, ImagePullSecrets: secrets,
+			Containers: []corev1.Container{{Name: "echo", Image: image}},
+		}}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod("pulled", withAuth, corev1.LocalObjectReference{Name: "pull"})
+	pod("refused", noAuth)
+	eventually(t, time.Minute, "the pod with credentials running its pulled image", func() bool {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "pulled", metav1.GetOptions{})
+		return err == nil && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
+	})
+	eventually(t, time.Minute, "the pod without credentials refused its image", func() bool {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "refused", metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Waiting == nil {
+			return false
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		return (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && strings.Contains(w.Message, "401")
+	})
 }
 
 // leftovers lists what a stopped real node should have removed but did not.
