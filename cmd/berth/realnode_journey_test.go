@@ -46,7 +46,8 @@ func TestRealNodeJourney(t *testing.T) {
 	banner := startDev(t, "--home", home, "--real-node")
 	routes := regexp.MustCompile(`HTTP routes +http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(banner)
 	socket := regexp.MustCompile(`ctr --address (\S+) `).FindStringSubmatch(banner)
-	if routes == nil || socket == nil || !strings.Contains(banner, "tenant deploy examples/echo.yaml") {
+	registry := regexp.MustCompile(`registry +http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(banner)
+	if routes == nil || socket == nil || registry == nil || !strings.Contains(banner, "tenant deploy examples/echo.yaml") {
 		t.Fatalf("the banner does not say where routes answer, how to import an image, or what to deploy:\n%s", banner)
 	}
 	ingress := routes[1]
@@ -157,6 +158,36 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+
+	// An image pushed to berth dev's registry: the node pulls it for the lease.
+	images, err := localenv.FindImages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An image of its own, as a tenant's is: one whose config equals an image the
+	// node imported shares its ID, and containerd 1.6's CRI, restarted (above), then
+	// stops resolving the imported name (docs/cluster.md).
+	img := localenv.EchoImage("x/echo:pushed", images)
+	img.Env = append(img.Env, "BUILT_AS=pushed")
+	pushed, err := localenv.Push(ctx, registry[1], "tenant/echo", "pushed", "", "", img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushedFile := filepath.Join(t.TempDir(), "echo-pushed.yaml")
+	if err := os.WriteFile(pushedFile, []byte(strings.NewReplacer(dev.EchoImageRef, pushed, "echo.example.test", "pushed.example.test").Replace(string(sdlData))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, progress, err = runSplit(t, "tenant", "deploy", pushedFile, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy an image from the registry: %v\n%s%s", err, progress, out)
+	}
+	var pushedRes deployResult
+	if err := json.Unmarshal([]byte(out), &pushedRes); err != nil || len(pushedRes.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	pushedLease := pushedRes.Leases[0].ID
+	answer(cluster.IngressHost(pushedLease, "echo", dev.IngressDomain), "/", "BUILT_AS=pushed")
+	closeLease(t, must, cs, strconv.FormatUint(pushedRes.DSeq, 10), kube.LeaseNamespace(pushedLease))
 
 	// A persistent volume keeps the service's data across a restart of its pod and a
 	// manifest update; close deletes it, data and all.

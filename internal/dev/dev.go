@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -192,7 +193,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err := r.startCluster(bin, lbBin, tools); err != nil {
 		return err
 	}
-	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, realNode: r.realNode, ingress: r.ingress, pool: r.pool,
+	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, realNode: r.realNode, ingress: r.ingress, registry: r.registry, pool: r.pool,
 		chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: app.DefaultHome()}
 	startProvider := r.startInProcess
 	if cfg.Redis {
@@ -234,6 +235,7 @@ type devRun struct {
 	specs      []localenv.NodeSpec
 	realNode   *localenv.RealNode          // with --real-node
 	ingress    *localenv.IngressController // with --real-node
+	registry   *localenv.Registry          // with --real-node
 	pool       string                      // the leased-IP pool's range (devPoolRange)
 	kubeconfig string
 	// provDone (in-process) or procs (--redis) is the provider.
@@ -454,7 +456,7 @@ func stopped(what, when string, err error) error {
 
 // realTools are the directories of what a real node runs: the images' programs and the
 // ingress controller.
-type realTools struct{ images, ingress string }
+type realTools struct{ images, ingress, registry string }
 
 // devRealTools finds (or builds) what --real-node needs.
 func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
@@ -463,7 +465,10 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 	if t.images, err = devTool(ctx, out, localenv.FindImages, localenv.BuildImages, localenv.ImagesEnv, "the workload images' programs", "under a minute"); err != nil {
 		return t, err
 	}
-	t.ingress, err = devTool(ctx, out, localenv.FindIngressController, localenv.BuildIngressController, localenv.IngressDirEnv, "the ingress controller (Traefik)", "about 3 minutes")
+	if t.ingress, err = devTool(ctx, out, localenv.FindIngressController, localenv.BuildIngressController, localenv.IngressDirEnv, "the ingress controller (Traefik)", "about 3 minutes"); err != nil {
+		return t, err
+	}
+	t.registry, err = devTool(ctx, out, localenv.FindRegistry, localenv.BuildRegistry, localenv.RegistryDirEnv, "the image registry", "about 2 minutes")
 	return t, err
 }
 
@@ -496,7 +501,19 @@ func (r *devRun) startRealNode(tools realTools) error {
 	supervise(r, "the ingress controller", ing, func(ctx context.Context) (*localenv.IngressController, error) {
 		return localenv.StartIngressController(ctx, opts)
 	})
-	return nil
+	// A registry tenants' images can be pushed to and the node pulls from.
+	ropts := localenv.RegistryOptions{Dir: filepath.Join(r.cp.Dir, "registry"), BinDir: tools.registry}
+	reg, err := localenv.StartRegistry(ctx, ropts)
+	if err != nil {
+		return fmt.Errorf("start the image registry: %w", err)
+	}
+	r.registry = reg
+	_, port, _ := strings.Cut(reg.Addr, ":")
+	ropts.Port, _ = strconv.Atoi(port)
+	supervise(r, "the image registry", reg, func(ctx context.Context) (*localenv.Registry, error) {
+		return localenv.StartRegistry(ctx, ropts)
+	})
+	return n.TrustRegistry(reg.Addr)
 }
 
 // BusyboxImageRef is the busybox image berth dev's real node has: a shell and the

@@ -335,6 +335,7 @@ type devBanner struct {
 	specs                                           []localenv.NodeSpec
 	realNode                                        *localenv.RealNode
 	ingress                                         *localenv.IngressController
+	registry                                        *localenv.Registry
 	pool                                            string
 	took                                            time.Duration
 	chainID, rpc                                    string
@@ -370,6 +371,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 		fmt.Fprintf(&b, "  node (real)   %s: this machine (containerd, runc, kubelet, kube-proxy), pods in %s\n", n.Name, n.PodCIDR)
 		fmt.Fprintf(&b, "                images %s, %s (imported: nothing is pulled)\n", EchoImageRef, BusyboxImageRef)
 		fmt.Fprintf(&b, "  HTTP routes   http://%s (Traefik): curl -H 'Host: <uri>' http://%s/\n", d.ingress.HTTPAddr, d.ingress.HTTPAddr)
+		fmt.Fprintf(&b, "  registry      http://%s (plain HTTP, no password): name images %s/NAME:TAG in the SDL\n", d.registry.Addr, d.registry.Addr)
 	} else {
 		fmt.Fprintf(&b, "  nodes (kwok)  ")
 		for i, s := range d.specs {
@@ -429,9 +431,11 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if d.realNode != nil {
 		fmt.Fprintf(&b, "    %s tenant deploy examples/echo.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
 		b.WriteString("  Containers really run here: logs are their output, a shell runs inside them. Pods reach\n")
-		b.WriteString("  each other and nothing off this machine. Your own image: a docker-archive tarball, imported with\n")
-		fmt.Fprintf(&b, "    ctr --address %s -n k8s.io images import IMAGE.tar\n", d.realNode.ContainerdSocket)
-		b.WriteString("  and named with a tag other than latest in the SDL (nothing is pulled).\n")
+		b.WriteString("  each other and nothing off this machine. Your own image, from a docker-archive tarball:\n")
+		fmt.Fprintf(&b, "    skopeo copy --dest-tls-verify=false docker-archive:IMAGE.tar docker://%s/NAME:TAG\n", d.registry.Addr)
+		b.WriteString("  (Debian's skopeo; any OCI client that pushes to a plain-HTTP registry will do), or imported\n")
+		fmt.Fprintf(&b, "  straight into the node: ctr --address %s -n k8s.io images import IMAGE.tar\n", d.realNode.ContainerdSocket)
+		b.WriteString("  (then name it as in the tarball, with a tag other than latest: nothing is pulled).\n")
 	} else {
 		fmt.Fprintf(&b, "    %s tenant deploy examples/web.yaml\n\n", cmp.Or(d.cfg.Command, "berth"))
 		b.WriteString("  kwok simulates the nodes and runs no containers: pods report Running, logs come from\n")

@@ -46,6 +46,9 @@ type RegistryOptions struct {
 	Dir string
 	// BinDir is hack/registry.sh's directory; empty: FindRegistry.
 	BinDir string
+	// Port, when set, is its loopback port (a restarted registry keeps its address);
+	// 0: a free one.
+	Port int
 	// Users, when set, are the only accounts that may push and pull (user → password,
 	// HTTP basic authentication); empty: anyone may.
 	Users map[string]string
@@ -78,11 +81,15 @@ func StartRegistry(ctx context.Context, opts RegistryOptions) (*Registry, error)
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "data"), 0o700); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
-	ports, err := FreePorts(ctx, 1)
-	if err != nil {
-		return nil, err
+	port := opts.Port
+	if port == 0 {
+		ports, err := FreePorts(ctx, 1)
+		if err != nil {
+			return nil, err
+		}
+		port = ports[0]
 	}
-	r := &Registry{Addr: hostPort(ports[0]), LogPath: filepath.Join(opts.Dir, "registry.log")}
+	r := &Registry{Addr: hostPort(port), LogPath: filepath.Join(opts.Dir, "registry.log")}
 	auth := ""
 	if len(opts.Users) > 0 {
 		var lines []string
@@ -118,6 +125,7 @@ http:
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	// No telemetry: nothing leaves this machine.
+	var err error
 	r.proc, err = startProcessEnv("registry", opts.Dir, filepath.Join(opts.BinDir, "registry"),
 		[]string{"OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none"}, "serve", config)
 	if err != nil {
