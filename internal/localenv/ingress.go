@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,8 +103,7 @@ type IngressController struct {
 	// LogPath is the controller's log file.
 	LogPath string
 
-	proc     *process
-	stopOnce sync.Once
+	daemon // Done, Err, Stop
 }
 
 // StartIngressController installs the CRDs and classes the controller needs, starts it
@@ -196,26 +194,6 @@ func startIngressController(ctx context.Context, opts IngressControllerOptions) 
 		return nil, err
 	}
 	return c, nil
-}
-
-// Err is nil while the controller runs and says how it ended once it exited by itself.
-func (c *IngressController) Err() error {
-	if dead, err := c.proc.exited(); dead && !c.proc.stopping.Load() {
-		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, c.LogPath, c.proc.tail(4000))
-	}
-	return nil
-}
-
-// Done is closed when the controller has exited (Err says how, if by itself).
-func (c *IngressController) Done() <-chan struct{} { return c.proc.done }
-
-// Stop ends the controller and waits for it. It is idempotent.
-func (c *IngressController) Stop() {
-	c.stopOnce.Do(func() {
-		if c.proc != nil {
-			c.proc.stop()
-		}
-	})
 }
 
 var (

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,9 +96,8 @@ type MetalLB struct {
 	// LogPath is the controller's log file.
 	LogPath string
 
-	dc       dynamic.Interface
-	proc     *process
-	stopOnce sync.Once
+	dc     dynamic.Interface
+	daemon // Done, Err, Stop (Stop leaves the CRDs and pools)
 }
 
 // StartMetalLB installs MetalLB's CRDs and the namespace of its pools, starts the
@@ -218,23 +216,6 @@ func metricIs(c *http.Client, url, metric, want string) func(context.Context) (b
 		}
 		return false, nil
 	}
-}
-
-// Err is nil while the controller runs and says how it ended once it exited by itself.
-func (m *MetalLB) Err() error {
-	if dead, err := m.proc.exited(); dead && !m.proc.stopping.Load() {
-		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, m.LogPath, m.proc.tail(4000))
-	}
-	return nil
-}
-
-// Stop ends the controller and waits for it. It is idempotent. The CRDs and pools stay.
-func (m *MetalLB) Stop() {
-	m.stopOnce.Do(func() {
-		if m.proc != nil {
-			m.proc.stop()
-		}
-	})
 }
 
 // IPAddressPool is a MetalLB IPAddressPool in the controller's namespace.
@@ -358,9 +339,6 @@ func applyNamespaced(ctx context.Context, dc dynamic.Interface, gvr schema.Group
 	}
 	return nil
 }
-
-// Done is closed when the controller has exited (stopped, or by itself: Err says).
-func (m *MetalLB) Done() <-chan struct{} { return m.proc.done }
 
 // BuildMetalLB runs hack/metallb.sh, writing its progress to progress, and returns
 // the directory FindMetalLB then finds.

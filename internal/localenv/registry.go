@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -61,8 +60,7 @@ type Registry struct {
 	// LogPath is its log.
 	LogPath string
 
-	proc     *process
-	stopOnce sync.Once
+	daemon // Done, Err, Stop (Stop leaves its storage)
 }
 
 // StartRegistry starts the registry and returns once it answers. The caller must call
@@ -151,26 +149,6 @@ http:
 		return nil, err
 	}
 	return r, nil
-}
-
-// Done is closed when the registry has exited.
-func (r *Registry) Done() <-chan struct{} { return r.proc.done }
-
-// Err is nil while the registry runs and says how it ended once it exited by itself.
-func (r *Registry) Err() error {
-	if dead, err := r.proc.exited(); dead && !r.proc.stopping.Load() {
-		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, r.LogPath, r.proc.tail(4000))
-	}
-	return nil
-}
-
-// Stop ends the registry and waits for it. It is idempotent; its storage stays.
-func (r *Registry) Stop() {
-	r.stopOnce.Do(func() {
-		if r.proc != nil {
-			r.proc.stop()
-		}
-	})
 }
 
 // OCI media types of what Push uploads.
