@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"berth.dev/berth/internal/cluster"
@@ -371,6 +372,13 @@ func TestDriftIsRepaired(t *testing.T) {
 	if err := cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Should the namespace controller not finish in time, say what it waited for: its
+	// conditions on the namespace, and the pods left in it.
+	t.Cleanup(func() {
+		if t.Failed() {
+			logNamespaceDeletion(t, cs, ns)
+		}
+	})
 	repaired("namespace deleted", func() bool {
 		n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil || n.DeletionTimestamp != nil {
@@ -393,5 +401,30 @@ func TestDriftIsRepaired(t *testing.T) {
 	})
 	if _, ok := m.State(id); ok {
 		t.Fatal("a torn-down lease is still managed")
+	}
+}
+
+// logNamespaceDeletion logs why the namespace is not gone yet: the namespace
+// controller's conditions on it, and each pod left with its node, phase, deletion
+// time and finalizers.
+func logNamespaceDeletion(t *testing.T, cs kubernetes.Interface, ns string) {
+	ctx := context.WithoutCancel(t.Context())
+	n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("namespace %s: %v", ns, err)
+		return
+	}
+	t.Logf("namespace %s: phase %s, deletion %v, finalizers %v", ns, n.Status.Phase, n.DeletionTimestamp, n.Spec.Finalizers)
+	for _, c := range n.Status.Conditions {
+		t.Logf("  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("pods of %s: %v", ns, err)
+		return
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		t.Logf("  pod %s on %s: %s, deletion %v, finalizers %v", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp, p.Finalizers)
 	}
 }
