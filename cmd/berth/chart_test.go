@@ -455,6 +455,8 @@ var chartValues = map[string]struct {
 	"provider.persistence.existingClaim":     {value: "home-2", kind: "Deployment", name: "rel-provider", want: `"claimName":"home-2"`},
 	"provider.service.type":                  {value: "NodePort", kind: "Service", name: "rel-gateway", want: `"type":"NodePort"`},
 	"provider.service.annotations":           {value: map[string]any{"a": "b"}, kind: "Service", name: "rel-gateway", want: `"annotations":{"a":"b"}`},
+	"provider.service.nodePorts.gateway":     {value: 31443, kind: "Service", name: "rel-gateway", want: `"nodePort":31443`},
+	"provider.service.nodePorts.grpc":        {value: 31444, kind: "Service", name: "rel-gateway", want: `"nodePort":31444`},
 	"provider.metrics.port":                  {value: 9999, kind: "Deployment", name: "rel-provider", want: `"--metrics-listen","0.0.0.0:9999"`},
 	"provider.resources":                     {value: map[string]any{"limits": map[string]any{"memory": "3Gi"}}, kind: "Deployment", name: "rel-provider", want: `"memory":"3Gi"`},
 	"provider.keyringImage":                  {value: "alpine:3", kind: "Deployment", name: "rel-provider", want: `"image":"alpine:3"`},

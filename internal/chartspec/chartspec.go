@@ -95,6 +95,8 @@ var (
 	str     = map[string]any{"type": "string"}
 	boolean = map[string]any{"type": "boolean"}
 	port    = map[string]any{"type": "integer", "minimum": 1, "maximum": 65535}
+	// nodePort is a Service's node port, 0 for one the cluster picks.
+	nodePort = map[string]any{"type": "integer", "minimum": 0, "maximum": 65535}
 	// anyObject and anyList are Kubernetes fields passed through as they are
 	// (resources, affinity, …): the API server checks them.
 	anyObject = map[string]any{"type": "object"}
@@ -124,11 +126,12 @@ func Schema() map[string]any {
 		"podSecurityContext": anyObject,
 		"securityContext":    anyObject,
 		"provider": pod(map[string]any{
-			"enabled":      boolean,
-			"key":          object(map[string]any{"existingSecret": str, "json": str}),
-			"settings":     Settings(d["provider"]),
-			"persistence":  object(map[string]any{"size": str, "storageClass": str, "existingClaim": str}),
-			"service":      object(map[string]any{"type": map[string]any{"enum": []string{"ClusterIP", "NodePort", "LoadBalancer"}}, "annotations": anyObject}),
+			"enabled":     boolean,
+			"key":         object(map[string]any{"existingSecret": str, "json": str}),
+			"settings":    Settings(d["provider"]),
+			"persistence": object(map[string]any{"size": str, "storageClass": str, "existingClaim": str}),
+			"service": object(map[string]any{"type": map[string]any{"enum": []string{"ClusterIP", "NodePort", "LoadBalancer"}}, "annotations": anyObject,
+				"nodePorts": object(map[string]any{"gateway": nodePort, "grpc": nodePort})}),
 			"metrics":      object(map[string]any{"port": port}),
 			"keyringImage": str,
 		}),

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,8 +20,13 @@ import (
 // node runs. One iptables rule, first in FORWARD, drops whatever a pod sends that
 // would leave through anything but the bridge: no pod traffic leaves this machine.
 
-// sysctl files a real node sets, or whose processes do (kube-proxy: route_localnet,
-// for node ports on loopback).
+// Pods reach a few of this machine's loopback servers (the API server, and those
+// ExposeToPods names) through DNAT rules first in nat PREROUTING, for TCP from the
+// bridge only; route_localnet lets the kernel route what they rewrite to 127.0.0.1
+// (kube-proxy sets it too, for node ports on loopback, and drops any packet to
+// 127.0.0.0/8 from elsewhere that no DNAT rule made).
+
+// sysctl files a real node sets, or whose processes do.
 const (
 	sysctlForward       = "/proc/sys/net/ipv4/ip_forward"
 	sysctlBridgeNF      = "/proc/sys/net/bridge/bridge-nf-call-iptables"
@@ -35,8 +43,9 @@ var kubeletChains = map[string][]string{
 
 // hostNetwork is what setUpHostNetwork changed, and what was there before.
 type hostNetwork struct {
-	rule  []string          // the FORWARD rule, as iptables arguments after the chain
-	saved map[string]string // sysctl file → its value before
+	podCIDR, bridge string
+	rule            []string          // the FORWARD rule, as iptables arguments after the chain
+	saved           map[string]string // sysctl file → its value before
 	// existing are the kubeletChains present before the node ran ("iptables nat
 	// KUBE-KUBELET-CANARY"); another kubelet's, left alone.
 	existing map[string]bool
@@ -44,6 +53,7 @@ type hostNetwork struct {
 
 func setUpHostNetwork(ctx context.Context, podCIDR, bridge string) (*hostNetwork, error) {
 	h := &hostNetwork{
+		podCIDR: podCIDR, bridge: bridge,
 		rule: []string{"-s", podCIDR, "!", "-o", bridge, "-m", "comment", "--comment",
 			"berth real node: pods reach nothing off this machine", "-j", "DROP"},
 		saved:    map[string]string{},
@@ -70,21 +80,58 @@ func setUpHostNetwork(ctx context.Context, podCIDR, bridge string) (*hostNetwork
 			return nil, fmt.Errorf("real node: %s: %w (bridged pod traffic must pass iptables for Services to work: load br_netfilter)", f, err)
 		}
 		h.saved[f] = strings.TrimSpace(string(old))
-		if f == sysctlRouteLocalnet {
-			continue // kube-proxy's to set; restored at the end
-		}
 		if err := os.WriteFile(f, []byte("1\n"), 0o644); err != nil { //nolint:gosec // G306: a sysctl file, not data
 			h.restore(ctx)
 			return nil, fmt.Errorf("real node: set %s: %w", f, err)
 		}
 	}
+	// Rules of a node that ended without its teardown (killed); the lock says no node
+	// runs now.
+	h.removeExposures(ctx)
 	return h, nil
 }
 
-// restore puts the sysctls back, removes the FORWARD rule (every copy of it) and the
-// kubelet's chains that were not there before.
+// exposureComment starts the comment of every rule exposeToPods adds.
+const exposureComment = "berth real node: pods reach 127.0.0.1:"
+
+// exposeToPods makes the pods' TCP connections to dst reach 127.0.0.1:port instead.
+func (h *hostNetwork) exposeToPods(ctx context.Context, dst netip.AddrPort, port int) error {
+	args := []string{"-t", "nat", "-I", "PREROUTING", "1", "-i", h.bridge, "-s", h.podCIDR,
+		"-d", dst.Addr().String(), "-p", "tcp", "--dport", strconv.Itoa(int(dst.Port())),
+		"-m", "comment", "--comment", exposureComment + strconv.Itoa(port),
+		"-j", "DNAT", "--to-destination", "127.0.0.1:" + strconv.Itoa(port)}
+	if _, err := xtables(ctx, "iptables", args...); err != nil {
+		return fmt.Errorf("real node: pods reaching 127.0.0.1:%d at %s: %w", port, dst, err)
+	}
+	return nil
+}
+
+// removeExposures deletes the rules exposeToPods added (found by their comment), last
+// first so that the numbers of the others hold.
+func (h *hostNetwork) removeExposures(ctx context.Context) {
+	out, err := xtables(ctx, "iptables", "-t", "nat", "-L", "PREROUTING", "-n", "--line-numbers")
+	if err != nil {
+		slog.WarnContext(ctx, "real node: list the nat rules", slog.String("error", err.Error()))
+		return
+	}
+	var nums []string
+	for line := range strings.SplitSeq(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(line, "/* "+exposureComment) {
+			nums = append(nums, f[0])
+		}
+	}
+	for _, n := range slices.Backward(nums) {
+		if _, err := xtables(ctx, "iptables", "-t", "nat", "-D", "PREROUTING", n); err != nil {
+			slog.WarnContext(ctx, "real node: remove a nat rule", slog.String("rule", n), slog.String("error", err.Error()))
+		}
+	}
+}
+
+// restore puts the sysctls back, removes the FORWARD rule (every copy of it), the
+// exposures' rules and the kubelet's chains that were not there before.
 func (h *hostNetwork) restore(ctx context.Context) {
 	h.removeKubeletChains(ctx)
+	h.removeExposures(ctx)
 	for f, v := range h.saved {
 		if err := os.WriteFile(f, []byte(v+"\n"), 0o644); err != nil { //nolint:gosec // G306: a sysctl file, not data
 			slog.WarnContext(ctx, "real node teardown: restore sysctl", slog.String("file", f), slog.String("error", err.Error()))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -115,6 +116,46 @@ func PauseImage(ref, dir string) Image {
 		Env:        []string{imagePath},
 		WorkingDir: "/",
 	}
+}
+
+// BerthImage is an image of berth itself: the binary at /usr/local/bin/berth (its
+// entrypoint), /etc/passwd and /etc/group naming root and nonroot (UID and GID 65532,
+// which the chart runs as), and an empty /tmp with mode 1777; nothing else, as a
+// distroless static image. The binary must be static (CheckStatic).
+func BerthImage(ref, binary string) Image {
+	return Image{
+		Ref: ref,
+		Files: []ImageFile{
+			{Path: "/usr/local/bin/berth", Mode: 0o755, Source: binary},
+			{Path: "/etc/passwd", Mode: 0o644, Data: []byte(
+				"root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnonroot:x:65532:\n")},
+			{Path: "/home/nonroot", Mode: fs.ModeDir | 0o700},
+			{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
+		},
+		Entrypoint: []string{"/usr/local/bin/berth"},
+		Env:        []string{imagePath},
+		WorkingDir: "/",
+	}
+}
+
+// CheckStatic refuses a binary an image without a C library cannot run: one that is not
+// a Linux amd64 ELF executable, or that asks for a dynamic loader.
+func CheckStatic(binary string) error {
+	f, err := elf.Open(binary)
+	if err != nil {
+		return fmt.Errorf("%s: not an executable this machine runs: %w", binary, err)
+	}
+	defer func() { _ = f.Close() }()
+	if f.Machine != elf.EM_X86_64 || f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
+		return fmt.Errorf("%s: a %s %s file, not a linux/amd64 executable", binary, f.Machine, f.Type)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (it needs a C library the image does not have): build it with CGO_ENABLED=0", binary)
+		}
+	}
+	return nil
 }
 
 // FindImages returns the directory with the programs of the workload images:

@@ -259,3 +259,30 @@ func TestEchoImage(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestCheckStatic: busybox-static is accepted; the system's dynamically linked shell
+// and a file that is no executable are refused, saying why.
+func TestCheckStatic(t *testing.T) {
+	images, err := FindImages(t.Context())
+	requireDep(t, err)
+	if err := CheckStatic(filepath.Join(images, "busybox")); err != nil {
+		t.Errorf("busybox-static refused: %v", err)
+	}
+	if err := CheckStatic("/bin/sh"); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("/bin/sh (dynamically linked): err = %v, want CGO_ENABLED=0 advice", err)
+	}
+	text := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(text, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckStatic(text); err == nil || !strings.Contains(err.Error(), "not an executable") {
+		t.Errorf("a script: err = %v, want not an executable", err)
+	}
+	img := BerthImage("127.0.0.1:5000/berth:1", filepath.Join(images, "busybox"))
+	if !slices.Equal(img.Entrypoint, []string{"/usr/local/bin/berth"}) || !strings.Contains(string(img.Files[1].Data), "nonroot:x:65532:65532") {
+		t.Errorf("BerthImage = %+v, want berth as entrypoint and the nonroot user", img)
+	}
+	if err := img.WriteDockerArchive(io.Discard); err != nil {
+		t.Error(err)
+	}
+}

@@ -30,9 +30,9 @@ var DevStorageClasses = []string{"beta1", "beta2", "beta3"}
 // Provisioner provisions the local cluster's persistent volumes: a claim of one of its
 // storage classes gets a PersistentVolume of the size asked, bound to it (the
 // controller manager completes the binding), and a released volume is deleted with its
-// data. The volumes are directories under the provisioner's own, made by the kubelet
-// when a pod first mounts them: on a real node (RealNode) they keep a pod's data across
-// its restarts; kwok's pods mount nothing. Their size is not enforced.
+// data. The volumes are directories under the provisioner's own, made when the claim
+// is provisioned, writable by every user: on a real node (RealNode) they keep a pod's
+// data across its restarts; kwok's pods mount nothing. Their size is not enforced.
 type Provisioner struct {
 	cs      kubernetes.Interface
 	dir     string
@@ -161,6 +161,15 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	}
 	name := "pvc-" + string(c.UID)
+	// Made here, writable by any user: a hostPath volume ignores the pod's fsGroup, and
+	// the pod may run as any UID (the chart's as 65532), as with local-path-provisioner.
+	dir := filepath.Join(p.dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("provision a volume for claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { //nolint:gosec // G302: a volume any pod user writes, as on a cluster's local volumes
+		return fmt.Errorf("provision a volume for claim %s/%s: %w", c.Namespace, c.Name, err)
+	}
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": DevProvisionerName}},
@@ -170,7 +179,7 @@ func (p *Provisioner) provision(ctx context.Context, c *corev1.PersistentVolumeC
 			StorageClassName:              *c.Spec.StorageClassName,
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
 			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: c.Namespace, Name: c.Name, UID: c.UID},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(p.dir, name), Type: &dirOrCreate}},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirOrCreate}},
 		},
 	}
 	if _, err := p.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,13 +100,14 @@ type RealNode struct {
 	// ContainerdSocket is containerd's socket (`ctr --address`).
 	ContainerdSocket string
 
-	cp     *ControlPlane
-	opts   RealNodeOptions
-	files  realNodeFiles
-	procs  []*process // as started; a restarted one is the control plane's
-	host   *hostNetwork
-	unlock func()
-	log    *slog.Logger
+	cp      *ControlPlane
+	opts    RealNodeOptions
+	gateway netip.Addr // the bridge's address: the pods' gateway
+	files   realNodeFiles
+	procs   []*process // as started; a restarted one is the control plane's
+	host    *hostNetwork
+	unlock  func()
+	log     *slog.Logger
 
 	teardownOnce, stopOnce sync.Once
 }
@@ -172,6 +174,12 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	if n.host, err = setUpHostNetwork(ctx, opts.PodCIDR, opts.Bridge); err != nil {
 		return nil, err
 	}
+	n.gateway = podNet.Masked().Addr().Next()
+	// In-cluster clients reach the API server at the kubernetes Service, which has no
+	// endpoints here: the API server advertises 127.0.0.1, which no Endpoints may hold.
+	if err := n.host.exposeToPods(ctx, netip.AddrPortFrom(kubernetesServiceIP(), 443), cp.apiPort()); err != nil {
+		return nil, err
+	}
 	for _, step := range []func(context.Context) error{
 		n.startContainerd,
 		func(ctx context.Context) error {
@@ -187,6 +195,28 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	cp.superviseAll("containerd", "kubelet", "kube-proxy")
 	n.log.InfoContext(ctx, "real node ready", slog.String("dir", n.Dir), slog.String("pod_cidr", n.PodCIDR))
 	return n, nil
+}
+
+// ExposeToPods lets the node's pods reach this machine's server on 127.0.0.1:port at
+// the address it returns: the bridge's (the pods' gateway), same port. Only the pods'
+// TCP connections to that address and port are rewritten to loopback (as they are to
+// the API server's, from the kubernetes Service's address); the server still listens
+// on loopback only. Stop removes the rule.
+func (n *RealNode) ExposeToPods(ctx context.Context, port int) (netip.AddrPort, error) {
+	if port <= 0 || port > 65535 {
+		return netip.AddrPort{}, fmt.Errorf("real node: expose port %d to pods: not a port", port)
+	}
+	at := netip.AddrPortFrom(n.gateway, uint16(port))
+	if err := n.host.exposeToPods(ctx, at, port); err != nil {
+		return netip.AddrPort{}, err
+	}
+	return at, nil
+}
+
+// kubernetesServiceIP is the kubernetes Service's cluster IP: ServiceCIDR's first
+// address.
+func kubernetesServiceIP() netip.Addr {
+	return netip.MustParsePrefix(ServiceCIDR).Masked().Addr().Next()
 }
 
 // CheckRealNodeHost reports, as an ErrMissingDependency, what a real node needs and
@@ -592,4 +622,14 @@ func deleteLink(ctx context.Context, name string) {
 		return
 	}
 	_ = exec.CommandContext(ctx, "ip", "link", "delete", name).Run() //nolint:gosec // G204: the node's own bridge
+}
+
+// apiPort is the API server's loopback port.
+func (cp *ControlPlane) apiPort() int {
+	u, err := url.Parse(cp.APIServerURL)
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
 }
