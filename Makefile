@@ -15,8 +15,8 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/berth
-	go build -ldflags "$(LDFLAGS)" -o bin/berth ./cmd/berth
+build: ## build bin/berth (static: an image of it needs no C library)
+	CGO_ENABLED=0 go build -ldflags "$(LDFLAGS)" -o bin/berth ./cmd/berth
 
 .PHONY: dev
 dev: deps build testbin metallb ## run berth dev on its embedded defaults (Ctrl-C stops it; DEV_FLAGS=--redis: separate processes over Redis)

@@ -32,7 +32,12 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			"--redis runs the provider and the three operators as processes of their own (this\n" +
 			"binary, with the files berth dev writes under HOME/cluster/processes), their bus over\n" +
 			"a redis-server berth dev starts (Debian's redis-server; make dev installs it): the\n" +
-			"layout of a real installation, on one machine. A process that exits is restarted.",
+			"layout of a real installation, on one machine. A process that exits is restarted.\n\n" +
+			"--chart DIR (with --real-node) installs the provider and its three operators with the Helm\n" +
+			"chart in DIR (charts/berth) as pods of the real node, as a provider runs them in its\n" +
+			"cluster: an image of this berth binary (static: make build) pushed to the dev registry, the\n" +
+			"provider's key as a Secret, the gateway on node ports of 127.0.0.1, the ledger node reached\n" +
+			"by the pods through a DNAT rule. helm is $BERTH_HELM, else hack/tool.sh helm's, else the PATH's.",
 		GroupID: groupRun,
 		Args:    cobra.NoArgs,
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
@@ -55,6 +60,8 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 	f.StringVar(&cfg.NodeMemory, "node-memory", cfg.NodeMemory, "memory capacity of every node")
 	f.BoolVar(&cfg.RealNode, "real-node", false, "run workloads for real: this machine is the cluster's node (containerd, runc, a kubelet; needs root), with an ingress controller on a loopback port")
 	f.BoolVar(&cfg.Redis, "redis", false, "run the provider and the operators as separate processes over a local redis-server")
+	f.StringVar(&cfg.Chart, "chart", "", "with --real-node: install the provider and its operators from this Helm chart (charts/berth) as pods, instead of running them here")
+	f.StringVar(&cfg.Executable, "chart-binary", "", "with --chart: the berth binary the image holds (default: this one); it must be static (make build makes one)")
 	f.DurationVar(&cfg.WithdrawPeriod, "withdraw-period", cfg.WithdrawPeriod, "how often the provider withdraws its earnings (0: only when funds run low; beats the --config file's balance.withdraw_period)")
 	return cmd
 }

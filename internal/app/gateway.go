@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -267,7 +268,9 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	}
 	snap := p.capacity.Snapshot()
 	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
-	s.Berth.NotBidding = p.capacity.Unavailable()
+	// Nothing is bid until the inventory has been read (a role that may not list what
+	// it watches holds it there for good: said here).
+	s.Berth.NotBidding = cmp.Or(p.inv.NotSynced(), p.capacity.Unavailable())
 	s.Cluster.Inventory = inventoryOf(snap)
 	return s
 }

@@ -164,7 +164,8 @@ func TestChartProviderRBAC(t *testing.T) {
 // namespace, the IP operator's MetalLB pools' — and not what it lacks.
 func TestChartOnTheAPIServer(t *testing.T) {
 	out, err := charttest.Render(t, map[string]any{"redis": map[string]any{"enabled": true}, "operators": map[string]any{
-		"ip": map[string]any{"enabled": true, "settings": map[string]any{"pool": "leased-ips"}}}})
+		"ip": map[string]any{"enabled": true, "settings": map[string]any{"pool": "leased-ips"}}},
+		"provider": map[string]any{"settings": map[string]any{"inventory": map[string]any{"leased_ip_pool": "metallb-system/leased-ips"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,6 +198,25 @@ func TestChartOnTheAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		return r.Status.Allowed
+	}
+	// With inventory.leased_ip_pool the provider reads MetalLB's pools in their
+	// namespace, and nowhere else.
+	provider := "system:serviceaccount:" + charttest.Namespace + ":" + charttest.Release + "-provider"
+	testenv.EventuallyNoError(t, 30*time.Second, "the provider's pool permissions in force", func() error {
+		for _, verb := range []string{"list", "watch"} {
+			if a := (authorizationv1.ResourceAttributes{Namespace: "metallb-system", Group: "metallb.io", Resource: "ipaddresspools", Verb: verb}); !allowed(provider, a) {
+				return fmt.Errorf("%s may not %s MetalLB's pools", provider, verb)
+			}
+		}
+		return nil
+	})
+	for _, a := range []authorizationv1.ResourceAttributes{
+		{Namespace: charttest.Namespace, Group: "metallb.io", Resource: "ipaddresspools", Verb: "list"},
+		{Namespace: "metallb-system", Group: "metallb.io", Resource: "ipaddresspools", Verb: "create"},
+	} {
+		if allowed(provider, a) {
+			t.Errorf("%s may %s MetalLB's pools in %q: not in its rules", provider, a.Verb, a.Namespace)
+		}
 	}
 	for _, name := range []string{"hostname", "ip", "inventory"} {
 		component := name + "-operator"

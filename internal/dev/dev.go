@@ -61,6 +61,12 @@ type Config struct {
 	// (EchoImageRef), and an ingress controller (Traefik) on a loopback port serves the
 	// provider's HTTP routes.
 	RealNode bool
+	// Chart installs the provider and its operators with this Helm chart (--chart: the
+	// source tree's charts/berth) as pods on the real node, instead of running them in
+	// this process: an image of this berth binary (or Executable; it must be static)
+	// pushed to the dev registry, the provider's key as a Secret, the dev provider's
+	// settings. Needs RealNode; helm is $BERTH_HELM, hack/tool.sh's or the PATH's.
+	Chart string
 	// ProviderConfig is a provider.yaml (--config) whose keys override the dev
 	// provider's defaults, read as `berth provider run` reads it; the keys berth dev
 	// sets itself (devOwnedKeys) are refused. "": none.
@@ -100,6 +106,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--gpus-per-node: %d is outside 1–64", c.GPUsPerNode)
 	case c.GPUNodes > 0 && (len(c.GPUModels) == 0 || slices.ContainsFunc(c.GPUModels, func(m string) bool { return strings.TrimSpace(m) == "" })):
 		return errors.New("--gpu-model: empty (GPU feature discovery's product names, such as NVIDIA-A100-SXM4-80GB)")
+	case c.Chart != "" && !c.RealNode:
+		return errors.New("--chart: the chart's pods need a real node (--real-node)")
+	case c.Chart != "" && c.Redis:
+		return errors.New("--chart, --redis: choose one: the chart's pods, or processes on this machine")
 	case c.WithdrawPeriod < 0 || c.WithdrawPeriod > 0 && c.WithdrawPeriod < time.Second:
 		return fmt.Errorf("--withdraw-period: %s is neither 0 nor at least 1s", c.WithdrawPeriod)
 	}
@@ -183,6 +193,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 			return err
 		}
 	}
+	if cfg.Chart != "" {
+		if err := checkChart(cfg.Chart); err != nil {
+			return app.Invalid(err)
+		}
+		if r.helm, err = localenv.FindHelm(ctx, out); err != nil {
+			return fmt.Errorf("--chart: %w", err)
+		}
+	}
 	chainInfo, err := prepareDevChain(cfg, attrs, out)
 	if err != nil {
 		return err
@@ -196,8 +214,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	banner := devBanner{cfg: cfg, cp: r.cp, kubeconfig: r.kubeconfig, specs: r.specs, realNode: r.realNode, ingress: r.ingress, registry: r.registry, pool: r.pool,
 		chainID: r.node.ChainID(), rpc: r.rpc, resumed: chainInfo.resumed, denoms: chainInfo.denoms, defaultHome: app.DefaultHome()}
 	startProvider := r.startInProcess
-	if cfg.Redis {
+	switch {
+	case cfg.Redis:
 		startProvider = r.startProcesses
+	case cfg.Chart != "":
+		startProvider = r.startInCluster
 	}
 	if r.ingress != nil {
 		pc.Cluster.IngressHTTPPort = r.ingress.HTTPPort
@@ -237,6 +258,7 @@ type devRun struct {
 	ingress    *localenv.IngressController // with --real-node
 	registry   *localenv.Registry          // with --real-node
 	pool       string                      // the leased-IP pool's range (devPoolRange)
+	helm       string                      // the helm binary, with --chart
 	kubeconfig string
 	// provDone (in-process) or procs (--redis) is the provider.
 	provDone    chan error

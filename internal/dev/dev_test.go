@@ -45,6 +45,9 @@ func TestDevConfigValidate(t *testing.T) {
 		{"gpus per node irrelevant without gpu nodes", func(c *Config) { c.GPUNodes, c.GPUsPerNode = 0, 0 }, ""},
 		{"blank gpu model", func(c *Config) { c.GPUModels = []string{"NVIDIA-A100-SXM4-80GB", " "} }, "--gpu-model"},
 		{"no gpu model", func(c *Config) { c.GPUModels = nil }, "--gpu-model"},
+		{"chart without a real node", func(c *Config) { c.Chart = "charts/berth" }, "--chart: the chart's pods need a real node"},
+		{"chart with redis", func(c *Config) { c.Chart, c.RealNode, c.Redis = "charts/berth", true, true }, "--chart, --redis: choose one"},
+		{"chart on a real node", func(c *Config) { c.Chart, c.RealNode = "charts/berth", true }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -320,4 +323,14 @@ func pidWithOrZero(arg string) int {
 		}
 	}
 	return 0
+}
+
+// TestCheckChart: --chart must name a Helm chart.
+func TestCheckChart(t *testing.T) {
+	if err := checkChart(filepath.Join("..", "..", "charts", "berth")); err != nil {
+		t.Errorf("charts/berth refused: %v", err)
+	}
+	if err := checkChart(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a Helm chart (no Chart.yaml)") {
+		t.Errorf("an empty directory: err = %v, want not a Helm chart", err)
+	}
 }

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
@@ -313,11 +311,7 @@ func devTenantView(ctx context.Context, c *chain.Client, provider string, tenant
 
 // startDevProvisioner provisions the simulated cluster's persistent volumes.
 func startDevProvisioner(ctx context.Context, kubeconfig, dir string, log *slog.Logger) (func(), error) {
-	rc, err := restConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubeClient(kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -351,6 +345,8 @@ type devBanner struct {
 	hostnameOperator, ipOperator, inventoryOperator string
 	// processes, with --redis: the provider's and the operators' processes.
 	processes *devProcesses
+	// inCluster, with --chart: the chart's release.
+	inCluster *devInCluster
 }
 
 func printDevBanner(out io.Writer, d devBanner) {
@@ -392,13 +388,24 @@ func printDevBanner(out io.Writer, d devBanner) {
 		fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))
 	}
 	fmt.Fprintf(&b, "  provider      %s at %s\n", d.providerAddr, d.provider)
-	fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
+	if ic := d.inCluster; ic != nil {
+		fmt.Fprintf(&b, "                gRPC %s; pods of Helm release %s (namespace %s, chart %s),\n", d.grpc, ChartRelease, ChartNamespace, ic.chart)
+		fmt.Fprintf(&b, "                image %s, values %s\n", ic.image, filepath.Join(ic.dir, "values.yaml"))
+		fmt.Fprintf(&b, "                pods reach the ledger at %s (only they: DNAT from the node's bridge)\n", ic.ledger)
+	} else {
+		fmt.Fprintf(&b, "                gRPC %s, metrics http://%s/metrics\n", d.grpc, d.metrics)
+	}
 	if d.cfg.ProviderConfig != "" {
 		fmt.Fprintf(&b, "                configured by %s over the dev defaults\n", d.cfg.ProviderConfig)
 	}
-	fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
-	fmt.Fprintf(&b, "                ip (MetalLB pool %s, a documentation range: shown, never reachable), http://%s/usage\n", d.pool, d.ipOperator)
-	fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", InventoryName, d.inventoryOperator)
+	if d.inCluster != nil {
+		fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), ip (MetalLB pool %s), inventory (Inventory %s):\n", d.pool, InventoryName)
+		fmt.Fprintf(&b, "                pods of the release; kubectl --kubeconfig %s -n %s get pods\n", d.kubeconfig, ChartNamespace)
+	} else {
+		fmt.Fprintf(&b, "  operators     hostname (Ingresses, class nginx), http://%s/metrics\n", d.hostnameOperator)
+		fmt.Fprintf(&b, "                ip (MetalLB pool %s, a documentation range: shown, never reachable), http://%s/usage\n", d.pool, d.ipOperator)
+		fmt.Fprintf(&b, "                inventory (Inventory %s: GPUs from GPU feature discovery labels), http://%s/inventory\n", InventoryName, d.inventoryOperator)
+	}
 	if pr := d.processes; pr != nil {
 		fmt.Fprintf(&b, "  processes     the provider and each operator run as processes of their own (restarted if they exit),\n")
 		fmt.Fprintf(&b, "                their files and logs in %s\n", pr.dir)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -101,13 +102,9 @@ func (d *devProcesses) stop() {
 // provider with its gateway's address, writes each process's file under
 // HOME/cluster/processes, and starts them. On error nothing it started is left.
 func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, rpc, chainID, kubeconfig, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
-	bin := cfg.Executable
-	if bin == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, fmt.Errorf("--redis: this berth binary: %w", err)
-		}
-		bin = exe
+	bin, err := devExecutable(cfg, "--redis")
+	if err != nil {
+		return nil, err
 	}
 	d := &devProcesses{dir: filepath.Join(clusterDir, "processes")}
 	if err := os.MkdirAll(d.dir, 0o700); err != nil {
@@ -122,7 +119,6 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 	if err := os.MkdirAll(redisDir, 0o700); err != nil {
 		return nil, err
 	}
-	var err error
 	if d.redis, d.redisAddr, err = localenv.StartRedisService(ctx, redisDir, log.With(slog.String("component", "redis"))); err != nil {
 		return nil, err
 	}
@@ -137,19 +133,8 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 		return nil, err
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	if d.client, err = chain.Dial(ctx, rpc); err != nil {
-		return nil, fmt.Errorf("ledger node: %w", err)
-	}
-	kr, err := keys.Open(node.KeyringDir(pc.Home), d.client.Params().AddressPrefix)
-	if err != nil {
-		return nil, err
-	}
-	signer, err := kr.Signer(pc.From)
-	if err != nil {
-		return nil, fmt.Errorf("key %q: %w", pc.From, err)
-	}
-	bcast, err := chain.NewBroadcaster(d.client, signer, chain.BroadcastOptions{})
-	if err != nil {
+	var bcast *chain.Broadcaster
+	if d.client, bcast, err = devBroadcaster(ctx, rpc, pc); err != nil {
 		return nil, err
 	}
 	d.providerAddr, d.hostURI, d.grpc, d.metrics = bcast.Address(), "https://"+addr(0), addr(1), addr(2)
@@ -199,6 +184,39 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 	return d, nil
 }
 
+// devExecutable is the berth binary berth dev runs (--redis) or makes an image of
+// (--chart): cfg.Executable, else this one.
+func devExecutable(cfg Config, flag string) (string, error) {
+	if cfg.Executable != "" {
+		return cfg.Executable, nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("%s: this berth binary: %w", flag, err)
+	}
+	return exe, nil
+}
+
+// devBroadcaster connects to the ledger node (rpc) and signs with the provider's key
+// (pc.From in the home's keyring), for the provider's registration. The client is the
+// caller's to close, also on error.
+func devBroadcaster(ctx context.Context, rpc string, pc app.ProviderConfig) (*chain.Client, *chain.Broadcaster, error) {
+	client, err := chain.Dial(ctx, rpc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger node: %w", err)
+	}
+	kr, err := keys.Open(node.KeyringDir(pc.Home), client.Params().AddressPrefix)
+	if err != nil {
+		return client, nil, err
+	}
+	signer, err := kr.Signer(pc.From)
+	if err != nil {
+		return client, nil, fmt.Errorf("key %q: %w", pc.From, err)
+	}
+	bcast, err := chain.NewBroadcaster(client, signer, chain.BroadcastOptions{})
+	return client, bcast, err
+}
+
 // restConfig is the client configuration of the dev cluster's kubeconfig.
 func restConfig(kubeconfig string) (*rest.Config, error) {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -206,6 +224,15 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
 	}
 	return rc, nil
+}
+
+// kubeClient is a client of the dev cluster's kubeconfig.
+func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(rc)
 }
 
 // prepareDevCluster installs berth's CRDs and the operators' namespace, so that the

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,6 +51,8 @@ type Inventory struct {
 	log    *slog.Logger
 	owner  cluster.Owner
 	synced chan struct{}
+	// listErr is the last list or watch error of an informer (a string; NotSynced).
+	listErr atomic.Value
 	// sdlClass maps a cluster storage class to the SDL class whose pool it fills;
 	// storageClasses is the configured mapping (SDL class to cluster class).
 	sdlClass, storageClasses map[string]string
@@ -98,6 +101,30 @@ func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg I
 // Synced is closed once the informers have listed everything.
 func (inv *Inventory) Synced() <-chan struct{} { return inv.synced }
 
+// NotSynced says why nothing is bid yet when the informers have not listed everything
+// (the last list or watch error, such as a role that does not allow it); "" once they
+// have.
+func (inv *Inventory) NotSynced() string {
+	select {
+	case <-inv.synced:
+		return ""
+	default:
+	}
+	if why, _ := inv.listErr.Load().(string); why != "" {
+		return "the cluster's inventory has not been read: " + why
+	}
+	return "the cluster's inventory has not been read yet"
+}
+
+// noteListErrors records an informer's list and watch errors for NotSynced (client-go
+// logs them too). Call it before the informer starts.
+func (inv *Inventory) noteListErrors(i cache.SharedIndexInformer, what string) error {
+	return i.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+		inv.listErr.Store(what + ": " + err.Error())
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	})
+}
+
 // WaitSynced waits until the informers have listed everything or ctx ends.
 func (inv *Inventory) WaitSynced(ctx context.Context) error {
 	select {
@@ -113,7 +140,11 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	// What Run starts stops when it returns, whichever way: a factory's Shutdown waits
 	// for its stop channel, so the context is cancelled first.
 	ctx, cancel := context.WithCancel(ctx)
-	var started []interface{ Shutdown() }
+	type factory interface {
+		Start(stopCh <-chan struct{})
+		Shutdown()
+	}
+	var started []factory
 	defer func() {
 		cancel()
 		for _, f := range started {
@@ -123,34 +154,36 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
 	type handler struct {
 		informer cache.SharedIndexInformer
+		what     string
 		set      func(any)
 		del      func(any)
 	}
-	handlers := []handler{{f.Core().V1().Services().Informer(), inv.setService, inv.deleteService}}
+	handlers := []handler{{f.Core().V1().Services().Informer(), "services", inv.setService, inv.deleteService}}
 	var regs []cache.ResourceEventHandlerRegistration
 	if inv.op == nil {
 		handlers = append(handlers,
-			handler{f.Core().V1().Nodes().Informer(), inv.setNode, inv.deleteNode},
-			handler{f.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
-			handler{f.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC})
+			handler{f.Core().V1().Nodes().Informer(), "nodes", inv.setNode, inv.deleteNode},
+			handler{f.Core().V1().Pods().Informer(), "pods", inv.setPod, inv.deletePod},
+			handler{f.Core().V1().PersistentVolumeClaims().Informer(), "persistentvolumeclaims", inv.setPVC, inv.deletePVC})
 	} else {
 		// The report has the nodes and everyone else's usage; our own leases' pods
 		// and claims are watched here, so that they count the moment they exist.
 		own := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = inv.owner.Selector() }))
 		handlers = append(handlers,
-			handler{own.Core().V1().Pods().Informer(), inv.setPod, inv.deletePod},
-			handler{own.Core().V1().PersistentVolumeClaims().Informer(), inv.setPVC, inv.deletePVC})
+			handler{own.Core().V1().Pods().Informer(), "the leases' pods", inv.setPod, inv.deletePod},
+			handler{own.Core().V1().PersistentVolumeClaims().Informer(), "the leases' persistentvolumeclaims", inv.setPVC, inv.deletePVC})
 		reg, rf, err := inv.watchReport(ctx)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
 		regs = append(regs, reg)
-		own.Start(ctx.Done())
-		rf.Start(ctx.Done())
-		started = append(started, own, rf)
+		started = append(started, own, rf) // started below, their handlers set
 	}
 	for _, h := range handlers {
+		if err := inv.noteListErrors(h.informer, "listing "+h.what); err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
 		reg, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(o any) { h.set(o) },
 			UpdateFunc: func(_, o any) { h.set(o) },
@@ -161,6 +194,9 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 	}
+	for _, f := range started {
+		f.Start(ctx.Done())
+	}
 	if inv.ips != nil {
 		// A cluster without MetalLB is a mistake of the configuration, said at once;
 		// an API server that does not answer yet is waited for, as for everything.
@@ -170,6 +206,9 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		}
 		reg, pf, err := inv.ips.informer(ctx, inv.dc)
 		if err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+		if err := inv.noteListErrors(pf.ForResource(MetalLBPoolResource).Informer(), "reading MetalLB pool "+inv.ips.pool.String()); err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
 		pf.Start(ctx.Done())

@@ -79,6 +79,9 @@ func (inv *Inventory) watchReport(ctx context.Context) (cache.ResourceEventHandl
 	}); err != nil {
 		return nil, nil, err
 	}
+	if err := inv.noteListErrors(informer, "reading Inventory "+o.name); err != nil {
+		return nil, nil, err
+	}
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { inv.setReport(obj) },
 		UpdateFunc: func(_, obj any) { inv.setReport(obj) },

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
@@ -49,6 +50,9 @@ func TestInventoryLeasedIPPool(t *testing.T) {
 	defer cancel()
 	if err := inv.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if why := inv.NotSynced(); why != "" {
+		t.Errorf("synced, yet NotSynced = %q", why)
 	}
 	free := func() (int64, error) {
 		for _, p := range capacity.Snapshot().Pools {
@@ -132,4 +136,39 @@ func TestInventoryLeasedIPPoolWithoutMetalLB(t *testing.T) {
 			t.Fatalf("Run (from the operator: %v): %v", fromOperator, err)
 		}
 	}
+}
+
+// TestInventoryNotSyncedSaysWhy: an inventory whose lists are refused (a role without
+// them) never syncs, and says which list and why instead of waiting in silence.
+func TestInventoryNotSyncedSaysWhy(t *testing.T) {
+	kube := testenv.Cluster(t)
+	rc := rest.CopyConfig(kube.RESTConfig())
+	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:nobody:berth-without-roles"}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := inv.NotSynced(); why != "the cluster's inventory has not been read yet" {
+		t.Errorf("before Run: NotSynced = %q", why)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := inv.Run(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	defer wg.Wait()
+	defer cancel()
+	testenv.EventuallyNoError(t, 30*time.Second, "NotSynced naming the refused list", func() error {
+		why := inv.NotSynced()
+		if !strings.Contains(why, "has not been read: listing ") || !strings.Contains(why, "forbidden") || !strings.Contains(why, "berth-without-roles") {
+			return fmt.Errorf("NotSynced = %q", why)
+		}
+		return nil
+	})
 }
