@@ -81,9 +81,11 @@ func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports real
 	if err := writeKubeconfig(f.proxyKubeconfig, cp.APIServerURL, cp.pki.CAFile, proxy); err != nil {
 		return err
 	}
-	// No name servers: a pod's lookups would otherwise go to the machine's resolver,
-	// off this machine.
-	if err := os.WriteFile(f.resolvConf, nil, 0o600); err != nil {
+	// The pods' only name server is their own loopback, where nothing answers: a lookup
+	// fails at once. (Without one, containerd gives a pod the machine's resolv.conf,
+	// whose server is off this machine: the pod's queries would be dropped, after a
+	// wait.) There is no cluster DNS.
+	if err := os.WriteFile(f.resolvConf, []byte("nameserver 127.0.0.1\n"), 0o600); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
 	files := map[string]string{

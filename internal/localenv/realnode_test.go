@@ -172,6 +172,10 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("exec exit 7: err = %v, want the exit code", err)
 	}
 
+	// The pod's name server is its own loopback: no lookup leaves for the machine's.
+	if out, _, err := execIn(ctx, cp, ns, "echo", "cat", "/etc/resolv.conf"); err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
+		t.Errorf("the pod's resolv.conf: %q (%v), want only nameserver 127.0.0.1", out, err)
+	}
 	checkPodsReachHost(t, cp, node, ns, "echo")
 	checkRegistryPulls(t, cs, node, ns, images)
 
@@ -202,7 +206,7 @@ func checkPodsReachHost(t *testing.T, cp *ControlPlane, node *RealNode, ns, pod 
 	t.Helper()
 	ctx := t.Context()
 	// An HTTPS server told plain HTTP says so: the API server's Go TLS answers with 400.
-	// (busybox's nc, not its wget: that one exits with SIGSEGV in this pod.)
+	// (busybox's nc: Debian's busybox-static wget crashes, SIGSEGV, when given -T.)
 	get := func(at netip.AddrPort) (string, string, error) {
 		return execIn(ctx, cp, ns, pod, "sh", "-c", fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 %s %d`, at.Addr(), at.Port()))
 	}
