@@ -32,7 +32,8 @@ import (
 // container's own HTTP answer through the ingress controller, for the provider's
 // hostname and the tenant's accept host → its request line in `lease logs` → `lease
 // shell` reads what only exists in the container → a manifest update rolls the pod →
-// close → namespace and containers gone.
+// close → namespace and containers gone; then an image from the registry, a volume kept
+// across a restart and an update, and a service evicted past its ephemeral storage.
 func TestRealNodeJourney(t *testing.T) {
 	bin, err := localenv.FindBinaries(t.Context())
 	testenv.Require(t, err)
@@ -242,6 +243,7 @@ func TestRealNodeJourney(t *testing.T) {
 	answer(dataHost, "/", "UPDATED=yes")
 	dataAfter(3, "after the manifest update")
 	closeLease(t, must, cs, dataDSeq, dataNS)
+	checkEphemeralLimit(t, home, ingress, cs)
 	testenv.EventuallyNoError(t, time.Minute, "the volume's data removed", func() error {
 		left, err := filepath.Glob(filepath.Join(home, "cluster", "volumes", "pvc-*"))
 		if err != nil {
@@ -252,6 +254,59 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkEphemeralLimit: a service whose container writes past its SDL storage size (its
+// ephemeral-storage limit) is evicted by the kubelet, which the lease's events say, and
+// its Deployment's new pod serves in its place.
+func checkEphemeralLimit(t *testing.T, home, ingress string, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := t.Context()
+	cli, must := cliWith(t, "--home", home)
+	sdlData, err := os.ReadFile(filepath.Join("..", "..", "examples", "echo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := regexp.MustCompile(`size: 512Mi.*`).ReplaceAllString(string(sdlData), "size: 64Mi")
+	small = strings.ReplaceAll(small, "echo.example.test", "disk.example.test")
+	if !strings.Contains(small, "size: 64Mi") {
+		t.Fatal("examples/echo.yaml no longer asks for 512Mi of storage: update this test")
+	}
+	file := filepath.Join(t.TempDir(), "echo-64mi.yaml")
+	if err := os.WriteFile(file, []byte(small), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy %s: %v\n%s%s", file, err, progress, out)
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	dseq, ns := strconv.FormatUint(res.DSeq, 10), kube.LeaseNamespace(res.Leases[0].ID)
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods of %s: %v (%d)", ns, err, len(pods.Items))
+	}
+	first := pods.Items[0].Name
+	// 100 MiB in the container's own file system: past its 64 MiB limit.
+	must("tenant", "lease", "shell", dseq, "--service", "echo", "--", "dd", "if=/dev/zero", "of=/tmp/fill", "bs=1048576", "count=100")
+	testenv.EventuallyNoError(t, 2*time.Minute, "the kubelet's eviction in the lease's events", func() error {
+		events, err := cli("tenant", "lease", "events", dseq)
+		if err == nil && !strings.Contains(events, "pod/"+first+": Pod ephemeral local storage usage exceeds the total limit of containers 64Mi") {
+			err = fmt.Errorf("no eviction of %s in the events:\n%s", first, events)
+		}
+		return err
+	})
+	testenv.EventuallyNoError(t, time.Minute, "a new pod answering", func() error {
+		b, err := askHost(ctx, ingress, "disk.example.test", http.MethodGet, "/", "")
+		if err == nil && (strings.Contains(b, "hostname: "+first+"\n") || !strings.Contains(b, "hostname: echo-")) {
+			err = fmt.Errorf("answered %q", b)
+		}
+		return err
+	})
+	closeLease(t, must, cs, dseq, ns)
 }
 
 // closeLease closes the deployment dseq and waits for its namespace to go.

@@ -84,7 +84,8 @@ func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports real
 	// The pods' only name server is their own loopback, where nothing answers: a lookup
 	// fails at once. (Without one, containerd gives a pod the machine's resolv.conf,
 	// whose server is off this machine: the pod's queries would be dropped, after a
-	// wait.) There is no cluster DNS.
+	// wait.) There is no cluster DNS: the kubelet's clusterDNS names the same loopback,
+	// so that it does not warn of its absence at every sync of every pod.
 	if err := os.WriteFile(f.resolvConf, []byte("nameserver 127.0.0.1\n"), 0o600); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
@@ -209,6 +210,8 @@ enforceNodeAllocatable: []
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 resolvConf: %s
+clusterDomain: cluster.local
+clusterDNS: [127.0.0.1]
 podLogsDir: %s
 volumePluginDir: %s
 serializeImagePulls: false

@@ -173,8 +173,11 @@ func TestRealNode(t *testing.T) {
 	}
 
 	// The pod's name server is its own loopback: no lookup leaves for the machine's.
-	if out, _, err := execIn(ctx, cp, ns, "echo", "cat", "/etc/resolv.conf"); err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
-		t.Errorf("the pod's resolv.conf: %q (%v), want only nameserver 127.0.0.1", out, err)
+	if out, _, err := execIn(ctx, cp, ns, "echo", "grep", "nameserver", "/etc/resolv.conf"); err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
+		t.Errorf("the pod's name servers: %q (%v), want only 127.0.0.1", out, err)
+	}
+	if ev, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=MissingClusterDNS"}); err != nil || len(ev.Items) > 0 {
+		t.Errorf("the kubelet warns that it has no cluster DNS (%v): %d events", err, len(ev.Items))
 	}
 	checkPodsReachHost(t, cp, node, ns, "echo")
 	checkRegistryPulls(t, cs, node, ns, images)
