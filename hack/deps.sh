@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # deps.sh installs the system packages berth's tests need when they are missing:
 # redis-server, jq and bc for the pricing-script tests, and what a real node runs
-# (containerd, runc, the CNI plugins, iptables, iproute2; localenv's RealNode), all
+# (containerd, runc, the CNI plugins, iptables, iproute2, and ipset for its
+# NetworkPolicy enforcer; localenv's RealNode), all
 # Debian packages. As root it uses apt-get; otherwise it says what to install and fails.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ command -v runc >/dev/null 2>&1 || missing+=(runc)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v ipset >/dev/null 2>&1 || missing+=(ipset)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

@@ -131,6 +131,8 @@ func TestRealNodeJourney(t *testing.T) {
 		t.Error("shell: a command exiting 3 succeeded")
 	}
 
+	checkIsolation(t, home, ingress, cs, dseq)
+
 	// A manifest update rolls the pod: a new one answers with the new environment.
 	sdlData, err := os.ReadFile(sdlFile)
 	if err != nil {
@@ -254,6 +256,81 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkIsolation: the NetworkPolicies berth writes isolate leases on the real node (its
+// NetworkPolicy controller enforces them): a second lease's pod and Service refuse
+// lease dseqA's pod, and answer their own lease's pod and the ingress controller.
+func checkIsolation(t *testing.T, home, ingress string, cs kubernetes.Interface, dseqA string) {
+	t.Helper()
+	ctx := t.Context()
+	cli, must := cliWith(t, "--home", home)
+	sdlData, err := os.ReadFile(filepath.Join("..", "..", "examples", "echo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "echo-b.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(sdlData), "echo.example.test", "b.example.test")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy lease B: %v\n%s%s", err, progress, out)
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	dseqB, nsB := strconv.FormatUint(res.DSeq, 10), kube.LeaseNamespace(res.Leases[0].ID)
+	pods, err := cs.CoreV1().Pods(nsB).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
+		t.Fatalf("lease B's pod: %v (%d)", err, len(pods.Items))
+	}
+	svc, err := cs.CoreV1().Services(nsB).Get(ctx, "echo", metav1.GetOptions{})
+	if err != nil || svc.Spec.ClusterIP == "" || len(svc.Spec.Ports) == 0 {
+		t.Fatalf("lease B's Service echo: %v", err)
+	}
+	if _, err := cs.NetworkingV1().NetworkPolicies(nsB).Get(ctx, "default-deny", metav1.GetOptions{}); err != nil {
+		t.Fatalf("lease B's default-deny NetworkPolicy: %v", err)
+	}
+	// get asks addr from a lease's shell: HTTP over busybox's nc; the answer, or the
+	// shell's error.
+	get := func(dseq, host string, port int32) (string, error) {
+		return cli("tenant", "lease", "shell", dseq, "--service", "echo", "--", "sh", "-c",
+			fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 5 %s %d`, host, port))
+	}
+	podB := pods.Items[0].Status.PodIP
+	// B's own pod reaches it: the policies allow the namespace.
+	if out, err := get(dseqB, podB, 8080); err != nil || !strings.Contains(out, "hostname: "+pods.Items[0].Name) {
+		t.Errorf("lease B's pod asking itself at %s:8080: %v %q", podB, err, out)
+	}
+	// A's pod does not, at B's pod or its Service: the policy controller REJECTs the
+	// connection to a port that is listening (B reached it above). kube-router covers a
+	// new pod once it has seen it: a moment after B's pod started.
+	testenv.EventuallyNoError(t, 30*time.Second, "lease A refused by lease B's pod and Service", func() error {
+		for _, to := range []struct {
+			host string
+			port int32
+		}{{podB, 8080}, {svc.Spec.ClusterIP, svc.Spec.Ports[0].Port}} {
+			out, err := get(dseqA, to.host, to.port)
+			if err == nil {
+				return fmt.Errorf("lease A asking lease B at %s:%d succeeded: %q", to.host, to.port, out)
+			}
+			if strings.Contains(out, "hostname:") || !strings.Contains(out, "Connection refused") {
+				return fmt.Errorf("lease A asking lease B at %s:%d: %w: %q, want the connection refused", to.host, to.port, err, out)
+			}
+		}
+		return nil
+	})
+	// The ingress controller (this machine) still reaches B.
+	testenv.EventuallyNoError(t, time.Minute, "lease B through the ingress", func() error {
+		b, err := askHost(ctx, ingress, "b.example.test", http.MethodGet, "/", "")
+		if err == nil && !strings.Contains(b, "hostname: "+pods.Items[0].Name) {
+			err = fmt.Errorf("answered %q", b)
+		}
+		return err
+	})
+	closeLease(t, must, cs, dseqB, nsB)
 }
 
 // checkEphemeralLimit: a service whose container writes past its SDL storage size (its

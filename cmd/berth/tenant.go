@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
@@ -51,6 +52,17 @@ type session struct {
 	json bool
 	// say prints a progress line (to standard error; deploy prints its own way).
 	say func(line string)
+	// gateways are the provider clients made in the session, closed with it.
+	gateways []*client.Client
+}
+
+// close ends the session: its gateway clients (dials still in flight too), then its
+// ledger connection.
+func (s *session) close() {
+	for _, gc := range s.gateways {
+		gc.Close()
+	}
+	s.c.Close()
 }
 
 func (f *ledgerFlags) connect(ctx context.Context, cmd *cobra.Command, signing bool) (_ *session, err error) {
@@ -96,7 +108,7 @@ func (f *ledgerFlags) with(cmd *cobra.Command, signing bool, fn func(ctx context
 	if err != nil {
 		return err
 	}
-	defer s.c.Close()
+	defer s.close()
 	return fn(ctx, s)
 }
 

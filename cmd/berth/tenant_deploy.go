@@ -89,7 +89,7 @@ func newTenantDeployCommand(f *ledgerFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer s.c.Close()
+			defer s.close()
 			if o.provider != "" {
 				if err := ledger.CheckAddress(o.provider, s.c.Params().AddressPrefix); err != nil {
 					return usageError("--provider %q: %w", o.provider, err)

@@ -93,7 +93,12 @@ func (g *gatewayFlags) gateway(ctx context.Context, f *ledgerFlags, s *session, 
 		}
 		opts.Signer, opts.Tenant = s.priv, s.key.Address
 	}
-	return client.New(opts)
+	gc, err := client.New(opts)
+	if err != nil {
+		return nil, err
+	}
+	s.gateways = append(s.gateways, gc)
+	return gc, nil
 }
 
 // retryNotice tells the user that a provider does not answer and is asked again: at
@@ -521,7 +526,7 @@ func (f *ledgerFlags) withStream(cmd *cobra.Command, fn func(ctx context.Context
 	if err != nil {
 		return err
 	}
-	defer s.c.Close()
+	defer s.close()
 	return fn(cmd.Context(), s)
 }
 

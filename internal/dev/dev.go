@@ -478,7 +478,7 @@ func stopped(what, when string, err error) error {
 
 // realTools are the directories of what a real node runs: the images' programs and the
 // ingress controller.
-type realTools struct{ images, ingress, registry string }
+type realTools struct{ images, ingress, registry, netpol string }
 
 // devRealTools finds (or builds) what --real-node needs.
 func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
@@ -490,7 +490,10 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 	if t.ingress, err = devTool(ctx, out, localenv.FindIngressController, localenv.BuildIngressController, localenv.IngressDirEnv, "the ingress controller (Traefik)", "about 3 minutes"); err != nil {
 		return t, err
 	}
-	t.registry, err = devTool(ctx, out, localenv.FindRegistry, localenv.BuildRegistry, localenv.RegistryDirEnv, "the image registry", "about 2 minutes")
+	if t.registry, err = devTool(ctx, out, localenv.FindRegistry, localenv.BuildRegistry, localenv.RegistryDirEnv, "the image registry", "about 2 minutes"); err != nil {
+		return t, err
+	}
+	t.netpol, err = devTool(ctx, out, localenv.FindNetworkPolicy, localenv.BuildNetworkPolicy, localenv.NetPolDirEnv, "the NetworkPolicy enforcer (kube-router)", "about a minute")
 	return t, err
 }
 
@@ -499,7 +502,7 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 // Stop stops the node.
 func (r *devRun) startRealNode(tools realTools) error {
 	ctx := r.ctx
-	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: tools.images,
+	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: tools.images, NetPolDir: tools.netpol,
 		Images: []localenv.Image{localenv.EchoImage(EchoImageRef, tools.images), localenv.BusyboxImage(BusyboxImageRef, tools.images)}})
 	if err != nil {
 		return fmt.Errorf("start the real node: %w", err)

@@ -365,6 +365,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 	fmt.Fprintf(&b, "  Kubernetes    %s, kubeconfig %s\n", d.cp.APIServerURL, d.kubeconfig)
 	if n := d.realNode; n != nil {
 		fmt.Fprintf(&b, "  node (real)   %s: this machine (containerd, runc, kubelet, kube-proxy), pods in %s\n", n.Name, n.PodCIDR)
+		b.WriteString("                NetworkPolicy enforced (kube-router's policy controller): leases are isolated\n")
 		fmt.Fprintf(&b, "                images %s, %s (imported: nothing is pulled)\n", EchoImageRef, BusyboxImageRef)
 		fmt.Fprintf(&b, "  HTTP routes   http://%s (Traefik): curl -H 'Host: <uri>' http://%s/\n", d.ingress.HTTPAddr, d.ingress.HTTPAddr)
 		fmt.Fprintf(&b, "  registry      http://%s (plain HTTP, no password): name images %s/NAME:TAG in the SDL\n", d.registry.Addr, d.registry.Addr)

@@ -65,6 +65,9 @@ type RealNodeOptions struct {
 	PodCIDR, Bridge string
 	// ImagesDir is hack/images.sh's directory; empty: FindImages.
 	ImagesDir string
+	// NetPolDir is hack/netpol.sh's directory (kube-router, which enforces the
+	// cluster's NetworkPolicies on the node); empty: FindNetworkPolicy.
+	NetPolDir string
 	// Images are imported into the node's containerd at start, besides the pause image.
 	Images []Image
 	// Labels are added to the node's own.
@@ -138,6 +141,11 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 			return nil, err
 		}
 	}
+	if opts.NetPolDir == "" {
+		if opts.NetPolDir, err = FindNetworkPolicy(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// The wait for another node is not start-up time: it has the caller's bound only.
 	unlock, err := lockRealNode(ctx)
 	if err != nil {
@@ -174,6 +182,8 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 	if n.host, err = setUpHostNetwork(ctx, opts.PodCIDR, opts.Bridge); err != nil {
 		return nil, err
 	}
+	// kube-router's rules of a node that ended without its teardown (killed).
+	removeNetworkPolicy(ctx)
 	n.gateway = podNet.Masked().Addr().Next()
 	// In-cluster clients reach the API server at the kubernetes Service, which has no
 	// endpoints here: the API server advertises 127.0.0.1, which no Endpoints may hold.
@@ -187,12 +197,13 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 		},
 		func(ctx context.Context) error { return n.startKubelet(ctx, np) },
 		func(ctx context.Context) error { return n.startKubeProxy(ctx, np) },
+		n.startNetworkPolicy,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}
-	cp.superviseAll("containerd", "kubelet", "kube-proxy")
+	cp.superviseAll("containerd", "kubelet", "kube-proxy", "kube-router")
 	n.log.InfoContext(ctx, "real node ready", slog.String("dir", n.Dir), slog.String("pod_cidr", n.PodCIDR))
 	return n, nil
 }
@@ -226,7 +237,7 @@ func CheckRealNodeHost(binDir string) error {
 		return fmt.Errorf("%w: a real node runs containerd and a kubelet, which need root", ErrMissingDependency)
 	}
 	var missing []string
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip"} {
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "iptables", "ip", "ipset"} {
 		if _, err := exec.LookPath(b); err != nil {
 			missing = append(missing, b)
 		}
@@ -237,7 +248,7 @@ func CheckRealNodeHost(binDir string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("%w: a real node needs %s (apt-get install containerd runc containernetworking-plugins iptables iproute2; make deps does)",
+		return fmt.Errorf("%w: a real node needs %s (apt-get install containerd runc containernetworking-plugins iptables iproute2 ipset; make deps does)",
 			ErrMissingDependency, strings.Join(missing, ", "))
 	}
 	for _, b := range []string{"kubelet", "kube-proxy"} {
@@ -493,6 +504,9 @@ func (n *RealNode) teardown() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		n.cp.removeNode(n)
+		if n.cp.stopNamed("kube-router") {
+			removeNetworkPolicy(ctx)
+		}
 		n.cp.stopNamed("kubelet")
 		if n.cp.stopNamed("kube-proxy") {
 			n.runQuiet(ctx, filepath.Join(n.cp.binDir, "kube-proxy"), "--cleanup", "--config="+n.files.proxyConfig)

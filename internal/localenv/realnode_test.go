@@ -329,6 +329,13 @@ func leftovers(dir, bridge, podCIDR string) []string {
 	if _, err := os.Stat(dir); err == nil {
 		left = append(left, "directory "+dir)
 	}
+	if sets, err := exec.Command("ipset", "list", "-n").Output(); err == nil {
+		for name := range strings.FieldsSeq(string(sets)) {
+			if hasPrefix(name, netpolSetPrefixes) {
+				left = append(left, "ipset "+name)
+			}
+		}
+	}
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
 		rules, _ := exec.Command(save).Output()
 		for line := range strings.SplitSeq(string(rules), "\n") {

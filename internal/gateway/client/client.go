@@ -68,6 +68,9 @@ type Client struct {
 	tls  *tls.Config
 	// pauses between attempts: retryFirst and retryLongest (shorter in tests)
 	pauseFirst, pauseLongest time.Duration
+	// lifetime ends at Close, and with it every dial in flight.
+	lifetime context.Context
+	end      context.CancelFunc
 }
 
 // ResponseError is a gateway's refusal: its status and message.
@@ -99,6 +102,8 @@ func New(opts Options) (*Client, error) {
 		opts.Timeout = 30 * time.Second
 	}
 	c := &Client{opts: opts, base: u, pauseFirst: retryFirst, pauseLongest: retryLongest}
+	//nolint:forbidigo // the client's own lifetime, ended by Close: no caller context outlives New
+	c.lifetime, c.end = context.WithCancel(context.Background())
 	c.tls = &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		// The provider's certificate may be self-signed: dialTLS checks it against a
@@ -117,9 +122,23 @@ func New(opts Options) (*Client, error) {
 	return c, nil
 }
 
-// dialTLS connects to the gateway and checks the provider's certificate.
+// Close ends the client: dials still in flight (the HTTP transport finishes a dial
+// whose request was cancelled, for its pool) and idle connections. Requests after it
+// fail.
+func (c *Client) Close() {
+	c.end()
+	c.http.CloseIdleConnections()
+}
+
+// dialTLS connects to the gateway and checks the provider's certificate. A dial takes
+// at most the attempt timeout (a provider whose address drops packets would otherwise
+// hold it for the kernel's two minutes of retries), and ends with the client.
 func (c *Client) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
-	conn, err := (&tls.Dialer{Config: c.tls}).DialContext(ctx, network, addr)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(c.lifetime, cancel)()
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: c.opts.Timeout}, Config: c.tls}
+	conn, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
 	}
