@@ -191,6 +191,7 @@ func TestRealNodeJourney(t *testing.T) {
 	pushedLease := pushedRes.Leases[0].ID
 	answer(cluster.IngressHost(pushedLease, "echo", dev.IngressDomain), "/", "BUILT_AS=pushed")
 	closeLease(t, must, cs, strconv.FormatUint(pushedRes.DSeq, 10), kube.LeaseNamespace(pushedLease))
+	checkCredentials(t, home, ingress, cs, images, string(sdlData))
 
 	// A persistent volume keeps the service's data across a restart of its pod and a
 	// manifest update; close deletes it, data and all.
@@ -256,6 +257,78 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkCredentials: an image in a registry that refuses anonymous pulls runs from an
+// SDL whose credentials name the registry's account: berth's own image pull secret,
+// end to end.
+func checkCredentials(t *testing.T, home, ingress string, cs kubernetes.Interface, images, echoSDL string) {
+	t.Helper()
+	ctx := t.Context()
+	_, must := cliWith(t, "--home", home)
+	const user, password = "tenant", "a-registry-password"
+	reg, err := localenv.StartRegistry(ctx, localenv.RegistryOptions{Dir: t.TempDir(), Users: map[string]string{user: password}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(reg.Stop)
+	// berth dev's node pulls from it over plain HTTP, as from berth dev's registry.
+	if err := localenv.TrustRegistryAt(filepath.Join(home, "cluster", "node-"+localenv.DefaultRealNodeName), reg.Addr); err != nil {
+		t.Fatal(err)
+	}
+	img := localenv.EchoImage("x/echo:private", images)
+	img.Env = append(img.Env, "BUILT_AS=private")
+	ref, err := localenv.Push(ctx, reg.Addr, "tenant/echo", "private", user, password, img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the account the registry refuses it.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+reg.Addr+"/v2/tenant/echo/manifests/private", http.NoBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an anonymous pull from the private registry: %s, want 401", resp.Status)
+	}
+	sdl := strings.NewReplacer(dev.EchoImageRef, ref, "echo.example.test", "private.example.test").Replace(echoSDL)
+	sdl = strings.Replace(sdl, "    image: "+ref+"\n", fmt.Sprintf("    image: %s\n    credentials:\n      host: %s\n      username: %s\n      password: %s\n", ref, reg.Addr, user, password), 1)
+	if !strings.Contains(sdl, "credentials:") {
+		t.Fatalf("no credentials put in the SDL:\n%s", sdl)
+	}
+	file := filepath.Join(t.TempDir(), "echo-private.yaml")
+	if err := os.WriteFile(file, []byte(sdl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy an image with credentials: %v\n%s%s", err, progress, out)
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
+		t.Fatalf("deploy output: %v\n%s", err, out)
+	}
+	ns := kube.LeaseNamespace(res.Leases[0].ID)
+	testenv.EventuallyNoError(t, time.Minute, "the private image answering", func() error {
+		b, err := askHost(ctx, ingress, "private.example.test", http.MethodGet, "/", "")
+		if err == nil && !strings.Contains(b, "BUILT_AS=private") {
+			err = fmt.Errorf("answered %q", b)
+		}
+		return err
+	})
+	// The pod pulled with berth's pull secret, and the password is in no event.
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != 1 || len(pods.Items[0].Spec.ImagePullSecrets) != 1 {
+		t.Fatalf("the private image's pod: %v, want one pod with one pull secret", err)
+	}
+	if events := must("tenant", "lease", "events", strconv.FormatUint(res.DSeq, 10)); strings.Contains(events, password) {
+		t.Errorf("the lease's events show the registry password:\n%s", events)
+	}
+	closeLease(t, must, cs, strconv.FormatUint(res.DSeq, 10), ns)
 }
 
 // checkIsolation: the NetworkPolicies berth writes isolate leases on the real node (its

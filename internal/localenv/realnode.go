@@ -388,7 +388,14 @@ func (n *RealNode) ImportImages(ctx context.Context, images ...Image) error {
 // TrustRegistry lets the node pull from the plain-HTTP registry at addr (host:port, a
 // Registry's Addr); containerd reads it at the next pull.
 func (n *RealNode) TrustRegistry(addr string) error {
-	dir := filepath.Join(n.files.registries, addr)
+	return TrustRegistryAt(n.Dir, addr)
+}
+
+// TrustRegistryAt is TrustRegistry for the real node whose directory is nodeDir (a
+// RealNode's Dir: CONTROL_PLANE_DIR/node-NAME), such as berth dev's from a test. The
+// node's containerd reads the file at each pull.
+func TrustRegistryAt(nodeDir, addr string) error {
+	dir := filepath.Join(newRealNodeFiles(nodeDir).registries, addr)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("trust registry %s: %w", addr, err)
 	}
