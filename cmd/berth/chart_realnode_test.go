@@ -36,13 +36,7 @@ import (
 // service; the provider's pod, deleted, is replaced and serves again; close removes
 // the lease's namespace.
 func TestChartOnRealNode(t *testing.T) {
-	bin, err := localenv.FindBinaries(t.Context())
-	testenv.Require(t, err)
-	testenv.Require(t, localenv.CheckRealNodeHost(bin))
-	_, err = localenv.FindImages(t.Context())
-	testenv.Require(t, err)
-	_, err = localenv.FindIngressController(t.Context())
-	testenv.Require(t, err)
+	requireRealNode(t)
 	t.Setenv(localenv.HelmEnv, charttest.Helm(t))
 
 	berth := buildStaticBerth(t)
@@ -113,14 +107,7 @@ func TestChartOnRealNode(t *testing.T) {
 
 	// A stateful service: its claim provisioned, its data kept.
 	dataFile := filepath.Join("..", "..", "examples", "echo-data.yaml")
-	out, progress, err = runSplit(t, "tenant", "deploy", dataFile, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy %s: %v\n%s%s", dataFile, err, progress, out)
-	}
-	var dataRes deployResult
-	if err := json.Unmarshal([]byte(out), &dataRes); err != nil || len(dataRes.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	dataRes := deployOne(t, home, dataFile)
 	dataHost := cluster.IngressHost(dataRes.Leases[0].ID, "echo", dev.IngressDomain)
 	if _, err := askHost(ctx, ingress, dataHost, http.MethodPost, "/data", "kept by the chart's provider"); err != nil {
 		t.Fatal(err)

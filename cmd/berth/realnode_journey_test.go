@@ -35,13 +35,7 @@ import (
 // close → namespace and containers gone; then an image from the registry, a volume kept
 // across a restart and an update, and a service evicted past its ephemeral storage.
 func TestRealNodeJourney(t *testing.T) {
-	bin, err := localenv.FindBinaries(t.Context())
-	testenv.Require(t, err)
-	testenv.Require(t, localenv.CheckRealNodeHost(bin))
-	_, err = localenv.FindImages(t.Context())
-	testenv.Require(t, err)
-	_, err = localenv.FindIngressController(t.Context())
-	testenv.Require(t, err)
+	requireRealNode(t)
 
 	home := filepath.Join(t.TempDir(), "home")
 	banner := startDev(t, "--home", home, "--real-node")
@@ -180,14 +174,7 @@ func TestRealNodeJourney(t *testing.T) {
 	if err := os.WriteFile(pushedFile, []byte(strings.NewReplacer(dev.EchoImageRef, pushed, "echo.example.test", "pushed.example.test").Replace(string(sdlData))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, progress, err = runSplit(t, "tenant", "deploy", pushedFile, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy an image from the registry: %v\n%s%s", err, progress, out)
-	}
-	var pushedRes deployResult
-	if err := json.Unmarshal([]byte(out), &pushedRes); err != nil || len(pushedRes.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	pushedRes := deployOne(t, home, pushedFile)
 	pushedLease := pushedRes.Leases[0].ID
 	answer(cluster.IngressHost(pushedLease, "echo", dev.IngressDomain), "/", "BUILT_AS=pushed")
 	closeLease(t, must, cs, strconv.FormatUint(pushedRes.DSeq, 10), kube.LeaseNamespace(pushedLease))
@@ -196,14 +183,7 @@ func TestRealNodeJourney(t *testing.T) {
 	// A persistent volume keeps the service's data across a restart of its pod and a
 	// manifest update; close deletes it, data and all.
 	dataFile := filepath.Join("..", "..", "examples", "echo-data.yaml")
-	out, progress, err = runSplit(t, "tenant", "deploy", dataFile, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy %s: %v\n%s%s", dataFile, err, progress, out)
-	}
-	var dataRes deployResult
-	if err := json.Unmarshal([]byte(out), &dataRes); err != nil || len(dataRes.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	dataRes := deployOne(t, home, dataFile)
 	dataLease := dataRes.Leases[0].ID
 	dataDSeq, dataNS := strconv.FormatUint(dataRes.DSeq, 10), kube.LeaseNamespace(dataLease)
 	dataHost := cluster.IngressHost(dataLease, "echo", dev.IngressDomain)
@@ -304,14 +284,7 @@ func checkCredentials(t *testing.T, home, ingress string, cs kubernetes.Interfac
 	if err := os.WriteFile(file, []byte(sdl), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy an image with credentials: %v\n%s%s", err, progress, out)
-	}
-	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	res := deployOne(t, home, file)
 	ns := kube.LeaseNamespace(res.Leases[0].ID)
 	testenv.EventuallyNoError(t, time.Minute, "the private image answering", func() error {
 		b, err := askHost(ctx, ingress, "private.example.test", http.MethodGet, "/", "")
@@ -346,14 +319,7 @@ func checkIsolation(t *testing.T, home, ingress string, cs kubernetes.Interface,
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(sdlData), "echo.example.test", "b.example.test")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy lease B: %v\n%s%s", err, progress, out)
-	}
-	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	res := deployOne(t, home, file)
 	dseqB, nsB := strconv.FormatUint(res.DSeq, 10), kube.LeaseNamespace(res.Leases[0].ID)
 	pods, err := cs.CoreV1().Pods(nsB).List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 1 || pods.Items[0].Status.PodIP == "" {
@@ -426,14 +392,7 @@ func checkEphemeralLimit(t *testing.T, home, ingress string, cs kubernetes.Inter
 	if err := os.WriteFile(file, []byte(small), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy %s: %v\n%s%s", file, err, progress, out)
-	}
-	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
-		t.Fatalf("deploy output: %v\n%s", err, out)
-	}
+	res := deployOne(t, home, file)
 	dseq, ns := strconv.FormatUint(res.DSeq, 10), kube.LeaseNamespace(res.Leases[0].ID)
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 1 {
@@ -457,6 +416,34 @@ func checkEphemeralLimit(t *testing.T, home, ingress string, cs kubernetes.Inter
 		return err
 	})
 	closeLease(t, must, cs, dseq, ns)
+}
+
+// requireRealNode skips the test (fails it with CI=true) unless berth dev can run a
+// real node here: root, containerd and the rest, the binaries, images, NetworkPolicy
+// controller and ingress controller built.
+func requireRealNode(t *testing.T) {
+	t.Helper()
+	bin, err := localenv.FindBinaries(t.Context())
+	testenv.Require(t, err)
+	testenv.Require(t, localenv.CheckRealNodeHost(bin))
+	for _, find := range []func(context.Context) (string, error){localenv.FindImages, localenv.FindNetworkPolicy, localenv.FindIngressController, localenv.FindRegistry} {
+		_, err := find(t.Context())
+		testenv.Require(t, err)
+	}
+}
+
+// deployOne deploys file as home's tenant and returns the result of its one lease.
+func deployOne(t *testing.T, home, file string) deployResult {
+	t.Helper()
+	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
+	if err != nil {
+		t.Fatalf("deploy %s: %v\n%s%s", file, err, progress, out)
+	}
+	var res deployResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
+		t.Fatalf("deploy %s: want one lease (%v):\n%s", file, err, out)
+	}
+	return res
 }
 
 // closeLease closes the deployment dseq and waits for its namespace to go.

@@ -27,7 +27,6 @@ import (
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/chartspec"
-	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/operator/hostname"
@@ -296,16 +295,7 @@ func (ic *devInCluster) uninstall() error {
 func (ic *devInCluster) awaitBidding(ctx context.Context, hostURI string) error {
 	wctx, cancel := context.WithTimeout(ctx, inClusterTimeout)
 	defer cancel()
-	err := wait.Until(wctx, 250*time.Millisecond, func(ctx context.Context) error {
-		st, err := status.Read(ctx, status.LoopbackClient, hostURI)
-		switch {
-		case err != nil:
-			return err
-		case st.Berth.NotBidding != "":
-			return errors.New(st.Berth.NotBidding)
-		}
-		return nil
-	})
+	err := awaitBidding(wctx, hostURI, nil, nil)
 	if _, ended := errors.AsType[*wait.Ended](err); ended && ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()

@@ -265,25 +265,29 @@ func writeDevFile(dir, name string, cfg any) (string, error) {
 	return path, nil
 }
 
-// providerStatus reads the provider process's status: an error until it serves.
-func (d *devProcesses) providerStatus(ctx context.Context) (status.Status, error) {
-	return status.Read(ctx, status.LoopbackClient, d.hostURI)
-}
-
 // awaitBidding waits until the provider process serves and bids (its inventory
 // operator's first report has arrived), or says why not after timeout; a process that
 // stops being restarted ends the wait at once.
 func (d *devProcesses) awaitBidding(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	failed := d.failed(ctx)
-	err := wait.Until(ctx, 100*time.Millisecond, func(ctx context.Context) error {
+	err := awaitBidding(ctx, d.hostURI, d.failed(ctx), d.err)
+	if _, ended := errors.AsType[*wait.Ended](err); ended {
+		return fmt.Errorf("the provider process is not bidding after %s: %w (its log: %s)", timeout, err, d.provider.LogPath())
+	}
+	return err
+}
+
+// awaitBidding waits until the provider at hostURI serves its status and says it bids,
+// until ctx ends (a *wait.Ended) or failed is closed (why's error).
+func awaitBidding(ctx context.Context, hostURI string, failed <-chan struct{}, why func() error) error {
+	return wait.Until(ctx, 100*time.Millisecond, func(ctx context.Context) error {
 		select {
 		case <-failed:
-			return wait.Abort(d.err())
+			return wait.Abort(why())
 		default:
 		}
-		st, err := d.providerStatus(ctx)
+		st, err := status.Read(ctx, status.LoopbackClient, hostURI)
 		switch {
 		case err != nil:
 			return err
@@ -292,8 +296,4 @@ func (d *devProcesses) awaitBidding(ctx context.Context, timeout time.Duration) 
 		}
 		return nil
 	})
-	if _, ended := errors.AsType[*wait.Ended](err); ended {
-		return fmt.Errorf("the provider process is not bidding after %s: %w (its log: %s)", timeout, err, d.provider.LogPath())
-	}
-	return err
 }

@@ -106,23 +106,28 @@ func (h *hostNetwork) exposeToPods(ctx context.Context, dst netip.AddrPort, port
 	return nil
 }
 
-// removeExposures deletes the rules exposeToPods added (found by their comment), last
-// first so that the numbers of the others hold.
+// removeExposures deletes the rules exposeToPods added (found by their comment).
 func (h *hostNetwork) removeExposures(ctx context.Context) {
-	out, err := xtables(ctx, "iptables", "-t", "nat", "-L", "PREROUTING", "-n", "--line-numbers")
+	deleteCommented(ctx, "nat", "PREROUTING", exposureComment)
+}
+
+// deleteCommented deletes the rules of table's chain whose comment starts with
+// comment, last first so that the numbers of the others hold.
+func deleteCommented(ctx context.Context, table, chain, comment string) {
+	out, err := xtables(ctx, "iptables", "-t", table, "-L", chain, "-n", "--line-numbers")
 	if err != nil {
-		slog.WarnContext(ctx, "real node: list the nat rules", slog.String("error", err.Error()))
+		slog.WarnContext(ctx, "real node: list iptables rules", slog.String("chain", table+"/"+chain), slog.String("error", err.Error()))
 		return
 	}
 	var nums []string
 	for line := range strings.SplitSeq(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.Contains(line, "/* "+exposureComment) {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(line, "/* "+comment) {
 			nums = append(nums, f[0])
 		}
 	}
 	for _, n := range slices.Backward(nums) {
-		if _, err := xtables(ctx, "iptables", "-t", "nat", "-D", "PREROUTING", n); err != nil {
-			slog.WarnContext(ctx, "real node: remove a nat rule", slog.String("rule", n), slog.String("error", err.Error()))
+		if _, err := xtables(ctx, "iptables", "-t", table, "-D", chain, n); err != nil {
+			slog.WarnContext(ctx, "real node: remove an iptables rule", slog.String("chain", table+"/"+chain), slog.String("rule", n), slog.String("error", err.Error()))
 		}
 	}
 }

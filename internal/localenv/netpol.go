@@ -87,8 +87,8 @@ func removeNetworkPolicy(ctx context.Context) {
 		case len(f) == 2 && f[0] == "-N" && hasPrefix(f[1], netpolChainPrefixes):
 			chains = append(chains, f[1])
 		case len(f) > 2 && f[0] == "-A" && !hasPrefix(f[1], netpolChainPrefixes) && strings.Contains(line, netpolJumpComment):
-			// A jump from a built-in chain: deleted by its number, found again each time.
-			deleteNetpolJumps(ctx, f[1])
+			// A jump from a built-in chain.
+			deleteCommented(ctx, "filter", f[1], netpolJumpComment)
 		}
 	}
 	for _, c := range chains {
@@ -109,23 +109,6 @@ func removeNetworkPolicy(ctx context.Context) {
 				slog.WarnContext(ctx, "real node teardown: destroy kube-router's ipset", slog.String("set", name), slog.String("error", err.Error()))
 			}
 		}
-	}
-}
-
-// deleteNetpolJumps deletes chain's rules commented as kube-router's jumps, last first.
-func deleteNetpolJumps(ctx context.Context, chain string) {
-	out, err := xtables(ctx, "iptables", "-L", chain, "-n", "--line-numbers")
-	if err != nil {
-		return
-	}
-	var nums []string
-	for line := range strings.SplitSeq(string(out), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.Contains(line, "/* "+netpolJumpComment) {
-			nums = append(nums, f[0])
-		}
-	}
-	for _, num := range slices.Backward(nums) {
-		_, _ = xtables(ctx, "iptables", "-D", chain, num)
 	}
 }
 
