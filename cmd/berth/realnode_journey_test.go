@@ -125,6 +125,8 @@ func TestRealNodeJourney(t *testing.T) {
 		t.Error("shell: a command exiting 3 succeeded")
 	}
 
+	checkRestart(t, home, cs, dseq, ns, pod)
+	answer(providerHost, "/", "GREETING=hello from a real container")
 	checkIsolation(t, home, ingress, cs, dseq)
 
 	// A manifest update rolls the pod: a new one answers with the new environment.
@@ -237,6 +239,37 @@ func TestRealNodeJourney(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// checkRestart: the container's process ends (SIGTERM to its process 1, which echo
+// handles by exiting): the kubelet restarts it in the same pod, and `lease logs
+// --previous` reads the run that ended, with the request it served.
+func checkRestart(t *testing.T, home string, cs kubernetes.Interface, dseq, ns, pod string) {
+	t.Helper()
+	cli, must := cliWith(t, "--home", home)
+	// The shell's own exit status may be lost with the container it runs in: what is
+	// checked is the restart.
+	_, _ = cli("tenant", "lease", "shell", dseq, "--service", "echo", "--", "kill", "1")
+	testenv.EventuallyNoError(t, time.Minute, "the container restarted and ready", func() error {
+		p, err := cs.CoreV1().Pods(ns).Get(t.Context(), pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(p.Status.ContainerStatuses) != 1 {
+			return fmt.Errorf("%d container statuses", len(p.Status.ContainerStatuses))
+		}
+		if c := p.Status.ContainerStatuses[0]; c.RestartCount != 1 || !c.Ready {
+			return fmt.Errorf("container %s: %d restarts, ready %t", c.Name, c.RestartCount, c.Ready)
+		}
+		return nil
+	})
+	previous := must("tenant", "lease", "logs", dseq, "--previous")
+	if !strings.Contains(previous, "echo: GET / from") || !strings.Contains(previous, "["+pod+"] echo: listening on :8080") {
+		t.Errorf("lease logs --previous lacks the ended run's lines:\n%s", previous)
+	}
+	if _, err := cli("tenant", "lease", "logs", dseq, "--previous", "--follow"); err == nil || !strings.Contains(err.Error(), "--previous, --follow") {
+		t.Errorf("logs --previous --follow: %v, want refused", err)
+	}
 }
 
 // checkCredentials: an image in a registry that refuses anonymous pulls runs from an

@@ -534,7 +534,7 @@ func newLeaseLogsCommand(f *ledgerFlags) *cobra.Command {
 	var g gatewayFlags
 	var provider string
 	var services []string
-	var follow bool
+	var follow, previous bool
 	var tail int
 	cmd := &cobra.Command{
 		Use:   "logs DSEQ[/GSEQ/OSEQ]",
@@ -546,7 +546,10 @@ func newLeaseLogsCommand(f *ledgerFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return gc.Logs(ctx, id, client.LogOptions{Services: services, Follow: follow, Tail: tail}, func(m api.LogMessage) error {
+				if previous && follow {
+					return usageError("--previous, --follow: a container's ended run writes no more; use one or the other")
+				}
+				return gc.Logs(ctx, id, client.LogOptions{Services: services, Follow: follow, Tail: tail, Previous: previous}, func(m api.LogMessage) error {
 					if s.json {
 						return writeJSON(s.out, m)
 					}
@@ -560,6 +563,7 @@ func newLeaseLogsCommand(f *ledgerFlags) *cobra.Command {
 	cmd.Flags().StringSliceVar(&services, "service", nil, "only these services (comma-separated)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until interrupted")
 	cmd.Flags().IntVar(&tail, "tail", -1, "start with each container's last N lines (-1: all)")
+	cmd.Flags().BoolVar(&previous, "previous", false, "the containers' runs before their last restart (why one crashed), not their current ones")
 	return cmd
 }
 

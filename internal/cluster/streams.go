@@ -35,6 +35,10 @@ type LogOptions struct {
 	// TailLines, when set, starts each pod's log that many lines before its end. A pod
 	// that starts while following is streamed from its first line.
 	TailLines *int64
+	// Previous reads each pod's container as it was before its last restart (the log
+	// of the run that ended: why it crashed, say); a pod whose container has not
+	// restarted has none. Not with Follow: an ended run writes no more.
+	Previous bool
 }
 
 // LogLine is one line of a container's log.

@@ -46,6 +46,9 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts cluster.LogO
 	if opts.TailLines != nil && *opts.TailLines < 0 {
 		return fmt.Errorf("lease %s: negative tail: %w", id, cluster.ErrInvalidRequest)
 	}
+	if opts.Previous && opts.Follow {
+		return fmt.Errorf("lease %s: previous and follow: a container's ended run writes no more: %w", id, cluster.ErrInvalidRequest)
+	}
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
 		return err
@@ -196,6 +199,14 @@ func (m *logMux) start(ctx context.Context, p *corev1.Pod, tail *int64) {
 			restarts = c.RestartCount
 		}
 	}
+	if m.opts.Previous {
+		// Only a container that has restarted has an ended run to read; one that has
+		// not is no failure: it has nothing to show.
+		if restarts == 0 {
+			return
+		}
+		ready = true
+	}
 	if !ready {
 		m.failed()
 		return
@@ -214,7 +225,7 @@ func (m *logMux) start(ctx context.Context, p *corev1.Pod, tail *int64) {
 
 // stream reads one pod's log line by line into lines.
 func (m *logMux) stream(ctx context.Context, pod, service, container string, tail *int64) {
-	body, err := m.s.cs.CoreV1().Pods(m.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: m.opts.Follow, TailLines: tail}).Stream(ctx)
+	body, err := m.s.cs.CoreV1().Pods(m.ns).GetLogs(pod, &corev1.PodLogOptions{Container: container, Follow: m.opts.Follow, TailLines: tail, Previous: m.opts.Previous}).Stream(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			m.failed()

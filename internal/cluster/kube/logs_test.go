@@ -220,6 +220,15 @@ func TestLogs(t *testing.T) {
 		if err := s.Logs(ctx, l.id, cluster.LogOptions{TailLines: &neg}, nop); !errors.Is(err, cluster.ErrInvalidRequest) {
 			t.Errorf("negative tail: %v", err)
 		}
+		if err := s.Logs(ctx, l.id, cluster.LogOptions{Previous: true, Follow: true}, nop); !errors.Is(err, cluster.ErrInvalidRequest) {
+			t.Errorf("previous and follow: %v", err)
+		}
+		// No container of the lease has restarted: no ended run to read, and no error
+		// (the real node's restart is TestRealNodeJourney's).
+		var c collected[cluster.LogLine]
+		if err := s.Logs(ctx, l.id, cluster.LogOptions{Previous: true}, c.add); err != nil || len(c.all()) != 0 {
+			t.Errorf("previous, nothing restarted: %v, %d lines", err, len(c.all()))
+		}
 		other := market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 		if err := s.Logs(ctx, other, cluster.LogOptions{}, nop); !errors.Is(err, cluster.ErrNoSuchLease) {
 			t.Errorf("unknown lease: %v", err)

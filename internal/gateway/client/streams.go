@@ -27,6 +27,9 @@ type LogOptions struct {
 	Services []string
 	Follow   bool
 	Tail     int
+	// Previous asks for the containers' runs before their last restart (not with
+	// Follow).
+	Previous bool
 }
 
 // dial opens a websocket to path with the client's credentials.
@@ -139,7 +142,11 @@ func streamQuery(services []string, follow bool, tail int) url.Values {
 
 // Logs streams the lease's log lines to fn.
 func (c *Client) Logs(ctx context.Context, id market.LeaseID, o LogOptions, fn func(api.LogMessage) error) error {
-	conn, err := c.dial(ctx, leasePath(id, "logs"), streamQuery(o.Services, o.Follow, o.Tail))
+	q := streamQuery(o.Services, o.Follow, o.Tail)
+	if o.Previous {
+		q.Set("previous", "true")
+	}
+	conn, err := c.dial(ctx, leasePath(id, "logs"), q)
 	if err != nil {
 		return err
 	}

@@ -3,11 +3,14 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/market"
 )
 
 func TestParseShellQuery(t *testing.T) {
@@ -87,6 +90,31 @@ func FuzzShellQuery(f *testing.F) {
 		r, err := parseShellQuery(q)
 		if err == nil && (len(r.Command) == 0 || r.Service == "" || r.PodIndex < 0) {
 			t.Fatalf("accepted %+v", r)
+		}
+	})
+}
+
+// FuzzStreamParams: any logs or events query parses or errs, and an accepted one names
+// only the lease's services, no negative tail, and not previous with follow.
+func FuzzStreamParams(f *testing.F) {
+	f.Add("service=web&follow=true&tail=5")
+	f.Add("previous=true&tail=-1")
+	f.Add("previous=1&follow=t&service=web,db")
+	g := market.ManifestGroup{Name: "g", Services: []market.Service{{Name: "web"}, {Name: "db"}}}
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := httptest.NewRequest(http.MethodGet, "/lease/1/1/1/logs", http.NoBody)
+		r.URL.RawQuery = raw
+		o, err := streamParams(r, &g)
+		if err != nil {
+			return
+		}
+		for _, s := range o.Services {
+			if s != "web" && s != "db" {
+				t.Fatalf("accepted service %q", s)
+			}
+		}
+		if o.TailLines != nil && *o.TailLines < 0 || o.Previous && o.Follow {
+			t.Fatalf("accepted %+v", o)
 		}
 	})
 }

@@ -224,7 +224,8 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 }
 
 // streamParams reads the logs and events routes' query: service (comma-separated,
-// each in the lease's manifest), follow, tail.
+// each in the lease's manifest), follow, tail, previous (logs: the containers' runs
+// before their last restart; not with follow).
 func streamParams(r *http.Request, g *market.ManifestGroup) (cluster.LogOptions, error) {
 	var o cluster.LogOptions
 	q := r.URL.Query()
@@ -254,6 +255,16 @@ func streamParams(r *http.Request, g *market.ManifestGroup) (cluster.LogOptions,
 		if n >= 0 {
 			o.TailLines = &n
 		}
+	}
+	if v := q.Get("previous"); v != "" {
+		p, err := strconv.ParseBool(v)
+		if err != nil {
+			return o, badRequest(fmt.Sprintf(`parameter "previous" %q: want true or false`, v))
+		}
+		o.Previous = p
+	}
+	if o.Previous && o.Follow {
+		return o, badRequest(`parameters "previous" and "follow": a container's ended run writes no more; ask for one or the other`)
 	}
 	return o, nil
 }

@@ -47,7 +47,11 @@ func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o cluster.LogO
 		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", cluster.ErrLogUnreadable)
 	}
 	for _, pod := range []string{"web-0", "web-1"} {
-		if err := emit(cluster.LogLine{Pod: pod, Service: "web", Message: "hello from " + pod + " tail=" + strconv.FormatInt(tail, 10)}); err != nil {
+		msg := "hello from " + pod + " tail=" + strconv.FormatInt(tail, 10)
+		if o.Previous {
+			msg += " (previous run)"
+		}
+		if err := emit(cluster.LogLine{Pod: pod, Service: "web", Message: msg}); err != nil {
 			return err
 		}
 	}
@@ -130,6 +134,16 @@ func TestLogsAndEvents(t *testing.T) {
 			t.Fatalf("log line: %+v %v", m, err)
 		}
 	}
+	// previous=true asks for the containers' runs before their restart.
+	pc, _, err := e.dial(t, "/lease/7/1/1/logs?previous=true&tail=2", tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pm api.LogMessage
+	if err := pc.ReadJSON(&pm); err != nil || pm.Message != "hello from web-0 tail=2 (previous run)" {
+		t.Fatalf("previous log line: %+v %v", pm, err)
+	}
+	_ = pc.Close()
 	var ce *websocket.CloseError
 	if _, _, err := c.ReadMessage(); !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure {
 		t.Fatalf("after the logs: %v", err)
@@ -207,6 +221,8 @@ func TestLogsAndEvents(t *testing.T) {
 		{"/lease/7/1/1/logs?service=web,", tok, 400},
 		{"/lease/7/1/1/logs?follow=maybe", tok, 400},
 		{"/lease/7/1/1/logs?tail=-2", tok, 400},
+		{"/lease/7/1/1/logs?previous=maybe", tok, 400},
+		{"/lease/7/1/1/logs?previous=true&follow=true", tok, 400},
 		{"/lease/8/1/1/kubeevents", tok, 404},
 		{"/lease/7/1/1/kubeevents", e.other.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull}), 404},
 		{"/lease/7/1/1/logs", e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessScoped, Scope: []auth.Scope{auth.ScopeEvents}}), 403},
