@@ -70,25 +70,12 @@ func TestChartOnRealNode(t *testing.T) {
 
 	// A tenant's deployment through the in-cluster provider answers.
 	sdlFile := filepath.Join("..", "..", "examples", "echo.yaml")
-	out, progress, err := runSplit(t, "tenant", "deploy", sdlFile, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy: %v\n%s%s", err, progress, out)
-	}
-	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 || !res.Leases[0].Status.Berth.Ready {
-		t.Fatalf("deploy: want one ready lease (%v):\n%s", err, out)
-	}
+	res := deployOne(t, home, sdlFile)
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	answer := func(host, path, want string) {
 		t.Helper()
-		testenv.EventuallyNoError(t, time.Minute, host+path+" answering with "+want, func() error {
-			b, err := askHost(ctx, ingress, host, http.MethodGet, path, "")
-			if err == nil && !strings.Contains(b, want) {
-				err = fmt.Errorf("%s answered %q", host, b)
-			}
-			return err
-		})
+		waitAnswer(t, ingress, host, path, want)
 	}
 	answer(cluster.IngressHost(lease, "echo", dev.IngressDomain), "/", "GREETING=hello from a real container")
 	answer("echo.example.test", "/", "GREETING=hello from a real container")

@@ -51,14 +51,7 @@ func TestRealNodeJourney(t *testing.T) {
 	ctx := t.Context()
 
 	sdlFile := filepath.Join("..", "..", "examples", "echo.yaml")
-	out, progress, err := runSplit(t, "tenant", "deploy", sdlFile, "-o", "json", "--home", home)
-	if err != nil {
-		t.Fatalf("deploy: %v\n%s%s", err, progress, out)
-	}
-	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 || !res.Leases[0].Status.Berth.Ready {
-		t.Fatalf("deploy: want one ready lease (%v):\n%s", err, out)
-	}
+	res := deployOne(t, home, sdlFile)
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	ns := kube.LeaseNamespace(lease)
@@ -72,19 +65,7 @@ func TestRealNodeJourney(t *testing.T) {
 	// The container's own answer, through Traefik, by either hostname.
 	answer := func(host, path, want string) string {
 		t.Helper()
-		var body string
-		testenv.EventuallyNoError(t, time.Minute, host+path+" answering with "+want, func() error {
-			b, err := askHost(ctx, ingress, host, http.MethodGet, path, "")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(b, want) {
-				return fmt.Errorf("%s answered %q", host, b)
-			}
-			body = b
-			return nil
-		})
-		return body
+		return waitAnswer(t, ingress, host, path, want)
 	}
 	first := answer(providerHost, "/", "GREETING=hello from a real container")
 	answer("echo.example.test", "/", "GREETING=hello from a real container")
@@ -465,7 +446,27 @@ func requireRealNode(t *testing.T) {
 	}
 }
 
-// deployOne deploys file as home's tenant and returns the result of its one lease.
+// waitAnswer waits up to a minute for the ingress controller at ingress to answer GET
+// path for host with a 200 whose body holds want, and returns that body.
+func waitAnswer(t *testing.T, ingress, host, path, want string) string {
+	t.Helper()
+	var body string
+	testenv.EventuallyNoError(t, time.Minute, host+path+" answering with "+want, func() error {
+		b, err := askHost(t.Context(), ingress, host, http.MethodGet, path, "")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(b, want) {
+			return fmt.Errorf("%s answered %q", host, b)
+		}
+		body = b
+		return nil
+	})
+	return body
+}
+
+// deployOne deploys file as home's tenant and returns the result of its one lease,
+// which must be ready.
 func deployOne(t *testing.T, home, file string) deployResult {
 	t.Helper()
 	out, progress, err := runSplit(t, "tenant", "deploy", file, "-o", "json", "--home", home)
@@ -473,8 +474,8 @@ func deployOne(t *testing.T, home, file string) deployResult {
 		t.Fatalf("deploy %s: %v\n%s%s", file, err, progress, out)
 	}
 	var res deployResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 {
-		t.Fatalf("deploy %s: want one lease (%v):\n%s", file, err, out)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.Leases) != 1 || !res.Leases[0].Status.Berth.Ready {
+		t.Fatalf("deploy %s: want one ready lease (%v):\n%s", file, err, out)
 	}
 	return res
 }

@@ -131,7 +131,7 @@ func (r *devRun) startInCluster(pc app.ProviderConfig, banner *devBanner) (*chai
 	if err := ic.run(ctx, "upgrade", "--install", ChartRelease, ic.chart, "--namespace", ChartNamespace, "--values", values); err != nil {
 		return nil, err
 	}
-	r.onStop(ic.uninstall)
+	r.onStop(func() error { return ic.uninstall(context.WithoutCancel(ctx)) })
 	if err := ic.awaitBidding(ctx, hostURI); err != nil {
 		return nil, err
 	}
@@ -275,10 +275,10 @@ func (ic *devInCluster) run(ctx context.Context, args ...string) error {
 }
 
 // uninstall removes the release and the provider's home volume (the chart keeps it):
-// the cluster is new at each start.
-func (ic *devInCluster) uninstall() error {
-	//nolint:forbidigo // a stop step: the run's context has ended; bounded here
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// the cluster is new at each start. ctx is the run's, without its cancellation (it
+// runs at stop), bounded here.
+func (ic *devInCluster) uninstall(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := ic.run(ctx, "uninstall", ChartRelease, "--namespace", ChartNamespace, "--wait", "--timeout", "50s"); err != nil {
 		return err
