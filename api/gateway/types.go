@@ -60,6 +60,26 @@ type BerthLeaseStatus struct {
 	// IngressHTTPPort is the port the provider's HTTP ingress answers its services'
 	// URIs on when it is not 80 (a local cluster's ingress on a loopback port).
 	IngressHTTPPort int `json:"ingress_http_port,omitempty"`
+	// Runs say, for each service whose containers have restarted or ended, how
+	// often and how the last run ended (killed out of memory, an exit code).
+	Runs map[string]ServiceRuns `json:"service_runs,omitempty"`
+}
+
+// ServiceRuns is how a service's containers have run: the restarts of those of its
+// current pods, and how the latest run that ended did.
+type ServiceRuns struct {
+	Restarts int32          `json:"restarts"`
+	LastExit *ContainerExit `json:"last_exit,omitempty"`
+}
+
+// ContainerExit is how one run of a container ended: Reason is OOMKilled (killed at
+// its memory limit), Error (a non-zero exit) or Completed (exit 0).
+type ContainerExit struct {
+	Pod       string    `json:"pod"`
+	Container string    `json:"container"`
+	Reason    string    `json:"reason"`
+	ExitCode  int32     `json:"exit_code"`
+	Time      time.Time `json:"time"`
 }
 
 // LeasedIPStatus is one port of a lease on a leased IP: its address once assigned,

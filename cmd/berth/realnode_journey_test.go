@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -106,9 +107,11 @@ func TestRealNodeJourney(t *testing.T) {
 		t.Error("shell: a command exiting 3 succeeded")
 	}
 
+	checkTerminal(t, home, dseq)
 	checkRestart(t, home, cs, dseq, ns, pod)
 	answer(providerHost, "/", "GREETING=hello from a real container")
 	checkIsolation(t, home, ingress, cs, dseq)
+	checkOOMKill(t, home, ingress, cs, dseq, ns, pod, providerHost)
 
 	// A manifest update rolls the pod: a new one answers with the new environment.
 	sdlData, err := os.ReadFile(sdlFile)
@@ -251,6 +254,115 @@ func checkRestart(t *testing.T, home string, cs kubernetes.Interface, dseq, ns, 
 	if _, err := cli("tenant", "lease", "logs", dseq, "--previous", "--follow"); err == nil || !strings.Contains(err.Error(), "--previous, --follow") {
 		t.Errorf("logs --previous --follow: %v, want refused", err)
 	}
+}
+
+// checkTerminal: `lease shell --tty --stdin` from a terminal gives the command a
+// terminal of the same size in the container, follows the terminal's resizes, and exits
+// with the command's code.
+func checkTerminal(t *testing.T, home, dseq string) {
+	t.Helper()
+	master, slave := openPTY(t)
+	setTerminalSize(t, slave, 30, 100)
+	var out testenv.Buffer
+	root := newRootCommand(slog.New(slog.DiscardHandler))
+	root.SetIn(slave)
+	root.SetOut(&out)
+	root.SetErr(&out)
+	// Each line typed prints the terminal's size as the container's tty has it; q ends
+	// with 7.
+	root.SetArgs([]string{"tenant", "lease", "shell", dseq, "--service", "echo", "--tty", "--stdin", "--home", home, "--",
+		"sh", "-c", `[ -t 0 ] && echo "a tty: $(stty size)"; while read x; do [ "$x" = q ] && exit 7; echo "size $(stty size)"; done`})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(t.Context()) }()
+	exited := func() error {
+		select {
+		case err := <-done:
+			return fmt.Errorf("the shell ended early: %w\n%s", err, out.String())
+		default:
+			return nil
+		}
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the container's tty at the terminal's size", func() error {
+		if err := exited(); err != nil {
+			return err
+		}
+		if !strings.Contains(out.String(), "a tty: 30 100") {
+			return fmt.Errorf("the shell printed %q", out.String())
+		}
+		return nil
+	})
+	// The window resized: the CLI hears SIGWINCH and sends the new size.
+	setTerminalSize(t, slave, 40, 120)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGWINCH); err != nil {
+		t.Fatal(err)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "the container's tty resized", func() error {
+		if err := exited(); err != nil {
+			return err
+		}
+		if strings.Contains(out.String(), "size 40 120") {
+			return nil
+		}
+		if _, err := master.WriteString("\r"); err != nil {
+			return err
+		}
+		return fmt.Errorf("the shell printed %q", out.String())
+	})
+	if _, err := master.WriteString("q\r"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if exitCode(err) != 7 {
+			t.Errorf("the terminal shell ended with %v (code %d), want code 7\n%s", err, exitCode(err), out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the terminal shell did not end on q:\n%s", out.String())
+	}
+}
+
+// checkOOMKill: the container's process asks for more memory than the service's
+// 128Mi: the kernel kills it at the limit, the kubelet restarts it, and the lease's
+// status and events say so.
+func checkOOMKill(t *testing.T, home, ingress string, cs kubernetes.Interface, dseq, ns, pod, host string) {
+	t.Helper()
+	ctx := t.Context()
+	cli, _ := cliWith(t, "--home", home)
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+	if err != nil || len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s: %v", pod, err)
+	}
+	restarts := p.Status.ContainerStatuses[0].RestartCount
+	// The request dies with the process: its answer is not what is checked.
+	_, _ = askHost(ctx, ingress, host, http.MethodPost, "/memory?mib=256", "")
+	testenv.EventuallyNoError(t, time.Minute, "the container killed out of memory and restarted", func() error {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := p.Status.ContainerStatuses[0]
+		if last := c.LastTerminationState.Terminated; c.RestartCount != restarts+1 || last == nil || last.Reason != "OOMKilled" || !c.Ready {
+			return fmt.Errorf("container %s: %d restarts, last ended %+v, ready %t", c.Name, c.RestartCount, last, c.Ready)
+		}
+		return nil
+	})
+	testenv.EventuallyNoError(t, 30*time.Second, "the kill in the lease's status and events", func() error {
+		status, err := cli("tenant", "lease", "status", dseq)
+		if err != nil {
+			return err
+		}
+		if want := fmt.Sprintf("restarts %d; last exit: OOMKilled, code 137, %s/echo at ", restarts+1, pod); !strings.Contains(status, want) {
+			return fmt.Errorf("the status lacks %q:\n%s", want, status)
+		}
+		events, err := cli("tenant", "lease", "events", dseq)
+		if err != nil {
+			return err
+		}
+		if want := "pod/" + pod + ": container echo was killed at its memory limit of 128Mi (out of memory, exit code 137)"; !strings.Contains(events, want) {
+			return fmt.Errorf("the events lack %q:\n%s", want, events)
+		}
+		return nil
+	})
 }
 
 // checkCredentials: an image in a registry that refuses anonymous pulls runs from an

@@ -492,6 +492,13 @@ func printLeaseStatus(s *session, id market.LeaseID, raw []byte) error {
 		for _, e := range st.Berth.Services[n] {
 			fmt.Fprintf(&b, "    ! %s\n", e)
 		}
+		if r, ok := st.Berth.Runs[n]; ok {
+			fmt.Fprintf(&b, "    restarts %d", r.Restarts)
+			if e := r.LastExit; e != nil {
+				fmt.Fprintf(&b, "; last exit: %s, code %d, %s/%s at %s", e.Reason, e.ExitCode, e.Pod, e.Container, e.Time.UTC().Format(time.RFC3339))
+			}
+			b.WriteString("\n")
+		}
 		for _, h := range st.Berth.Hosts {
 			if h.Service != n {
 				continue

@@ -23,12 +23,24 @@ func terminal(cmd *cobra.Command, tty bool) (restore func(), resize <-chan clien
 	if err != nil {
 		return nil, nil, err
 	}
+	// One size waits at most: a newer one replaces it, so the last size is the one
+	// that arrives.
 	ch := make(chan client.TerminalSize, 1)
 	send := func() {
-		if w, h, err := term.GetSize(fd); err == nil {
+		w, h, err := term.GetSize(fd)
+		if err != nil {
+			return
+		}
+		sz := client.TerminalSize{Width: uint16(min(w, 65535)), Height: uint16(min(h, 65535))} //nolint:gosec // clamped
+		for {
 			select {
-			case ch <- client.TerminalSize{Width: uint16(min(w, 65535)), Height: uint16(min(h, 65535))}: //nolint:gosec // clamped
+			case ch <- sz:
+				return
 			default:
+				select {
+				case <-ch:
+				default:
+				}
 			}
 		}
 	}

@@ -31,6 +31,22 @@ type ServiceStatus struct {
 	// Errors are why replicas are missing (unschedulable, image pull, crash loop,
 	// refused by admission), newest state first.
 	Errors []string `json:"errors,omitempty"`
+	// Restarts counts the restarts of the containers of the service's current pods;
+	// LastExit is how the latest run of one of them that ended did (nil: none ended).
+	// A pod being deleted (an update, a close) is not counted: its stop was asked for.
+	Restarts int32          `json:"restarts,omitempty"`
+	LastExit *ContainerExit `json:"last_exit,omitempty"`
+}
+
+// ContainerExit is how one run of a container ended.
+type ContainerExit struct {
+	Pod       string `json:"pod"`
+	Container string `json:"container"`
+	// Reason is the runtime's: OOMKilled (killed at its memory limit), Error (a
+	// non-zero exit), Completed (exit 0).
+	Reason   string    `json:"reason"`
+	ExitCode int32     `json:"exit_code"`
+	Time     time.Time `json:"time"`
 }
 
 // Event is a Kubernetes event about one of a lease's objects.

@@ -6,7 +6,8 @@
 // interfaces. GET / answers the hostname and the sorted environment, GET /healthz
 // answers "ok", and /data reads (GET) or appends to (POST) files in $DATA_DIR, which is
 // meant to be a volume. Every start is appended to $DATA_DIR/starts.log, so a restart
-// keeps the earlier lines. With $EXIT_AFTER (a Go duration) it exits with status 3 after
+// keeps the earlier lines. POST /memory?mib=N allocates N MiB more, writes every page
+// and holds it, so that a test can push the process past its memory limit. With $EXIT_AFTER (a Go duration) it exits with status 3 after
 // that long. SIGTERM or SIGINT shuts it down gracefully with status 0.
 package main
 
@@ -31,6 +32,9 @@ import (
 // maxNote is the largest body POST /data accepts.
 const maxNote = 64 << 10
 
+// maxMiB is the most one POST /memory allocates.
+const maxMiB = 16 << 10
+
 // server answers echo's HTTP requests.
 type server struct {
 	hostname string
@@ -38,7 +42,8 @@ type server struct {
 	environ  func() []string
 	log      io.Writer
 
-	mu sync.Mutex // serialises appends to notes.log
+	mu   sync.Mutex // serialises appends to notes.log and holds held
+	held [][]byte   // what POST /memory allocated
 }
 
 func (s *server) handler() http.Handler {
@@ -47,6 +52,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /data", s.readData)
 	mux.HandleFunc("POST /data", s.appendNote)
+	mux.HandleFunc("POST /memory", s.allocate)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = fmt.Fprintf(s.log, "echo: %s %s from %s\n", r.Method, r.URL.Path, r.RemoteAddr)
 		mux.ServeHTTP(w, r)
@@ -99,6 +105,29 @@ func (s *server) appendNote(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = io.WriteString(w, "ok\n")
+}
+
+// allocate holds mib more MiB, each page written so that it is resident.
+func (s *server) allocate(w http.ResponseWriter, r *http.Request) {
+	mib, err := strconv.Atoi(r.URL.Query().Get("mib"))
+	if err != nil || mib < 1 || mib > maxMiB {
+		http.Error(w, fmt.Sprintf("mib=%q: want a whole number of MiB from 1 to %d", r.URL.Query().Get("mib"), maxMiB), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := 0
+	for range mib {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		s.held = append(s.held, b)
+	}
+	for _, b := range s.held {
+		total += len(b)
+	}
+	_, _ = fmt.Fprintf(w, "holding %d MiB\n", total>>20)
 }
 
 // appendSync appends data to the file name, creating it, and flushes it to disk.

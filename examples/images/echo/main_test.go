@@ -120,3 +120,19 @@ func TestRecordStartUnwritable(t *testing.T) {
 		t.Error("recordStart under a regular file succeeded, want an error")
 	}
 }
+
+func TestMemory(t *testing.T) {
+	s := newServer("")
+	h := s.handler()
+	for _, q := range []string{"", "mib=0", "mib=-1", "mib=x", "mib=16385"} {
+		if rec := do(t, h, http.MethodPost, "/memory?"+q, ""); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "from 1 to 16384") {
+			t.Errorf("POST /memory?%s = %d %q, want 400 naming the range", q, rec.Code, rec.Body)
+		}
+	}
+	if rec := do(t, h, http.MethodPost, "/memory?mib=2", ""); rec.Code != http.StatusOK || rec.Body.String() != "holding 2 MiB\n" {
+		t.Errorf("POST /memory?mib=2 = %d %q", rec.Code, rec.Body)
+	}
+	if rec := do(t, h, http.MethodPost, "/memory?mib=3", ""); rec.Body.String() != "holding 5 MiB\n" {
+		t.Errorf("a second POST /memory?mib=3 = %q, want 5 MiB held in all", rec.Body)
+	}
+}

@@ -136,6 +136,24 @@ func (m *Monitor) Run(ctx context.Context) error {
 		}
 		regs = append(regs, reg)
 	}
+	// Containers killed at their memory limit: recorded as events of their leases.
+	oom := newOOMRecorder(m.cs, m.owner, m.log)
+	if _, err := pod.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    oom.observe,
+		UpdateFunc: func(_, o any) { oom.observe(o) },
+	}); err != nil {
+		return fmt.Errorf("monitor: %w", err)
+	}
+	oomCtx, stopOOM := context.WithCancel(ctx)
+	oomDone := make(chan struct{})
+	go func() {
+		defer close(oomDone)
+		oom.run(oomCtx)
+	}()
+	defer func() {
+		stopOOM()
+		<-oomDone
+	}()
 	if m.dc != nil {
 		// The leases' routes: ProviderHosts and ProviderLeasedIPs, with the operators'
 		// reports.
@@ -250,8 +268,16 @@ func (m *Monitor) touch(o any) {
 func sameStatus(a, b cluster.LeaseStatus) bool {
 	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y cluster.ServiceStatus) bool {
 		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
-			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors)
+			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors) &&
+			x.Restarts == y.Restarts && sameExit(x.LastExit, y.LastExit)
 	})
+}
+
+func sameExit(a, b *cluster.ContainerExit) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Pod == b.Pod && a.Container == b.Container && a.Reason == b.Reason && a.ExitCode == b.ExitCode && a.Time.Equal(b.Time)
 }
 
 // compute builds a lease's status from the caches.
@@ -305,11 +331,19 @@ func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 	}
 	slices.SortFunc(pods, func(a, b *podView) int { return b.created.Compare(a.created) })
 	for _, p := range pods {
-		if s, ok := byName[p.service]; ok {
-			for _, e := range p.errors {
-				if !slices.Contains(s.Errors, e) {
-					s.Errors = append(s.Errors, e)
-				}
+		s, ok := byName[p.service]
+		if !ok {
+			continue
+		}
+		for _, e := range p.errors {
+			if !slices.Contains(s.Errors, e) {
+				s.Errors = append(s.Errors, e)
+			}
+		}
+		s.Restarts += p.restarts
+		for i := range p.exits {
+			if e := p.exits[i].ContainerExit; s.LastExit == nil || e.Time.After(s.LastExit.Time) {
+				s.LastExit = &e
 			}
 		}
 	}

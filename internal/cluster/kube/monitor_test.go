@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -136,6 +138,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	await("the leased IP's status", func(s cluster.LeaseStatus) bool {
 		return len(s.IPs) == 1 && s.IPs[0].IP == "192.0.2.7" && s.IPs[0].Phase == "Assigned" && s.IPs[0].Endpoint == "pub" && s.IPs[0].ExternalPort > 0
 	})
+	checkOOMReported(t, mon, updates, svc)
 	s, _ = mon.Status(monLease)
 	if got, ok := mon.Status(monLease); !ok || !sameStatus(got, s) {
 		t.Fatalf("Status() %+v", got)
@@ -146,5 +149,78 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	await("the lease gone", func(s cluster.LeaseStatus) bool { return len(s.Services) == 0 })
 	if _, ok := mon.Status(monLease); ok {
 		t.Fatal("a torn-down lease still has a status")
+	}
+}
+
+// checkOOMReported: the worker's pod (never scheduled, so no node writes its status)
+// is given the status of a container killed at its memory limit and restarted twice.
+// The lease's status counts the restarts and names the kill, and the monitor records
+// the kill as one event of the pod, with the lease's labels, however often it sees it.
+// (The worker's memory limit is its 1Gi and its 256Mi of RAM-backed /dev/shm.)
+func checkOOMReported(t *testing.T, mon *Monitor, updates <-chan cluster.LeaseStatus, svc func(cluster.LeaseStatus, string) cluster.ServiceStatus) {
+	t.Helper()
+	ctx := t.Context()
+	cs := testenv.Cluster(t).Clientset(t)
+	ns := LeaseNamespace(monLease)
+	killed := metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
+	setStatus := func(restarts int32) {
+		t.Helper()
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "worker-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "worker", Image: "busybox:1.36", RestartCount: restarts,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 20s restarting failed container"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Reason: ReasonOOMKilled, ExitCode: 137, FinishedAt: killed, ContainerID: "containerd://0123456789abcdef0123456789abcdef"}},
+		}}
+		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus(2)
+	timeout := time.After(time.Minute)
+	for done := false; !done; {
+		select {
+		case s := <-updates:
+			w := svc(s, "worker")
+			done = w.Restarts == 2 && w.LastExit != nil && slices.ContainsFunc(s.Events, func(e cluster.Event) bool { return e.Reason == ReasonOOMKilled })
+			if done {
+				want := cluster.ContainerExit{Pod: "worker-0", Container: "worker", Reason: ReasonOOMKilled, ExitCode: 137, Time: killed.Time}
+				if !sameExit(w.LastExit, &want) {
+					t.Errorf("worker's last exit %+v, want %+v", *w.LastExit, want)
+				}
+				if !slices.ContainsFunc(w.Errors, func(e string) bool { return strings.HasPrefix(e, "CrashLoopBackOff: ") }) {
+					t.Errorf("worker's errors %q lack the crash loop", w.Errors)
+				}
+			}
+		case <-timeout:
+			s, _ := mon.Status(monLease)
+			t.Fatalf("timed out waiting for the worker's restarts and its OOM kill among the events; last status %+v", s)
+		}
+	}
+	// Seen again (a later restart, same last kill): still the one event.
+	setStatus(3)
+	testenv.EventuallyNoError(t, 30*time.Second, "3 restarts", func() error {
+		if s, _ := mon.Status(monLease); svc(s, "worker").Restarts != 3 {
+			return fmt.Errorf("worker: %+v", svc(s, "worker"))
+		}
+		return nil
+	})
+	list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + ReasonOOMKilled})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("%d OOMKilled events, want 1: %+v", len(list.Items), list.Items)
+	}
+	e := list.Items[0]
+	if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Pod" || e.InvolvedObject.Name != "worker-0" ||
+		e.Message != "container worker was killed at its memory limit of 1280Mi (out of memory, exit code 137)" || !e.LastTimestamp.Equal(&killed) {
+		t.Errorf("the OOM event: %s %s %s/%s %q at %s", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message, e.LastTimestamp)
+	}
+	if id, ok := testOwner.LeaseOf(e.Labels); !ok || id != monLease {
+		t.Errorf("the OOM event's labels %v do not name the lease and its provider", e.Labels)
 	}
 }

@@ -109,17 +109,59 @@ type podView struct {
 	created  time.Time
 	// errors are why the pod is not running (podErrors).
 	errors []string
+	// restarts and exits are its containers' restarts and latest ended runs, for a
+	// lease's pod not being deleted (containerRuns).
+	restarts int32
+	exits    []containerExit
+}
+
+// containerExit is how the latest ended run of a container of a pod did.
+type containerExit struct {
+	cluster.ContainerExit
+	id    string // the runtime's ID of that run
+	limit string // the container's memory limit ("" without one)
 }
 
 func newPodView(p *corev1.Pod, owner cluster.Owner) *podView {
-	return &podView{view: newView(&p.ObjectMeta, owner), node: p.Spec.NodeName, requests: podRequests(p),
+	v := &podView{view: newView(&p.ObjectMeta, owner), node: p.Spec.NodeName, requests: podRequests(p),
 		finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		created:  p.CreationTimestamp.Time, errors: podErrors(p)}
+	if v.lease != nil && p.DeletionTimestamp == nil {
+		v.restarts, v.exits = containerRuns(p)
+	}
+	return v
+}
+
+// containerRuns sums the restarts of a pod's containers and reports how each one's
+// latest ended run did: the run that just ended, else the one before the current.
+func containerRuns(p *corev1.Pod) (restarts int32, exits []containerExit) {
+	for i := range p.Status.ContainerStatuses {
+		c := &p.Status.ContainerStatuses[i]
+		restarts += c.RestartCount
+		t := c.State.Terminated
+		if t == nil {
+			t = c.LastTerminationState.Terminated
+		}
+		if t == nil {
+			continue
+		}
+		e := containerExit{ContainerExit: cluster.ContainerExit{Pod: p.Name, Container: c.Name, Reason: t.Reason, ExitCode: t.ExitCode, Time: t.FinishedAt.Time}, id: t.ContainerID}
+		for j := range p.Spec.Containers {
+			if sc := &p.Spec.Containers[j]; sc.Name == c.Name {
+				if m, ok := sc.Resources.Limits[corev1.ResourceMemory]; ok {
+					e.limit = m.String()
+				}
+			}
+		}
+		exits = append(exits, e)
+	}
+	return restarts, exits
 }
 
 func (v *podView) DeepCopyObject() runtime.Object {
 	c := *v
 	c.errors = slices.Clone(v.errors)
+	c.exits = slices.Clone(v.exits)
 	return &c
 }
 

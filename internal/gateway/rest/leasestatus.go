@@ -54,6 +54,16 @@ func leaseStatusOf(g *market.ManifestGroup, st cluster.LeaseStatus, dep cluster.
 			}
 			out.Berth.Services[svc.Name] = ks.Errors
 		}
+		if ks.Restarts > 0 || ks.LastExit != nil {
+			if out.Berth.Runs == nil {
+				out.Berth.Runs = map[string]api.ServiceRuns{}
+			}
+			runs := api.ServiceRuns{Restarts: ks.Restarts}
+			if e := ks.LastExit; e != nil {
+				runs.LastExit = &api.ContainerExit{Pod: e.Pod, Container: e.Container, Reason: e.Reason, ExitCode: e.ExitCode, Time: e.Time}
+			}
+			out.Berth.Runs[svc.Name] = runs
+		}
 		for _, p := range ks.Forwarded {
 			if out.ForwardedPorts == nil {
 				out.ForwardedPorts = map[string][]api.ForwardedPort{}

@@ -3,6 +3,7 @@ package rest
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/cluster"
@@ -35,5 +36,21 @@ func TestLeaseStatusRoutes(t *testing.T) {
 	}
 	if m := out.Berth.Hosts[1].Message; m == st.Hosts[1].Message {
 		t.Errorf("a failure's cause reached the tenant: %q", m)
+	}
+}
+
+// TestLeaseStatusRuns: a service's restarts and how its last run ended reach the
+// tenant; a service that never restarted nor ended has no entry.
+func TestLeaseStatusRuns(t *testing.T) {
+	g := market.ManifestGroup{Name: "g", Services: []market.Service{{Name: "web", Count: 1}, {Name: "db", Count: 1}}}
+	at := time.Unix(1800000000, 0).UTC()
+	st := cluster.LeaseStatus{Services: []cluster.ServiceStatus{
+		{Name: "web", Total: 1, Available: 1, Restarts: 2, LastExit: &cluster.ContainerExit{Pod: "web-1", Container: "web", Reason: "OOMKilled", ExitCode: 137, Time: at}},
+		{Name: "db", Total: 1, Available: 1},
+	}}
+	out := leaseStatusOf(&g, st, cluster.DeploymentState{}, cluster.Routes{}, "provider.example.com")
+	want := map[string]api.ServiceRuns{"web": {Restarts: 2, LastExit: &api.ContainerExit{Pod: "web-1", Container: "web", Reason: "OOMKilled", ExitCode: 137, Time: at}}}
+	if !reflect.DeepEqual(out.Berth.Runs, want) {
+		t.Errorf("service_runs %+v, want %+v", out.Berth.Runs, want)
 	}
 }
