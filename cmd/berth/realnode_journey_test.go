@@ -111,6 +111,7 @@ func TestRealNodeJourney(t *testing.T) {
 	checkRestart(t, home, cs, dseq, ns, pod)
 	answer(providerHost, "/", "GREETING=hello from a real container")
 	checkIsolation(t, home, ingress, cs, dseq)
+	checkServiceNames(t, home, ingress, cs, dseq)
 	checkOOMKill(t, home, ingress, cs, dseq, ns, pod, providerHost)
 
 	// A manifest update rolls the pod: a new one answers with the new environment.
@@ -257,8 +258,10 @@ func checkRestart(t *testing.T, home string, cs kubernetes.Interface, dseq, ns, 
 }
 
 // checkTerminal: `lease shell --tty --stdin` from a terminal gives the command a
-// terminal of the same size in the container, follows the terminal's resizes, and exits
-// with the command's code.
+// terminal in the container of the local terminal's size, follows the terminal's
+// resizes, and exits with the command's code. (The command may start before its
+// terminal has a size: the size arrives as the first resize, as with kubectl exec.
+// Each line typed asks again.)
 func checkTerminal(t *testing.T, home, dseq string) {
 	t.Helper()
 	master, slave := openPTY(t)
@@ -271,50 +274,50 @@ func checkTerminal(t *testing.T, home, dseq string) {
 	// Each line typed prints the terminal's size as the container's tty has it; q ends
 	// with 7.
 	root.SetArgs([]string{"tenant", "lease", "shell", dseq, "--service", "echo", "--tty", "--stdin", "--home", home, "--",
-		"sh", "-c", `[ -t 0 ] && echo "a tty: $(stty size)"; while read x; do [ "$x" = q ] && exit 7; echo "size $(stty size)"; done`})
-	done := make(chan error, 1)
-	go func() { done <- root.ExecuteContext(t.Context()) }()
-	exited := func() error {
-		select {
-		case err := <-done:
-			return fmt.Errorf("the shell ended early: %w\n%s", err, out.String())
-		default:
-			return nil
-		}
-	}
-	testenv.EventuallyNoError(t, 30*time.Second, "the container's tty at the terminal's size", func() error {
-		if err := exited(); err != nil {
-			return err
-		}
-		if !strings.Contains(out.String(), "a tty: 30 100") {
+		"sh", "-c", `[ -t 0 ] && echo "a tty"; while read x; do [ "$x" = q ] && exit 7; echo "size $(stty size)"; done`})
+	var shellErr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		shellErr = root.ExecuteContext(t.Context())
+	}()
+	// sized types a line (every half second at most) until the shell reports want as
+	// its terminal's size.
+	sized := func(want string) {
+		t.Helper()
+		var typed time.Time
+		testenv.EventuallyNoError(t, 30*time.Second, "the container's tty at "+want, func() error {
+			select {
+			case <-finished:
+				t.Fatalf("the shell ended early: %v\n%s", shellErr, out.String())
+			default:
+			}
+			if printed := out.String(); strings.Contains(printed, "a tty") && strings.Contains(printed, "size "+want) {
+				return nil
+			}
+			if time.Since(typed) > 500*time.Millisecond {
+				if _, err := master.WriteString("\r"); err != nil {
+					t.Fatal(err)
+				}
+				typed = time.Now()
+			}
 			return fmt.Errorf("the shell printed %q", out.String())
-		}
-		return nil
-	})
+		})
+	}
+	sized("30 100")
 	// The window resized: the CLI hears SIGWINCH and sends the new size.
 	setTerminalSize(t, slave, 40, 120)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGWINCH); err != nil {
 		t.Fatal(err)
 	}
-	testenv.EventuallyNoError(t, 30*time.Second, "the container's tty resized", func() error {
-		if err := exited(); err != nil {
-			return err
-		}
-		if strings.Contains(out.String(), "size 40 120") {
-			return nil
-		}
-		if _, err := master.WriteString("\r"); err != nil {
-			return err
-		}
-		return fmt.Errorf("the shell printed %q", out.String())
-	})
+	sized("40 120")
 	if _, err := master.WriteString("q\r"); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-done:
-		if exitCode(err) != 7 {
-			t.Errorf("the terminal shell ended with %v (code %d), want code 7\n%s", err, exitCode(err), out.String())
+	case <-finished:
+		if exitCode(shellErr) != 7 {
+			t.Errorf("the terminal shell ended with %v (code %d), want code 7\n%s", shellErr, exitCode(shellErr), out.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the terminal shell did not end on q:\n%s", out.String())
@@ -498,6 +501,29 @@ func checkIsolation(t *testing.T, home, ingress string, cs kubernetes.Interface,
 	closeLease(t, must, cs, dseqB, nsB)
 }
 
+// checkServiceNames: examples/echo-pair.yaml's web reaches its api by the service's
+// name, through the cluster DNS (which lease pods may ask: berth's allow-dns policy),
+// and lease dseqA's pod, which resolves the same Service by its namespace, is refused.
+func checkServiceNames(t *testing.T, home, ingress string, cs kubernetes.Interface, dseqA string) {
+	t.Helper()
+	cli, must := cliWith(t, "--home", home)
+	res := deployOne(t, home, filepath.Join("..", "..", "examples", "echo-pair.yaml"))
+	dseq, ns := strconv.FormatUint(res.DSeq, 10), kube.LeaseNamespace(res.Leases[0].ID)
+	waitAnswer(t, ingress, "pair.example.test", "/", "ROLE=web")
+	// (busybox 1.35's wget -T crashes: timeout bounds it instead.)
+	if out := must("tenant", "lease", "shell", dseq, "--service", "web", "--", "timeout", "10", "wget", "-q", "-O-", "http://api:8080/"); !strings.Contains(out, "ROLE=api") || !strings.Contains(out, "hostname: api-") {
+		t.Errorf("web asking http://api:8080/ got %q, want api's answer", out)
+	}
+	testenv.EventuallyNoError(t, 30*time.Second, "lease A refused by the pair's api", func() error {
+		out, err := cli("tenant", "lease", "shell", dseqA, "--service", "echo", "--", "timeout", "10", "wget", "-q", "-O-", "http://api."+ns+":8080/")
+		if err == nil || !strings.Contains(out, "Connection refused") {
+			return fmt.Errorf("lease A asking http://api.%s:8080/: %w %q, want the connection refused", ns, err, out)
+		}
+		return nil
+	})
+	closeLease(t, must, cs, dseq, ns)
+}
+
 // checkEphemeralLimit: a service whose container writes past its SDL storage size (its
 // ephemeral-storage limit) is evicted by the kubelet, which the lease's events say, and
 // its Deployment's new pod serves in its place.
@@ -552,7 +578,7 @@ func requireRealNode(t *testing.T) {
 	bin, err := localenv.FindBinaries(t.Context())
 	testenv.Require(t, err)
 	testenv.Require(t, localenv.CheckRealNodeHost(bin))
-	for _, find := range []func(context.Context) (string, error){localenv.FindImages, localenv.FindNetworkPolicy, localenv.FindIngressController, localenv.FindRegistry} {
+	for _, find := range []func(context.Context) (string, error){localenv.FindImages, localenv.FindNetworkPolicy, localenv.FindDNS, localenv.FindIngressController, localenv.FindRegistry} {
 		_, err := find(t.Context())
 		testenv.Require(t, err)
 	}

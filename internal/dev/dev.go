@@ -476,9 +476,9 @@ func stopped(what, when string, err error) error {
 	return fmt.Errorf("%s stopped%s: %w", what, when, err)
 }
 
-// realTools are the directories of what a real node runs: the images' programs and the
-// ingress controller.
-type realTools struct{ images, ingress, registry, netpol string }
+// realTools are the directories of what a real node runs: the images' programs, the
+// ingress controller, the registry, the NetworkPolicy enforcer and the cluster DNS.
+type realTools struct{ images, ingress, registry, netpol, dns string }
 
 // devRealTools finds (or builds) what --real-node needs.
 func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
@@ -493,7 +493,10 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 	if t.registry, err = devTool(ctx, out, localenv.FindRegistry, localenv.BuildRegistry, localenv.RegistryDirEnv, "the image registry", "about 2 minutes"); err != nil {
 		return t, err
 	}
-	t.netpol, err = devTool(ctx, out, localenv.FindNetworkPolicy, localenv.BuildNetworkPolicy, localenv.NetPolDirEnv, "the NetworkPolicy enforcer (kube-router)", "about a minute")
+	if t.netpol, err = devTool(ctx, out, localenv.FindNetworkPolicy, localenv.BuildNetworkPolicy, localenv.NetPolDirEnv, "the NetworkPolicy enforcer (kube-router)", "about a minute"); err != nil {
+		return t, err
+	}
+	t.dns, err = devTool(ctx, out, localenv.FindDNS, localenv.BuildDNS, localenv.DNSDirEnv, "the cluster DNS (CoreDNS)", "about 2 minutes")
 	return t, err
 }
 
@@ -502,7 +505,7 @@ func devRealTools(ctx context.Context, out io.Writer) (realTools, error) {
 // Stop stops the node.
 func (r *devRun) startRealNode(tools realTools) error {
 	ctx := r.ctx
-	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: tools.images, NetPolDir: tools.netpol,
+	n, err := r.cp.StartRealNode(ctx, localenv.RealNodeOptions{ImagesDir: tools.images, NetPolDir: tools.netpol, DNSDir: tools.dns,
 		Images: []localenv.Image{localenv.EchoImage(EchoImageRef, tools.images), localenv.BusyboxImage(BusyboxImageRef, tools.images)}})
 	if err != nil {
 		return fmt.Errorf("start the real node: %w", err)

@@ -366,6 +366,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if n := d.realNode; n != nil {
 		fmt.Fprintf(&b, "  node (real)   %s: this machine (containerd, runc, kubelet, kube-proxy), pods in %s\n", n.Name, n.PodCIDR)
 		b.WriteString("                NetworkPolicy enforced (kube-router's policy controller): leases are isolated\n")
+		fmt.Fprintf(&b, "                cluster DNS %s (CoreDNS): services by name, nothing outside the cluster\n", localenv.ClusterDNSIP())
 		fmt.Fprintf(&b, "                images %s, %s (imported: nothing is pulled)\n", EchoImageRef, BusyboxImageRef)
 		fmt.Fprintf(&b, "  HTTP routes   http://%s (Traefik): curl -H 'Host: <uri>' http://%s/\n", d.ingress.HTTPAddr, d.ingress.HTTPAddr)
 		fmt.Fprintf(&b, "  registry      http://%s (plain HTTP, no password): name images %s/NAME:TAG in the SDL\n", d.registry.Addr, d.registry.Addr)
@@ -383,7 +384,7 @@ func printDevBanner(out io.Writer, d devBanner) {
 		b.WriteString("\n")
 	}
 	if d.realNode != nil {
-		fmt.Fprintf(&b, "  storage       classes %s (directories in %s, kept across restarts)\n",
+		fmt.Fprintf(&b, "  storage       classes %s (directories in %s, kept across pod restarts)\n",
 			strings.Join(localenv.DevStorageClasses, ", "), filepath.Join(d.cp.Dir, "volumes"))
 	} else {
 		fmt.Fprintf(&b, "  storage       classes %s (simulated volumes)\n", strings.Join(localenv.DevStorageClasses, ", "))

@@ -191,6 +191,11 @@ func controlPlaneDir(dir string) (string, bool, error) {
 		}
 		return d, true, nil
 	}
+	// A real node of a run that was killed keeps running containers, with mounts,
+	// under the directory: ended first, never removed through.
+	if err := abandonedNodes(dir); err != nil {
+		return "", false, fmt.Errorf("clean control plane dir: %w", err)
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", false, fmt.Errorf("clean control plane dir: %w", err)
 	}

@@ -68,6 +68,9 @@ type RealNodeOptions struct {
 	// NetPolDir is hack/netpol.sh's directory (kube-router, which enforces the
 	// cluster's NetworkPolicies on the node); empty: FindNetworkPolicy.
 	NetPolDir string
+	// DNSDir is hack/dns.sh's directory (CoreDNS, the cluster's DNS, run as a pod of
+	// the node); empty: FindDNS.
+	DNSDir string
 	// Images are imported into the node's containerd at start, besides the pause image.
 	Images []Image
 	// Labels are added to the node's own.
@@ -146,6 +149,11 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 			return nil, err
 		}
 	}
+	if opts.DNSDir == "" {
+		if opts.DNSDir, err = FindDNS(ctx); err != nil {
+			return nil, err
+		}
+	}
 	// The wait for another node is not start-up time: it has the caller's bound only.
 	unlock, err := lockRealNode(ctx)
 	if err != nil {
@@ -166,7 +174,8 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 		return nil, errors.New("real node: the control plane is stopped")
 	}
 	// A node of an earlier run that ended without its Stop (killed) may have left its
-	// bridge; the lock says no node runs now.
+	// bridge (and, in its control plane's directory, which a new start empties, its
+	// shims, containers and mounts: abandonedNodes); the lock says no node runs now.
 	deleteLink(ctx, opts.Bridge)
 	if err := CheckRangeUnused(podNet, opts.Bridge); err != nil {
 		return nil, fmt.Errorf("real node: pod CIDR: %w", err)
@@ -198,6 +207,7 @@ func (cp *ControlPlane) StartRealNode(ctx context.Context, opts RealNodeOptions)
 		func(ctx context.Context) error { return n.startKubelet(ctx, np) },
 		func(ctx context.Context) error { return n.startKubeProxy(ctx, np) },
 		n.startNetworkPolicy,
+		n.startClusterDNS,
 	} {
 		if err := step(ctx); err != nil {
 			return nil, err
@@ -522,7 +532,7 @@ func (n *RealNode) teardown() {
 			n.removeSandboxes(ctx)
 			n.cp.stopNamed("containerd")
 		}
-		killShims(n.files.socket)
+		killShims(func(socket string) bool { return socket == n.files.socket })
 		unmountUnder(n.Dir)
 		removeLogLinks(n.files.podLogs)
 		if n.host != nil {
@@ -534,7 +544,9 @@ func (n *RealNode) teardown() {
 				n.log.Warn("delete the real node's Node", slog.String("error", err.Error()))
 			}
 		}
-		if err := os.RemoveAll(n.Dir); err != nil {
+		if left := mountsUnder(n.Dir); len(left) > 0 { // never remove through a mount
+			n.log.Warn("the real node's directory is kept: mounts under it would not unmount", slog.String("dir", n.Dir), slog.Any("mounts", left))
+		} else if err := os.RemoveAll(n.Dir); err != nil {
 			n.log.Warn("remove the real node's directory", slog.String("dir", n.Dir), slog.String("error", err.Error()))
 		}
 	})
@@ -569,15 +581,62 @@ func (n *RealNode) runQuiet(ctx context.Context, bin string, args ...string) {
 	}
 }
 
-// killShims kills the containerd shims serving the containerd at socket (they outlive
-// it by design).
-func killShims(socket string) {
+// killShims kills the containerd shims serving a containerd whose socket serving says
+// is the node's (they outlive containerd by design) and the containers they still
+// run: each container's first process, the shim's child, whose death ends the
+// container's PID namespace and so every process in it.
+func killShims(serving func(socket string) bool) {
+	var shims []int
 	for pid, args := range Processes() {
 		i := slices.Index(args, "-address")
-		if strings.Contains(filepath.Base(args[0]), "containerd-shim") && i >= 0 && i+1 < len(args) && args[i+1] == socket {
+		if strings.Contains(filepath.Base(args[0]), "containerd-shim") && i >= 0 && i+1 < len(args) && serving(args[i+1]) {
+			shims = append(shims, pid)
+		}
+	}
+	if len(shims) == 0 {
+		return
+	}
+	for pid := range Processes() {
+		if slices.Contains(shims, parentOf(pid)) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	for _, pid := range shims {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// abandonedNodes ends what real nodes of a killed run left under dir, a control plane
+// directory about to be emptied: their shims and containers, and their mounts (a
+// pod's volume may be bind-mounted there). It fails if a mount stays: the directory
+// must not be removed through it.
+func abandonedNodes(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	killShims(func(socket string) bool { return strings.HasPrefix(socket, dir+"/") })
+	unmountUnder(dir)
+	if left := mountsUnder(dir); len(left) > 0 {
+		return fmt.Errorf("an earlier run left mounts under %s that would not unmount: %s", dir, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// parentOf is a process's parent's ID (0 when it cannot be read).
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid …: comm may hold spaces and parentheses, so read after the
+	// last ')'.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(fields[1])
+	return ppid
 }
 
 // Processes yields this machine's processes: their IDs and command lines (argv).
@@ -605,9 +664,16 @@ func Processes() iter.Seq2[int, []string] {
 
 // unmountUnder lazily unmounts every mount point under dir, deepest first.
 func unmountUnder(dir string) {
+	for _, p := range mountsUnder(dir) {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
+}
+
+// mountsUnder lists the mount points at or under dir, deepest first.
+func mountsUnder(dir string) []string {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return
+		return nil
 	}
 	var points []string
 	for line := range strings.SplitSeq(string(b), "\n") {
@@ -617,9 +683,7 @@ func unmountUnder(dir string) {
 		}
 	}
 	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
-	}
+	return points
 }
 
 // removeLogLinks removes the links the kubelet made in /var/log/containers to logs

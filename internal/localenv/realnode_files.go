@@ -81,11 +81,11 @@ func (f *realNodeFiles) write(cp *ControlPlane, opts RealNodeOptions, ports real
 	if err := writeKubeconfig(f.proxyKubeconfig, cp.APIServerURL, cp.pki.CAFile, proxy); err != nil {
 		return err
 	}
-	// The pods' only name server is their own loopback, where nothing answers: a lookup
-	// fails at once. (Without one, containerd gives a pod the machine's resolv.conf,
-	// whose server is off this machine: the pod's queries would be dropped, after a
-	// wait.) There is no cluster DNS: the kubelet's clusterDNS names the same loopback,
-	// so that it does not warn of its absence at every sync of every pod.
+	// Pods ask the cluster DNS (clusterDNS: the kube-dns Service, CoreDNS). A pod of
+	// dnsPolicy Default (CoreDNS itself) gets the kubelet's resolv.conf, whose only name
+	// server is the pod's own loopback, where nothing answers: a lookup fails at once.
+	// (Without one, containerd gives a pod the machine's resolv.conf, whose server is
+	// off this machine: the pod's queries would be dropped, after a wait.)
 	if err := os.WriteFile(f.resolvConf, []byte("nameserver 127.0.0.1\n"), 0o600); err != nil {
 		return fmt.Errorf("real node: %w", err)
 	}
@@ -211,7 +211,7 @@ failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 resolvConf: %s
 clusterDomain: cluster.local
-clusterDNS: [127.0.0.1]
+clusterDNS: [%s]
 podLogsDir: %s
 volumePluginDir: %s
 serializeImagePulls: false
@@ -226,7 +226,7 @@ syncFrequency: 10s
 fileCheckFrequency: 10s
 maxPods: 110
 `, ports.kubelet, ports.kubeletHealth, f.kubeletServing.CertFile, f.kubeletServing.KeyFile, cp.pki.CAFile,
-		f.socket, f.resolvConf, f.podLogs, f.pluginDir)
+		f.socket, f.resolvConf, ClusterDNSIP(), f.podLogs, f.pluginDir)
 }
 
 // proxyYAML is kube-proxy's configuration: iptables mode, node ports on loopback, and

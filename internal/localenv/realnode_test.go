@@ -172,13 +172,7 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("exec exit 7: err = %v, want the exit code", err)
 	}
 
-	// The pod's name server is its own loopback: no lookup leaves for the machine's.
-	if out, _, err := execIn(ctx, cp, ns, "echo", "grep", "nameserver", "/etc/resolv.conf"); err != nil || strings.TrimSpace(out) != "nameserver 127.0.0.1" {
-		t.Errorf("the pod's name servers: %q (%v), want only 127.0.0.1", out, err)
-	}
-	if ev, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=MissingClusterDNS"}); err != nil || len(ev.Items) > 0 {
-		t.Errorf("the kubelet warns that it has no cluster DNS (%v): %d events", err, len(ev.Items))
-	}
+	checkClusterDNS(t, cp, cs, ns, created.Spec.ClusterIP)
 	checkPodsReachHost(t, cp, node, ns, "echo")
 	checkRegistryPulls(t, cs, node, ns, images)
 
@@ -391,4 +385,44 @@ func execIn(ctx context.Context, cp *ControlPlane, ns, pod string, cmd ...string
 	var out, errOut bytes.Buffer
 	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &errOut})
 	return out.String(), errOut.String(), err
+}
+
+// checkClusterDNS: the pod's name server is the cluster DNS, which resolves Services by
+// their full name and, through the search path, by their short name; a name outside
+// the cluster fails at once (nothing is forwarded off the machine).
+func checkClusterDNS(t *testing.T, cp *ControlPlane, cs kubernetes.Interface, ns, echoIP string) {
+	t.Helper()
+	ctx := t.Context()
+	conf, _, err := execIn(ctx, cp, ns, "echo", "cat", "/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "nameserver " + ClusterDNSIP().String(); !strings.Contains(conf, want) || strings.Count(conf, "nameserver") != 1 ||
+		!strings.Contains(conf, "search "+ns+".svc.cluster.local svc.cluster.local cluster.local") {
+		t.Errorf("the pod's resolv.conf:\n%s\nwant only %s and the cluster's search path", conf, want)
+	}
+	for _, name := range []string{"echo." + ns + ".svc.cluster.local", "kubernetes.default.svc.cluster.local"} {
+		want := echoIP
+		if strings.HasPrefix(name, "kubernetes.") {
+			want = kubernetesServiceIP().String()
+		}
+		out, errOut, err := execIn(ctx, cp, ns, "echo", "nslookup", name)
+		if err != nil || !strings.Contains(out, "Address: "+want) {
+			t.Errorf("nslookup %s: %v %q %q, want %s", name, err, out, errOut, want)
+		}
+	}
+	// By a name short of the cluster's domain, as a program resolves it (busybox's
+	// wget: the C library's resolver, with the search path): the Service answers. (The
+	// pod's own name, echo, is its /etc/hosts entry.)
+	if out, errOut, err := execIn(ctx, cp, ns, "echo", "wget", "-q", "-O-", "http://echo."+ns+"/"); err != nil || !strings.Contains(out, "hostname: echo") {
+		t.Errorf("wget http://echo.%s/: %v %q %q", ns, err, out, errOut)
+	}
+	start := time.Now()
+	if out, _, err := execIn(ctx, cp, ns, "echo", "nslookup", "example.com"); err == nil {
+		t.Errorf("nslookup example.com succeeded: %q; nothing outside the cluster resolves", out)
+	}
+	t.Logf("a name outside the cluster failed in %s", time.Since(start).Round(time.Millisecond))
+	if ev, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=MissingClusterDNS"}); err != nil || len(ev.Items) > 0 {
+		t.Errorf("the kubelet warns that it has no cluster DNS (%v): %d events", err, len(ev.Items))
+	}
 }

@@ -119,7 +119,7 @@ func (d *Drift) driftTransform(o any) (any, error) {
 // namespaceView: a lease's namespace is its own object (newView only knows objects in
 // it).
 func (d *Drift) namespaceView(m *metav1.ObjectMeta, deleting any) *driftView {
-	v := &driftView{view: view{ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}, kind: "namespace", hash: hashOf(m.Labels, deleting)}
+	v := &driftView{view: view{objectMeta: objectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}, kind: "namespace", hash: hashOf(m.Labels, deleting)}
 	if id, ok := d.owner.LeaseOf(m.Labels); ok && m.Name == LeaseNamespace(id) {
 		v.lease = &id
 	}
@@ -137,15 +137,16 @@ func hashOf(labels map[string]string, content any) uint64 {
 func (d *Drift) Run(ctx context.Context) error {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = d.owner.Selector() }
 	f := informers.NewSharedInformerFactoryWithOptions(d.cs, 0, informers.WithTransform(d.driftTransform), informers.WithTweakListOptions(tweak))
-	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(d.dc, 0, metav1.NamespaceAll, tweak)
-	typed := []cache.SharedIndexInformer{
-		f.Core().V1().Namespaces().Informer(), f.Core().V1().ServiceAccounts().Informer(), f.Networking().V1().NetworkPolicies().Informer(),
-		f.Core().V1().Secrets().Informer(), f.Apps().V1().Deployments().Informer(), f.Apps().V1().StatefulSets().Informer(),
-		f.Core().V1().Services().Informer(),
+	// Nothing reads these stores by namespace: they have no namespace index (the
+	// factory's informers have one, a set per namespace and kind, per lease).
+	var typed []cache.SharedIndexInformer
+	for _, obj := range []runtime.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &networkingv1.NetworkPolicy{},
+		&corev1.Secret{}, &appsv1.Deployment{}, &appsv1.StatefulSet{}, &corev1.Service{}} {
+		typed = append(typed, unindexedInformer(f, obj, tweak))
 	}
 	var crds []cache.SharedIndexInformer
 	for _, r := range []schema.GroupVersionResource{ManifestResource, ProviderHostResource, ProviderLeasedIPResource} {
-		inf := df.ForResource(r).Informer()
+		inf := dynamicinformer.NewFilteredDynamicInformer(d.dc, r, metav1.NamespaceAll, 0, cache.Indexers{}, tweak).Informer()
 		if err := inf.SetTransform(d.driftTransform); err != nil {
 			return fmt.Errorf("drift: %w", err)
 		}
@@ -180,11 +181,9 @@ func (d *Drift) Run(ctx context.Context) error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	df.Start(dctx.Done())
-	wg.Go(func() {
-		<-dctx.Done()
-		df.Shutdown()
-	})
+	for _, inf := range crds {
+		wg.Go(func() { inf.RunWithContext(dctx) })
+	}
 	for _, inf := range crds {
 		if !cache.WaitForCacheSync(dctx.Done(), inf.HasSynced) {
 			if ctx.Err() != nil {

@@ -158,21 +158,22 @@ func (inv *Inventory) Run(ctx context.Context) error {
 		set      func(any)
 		del      func(any)
 	}
-	handlers := []handler{{f.Core().V1().Services().Informer(), "services", inv.setService, inv.deleteService}}
+	// The inventory reads its stores by key only: no namespace index.
+	handlers := []handler{{unindexedInformer(f, &corev1.Service{}, nil), "services", inv.setService, inv.deleteService}}
 	var regs []cache.ResourceEventHandlerRegistration
 	if inv.op == nil {
 		handlers = append(handlers,
-			handler{f.Core().V1().Nodes().Informer(), "nodes", inv.setNode, inv.deleteNode},
-			handler{f.Core().V1().Pods().Informer(), "pods", inv.setPod, inv.deletePod},
-			handler{f.Core().V1().PersistentVolumeClaims().Informer(), "persistentvolumeclaims", inv.setPVC, inv.deletePVC})
+			handler{unindexedInformer(f, &corev1.Node{}, nil), "nodes", inv.setNode, inv.deleteNode},
+			handler{unindexedInformer(f, &corev1.Pod{}, nil), "pods", inv.setPod, inv.deletePod},
+			handler{unindexedInformer(f, &corev1.PersistentVolumeClaim{}, nil), "persistentvolumeclaims", inv.setPVC, inv.deletePVC})
 	} else {
 		// The report has the nodes and everyone else's usage; our own leases' pods
 		// and claims are watched here, so that they count the moment they exist.
-		own := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = inv.owner.Selector() }))
+		own := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
+		ownOnly := func(o *metav1.ListOptions) { o.LabelSelector = inv.owner.Selector() }
 		handlers = append(handlers,
-			handler{own.Core().V1().Pods().Informer(), "the leases' pods", inv.setPod, inv.deletePod},
-			handler{own.Core().V1().PersistentVolumeClaims().Informer(), "the leases' persistentvolumeclaims", inv.setPVC, inv.deletePVC})
+			handler{unindexedInformer(own, &corev1.Pod{}, ownOnly), "the leases' pods", inv.setPod, inv.deletePod},
+			handler{unindexedInformer(own, &corev1.PersistentVolumeClaim{}, ownOnly), "the leases' persistentvolumeclaims", inv.setPVC, inv.deletePVC})
 		reg, rf, err := inv.watchReport(ctx)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)

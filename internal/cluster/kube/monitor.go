@@ -181,8 +181,10 @@ func (m *Monitor) Run(ctx context.Context) error {
 		defer rf.Shutdown()
 	}
 	// Events carry no labels: watch them all and keep those in lease namespaces.
+	// Nothing reads their store: it has no namespace index.
 	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)))
-	evReg, err := ef.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	evInf := unindexedInformer(ef, &corev1.Event{}, nil)
+	evReg, err := evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.event(o) },
 		UpdateFunc: func(_, o any) { m.event(o) },
 	})

@@ -56,14 +56,13 @@ func toView(o any, owner cluster.Owner) (any, error) {
 // view is what every view shares: the identity the informer's store keys and indexes
 // by, and the lease and manifest service of a berth object (from its labels).
 type view struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
+	objectMeta
 	lease   *market.LeaseID // nil: not one of our leases' objects
 	service string
 }
 
 func newView(m *metav1.ObjectMeta, owner cluster.Owner) view {
-	v := view{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}
+	v := view{objectMeta: objectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}
 	if id, ok := owner.LeaseOf(m.Labels); ok && m.Namespace == LeaseNamespace(id) {
 		v.lease, v.service = &id, m.Labels[LabelService]
 	}
@@ -78,7 +77,7 @@ type nodeView struct {
 }
 
 func newNodeView(n *corev1.Node) *nodeView {
-	return &nodeView{view: view{ObjectMeta: metav1.ObjectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}, node: NodeOf(n)}
+	return &nodeView{view: view{objectMeta: objectMeta{Name: n.Name, ResourceVersion: n.ResourceVersion}}, node: NodeOf(n)}
 }
 
 // NodeOf is a node as the inventory counts it: its allocatable resources, the model
@@ -252,7 +251,7 @@ type eventView struct {
 }
 
 func newEventView(e *corev1.Event) *eventView {
-	v := &eventView{view: view{ObjectMeta: metav1.ObjectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion}}}
+	v := &eventView{view: view{objectMeta: objectMeta{Name: e.Name, Namespace: e.Namespace, ResourceVersion: e.ResourceVersion}}}
 	if !strings.HasPrefix(e.Namespace, leaseNamespacePrefix) {
 		return v
 	}
