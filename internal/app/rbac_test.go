@@ -672,7 +672,8 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		t.Fatalf("manifest status %q after the update", p)
 	}
 
-	// A pod of the lease's Deployment that failed (evicted) is removed (its
+	// A pod of the lease's Deployment that failed (evicted, after its container was
+	// killed out of memory: the monitor records the kill as an event) is removed (its
 	// ReplicaSet has replaced it); the running ones stay.
 	var evicted string
 	testenv.EventuallyNoError(t, time.Minute, "a pod of the lease failed", func() error {
@@ -686,6 +687,12 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 				continue
 			}
 			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+			if len(p.Status.ContainerStatuses) == 0 {
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image}}
+			}
+			p.Status.ContainerStatuses[0].RestartCount = 1
+			p.Status.ContainerStatuses[0].LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				Reason: kube.ReasonOOMKilled, ExitCode: 137, FinishedAt: metav1.Now(), ContainerID: "containerd://0123456789abcdef"}}
 			if _, err := admin.CoreV1().Pods(nsA).UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 				return err // changed meanwhile: again
 			}
@@ -693,6 +700,13 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 			return nil
 		}
 		return errors.New("no running pod of a ReplicaSet")
+	})
+	testenv.EventuallyNoError(t, 30*time.Second, "the OOM kill recorded as an event", func() error {
+		ev, err := admin.CoreV1().Events(nsA).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + kube.ReasonOOMKilled})
+		if err == nil && len(ev.Items) != 1 {
+			err = fmt.Errorf("%d OOMKilled events", len(ev.Items))
+		}
+		return err
 	})
 	removed, err := svc.deploy.RemoveFailedPods(ctx, 0)
 	if err != nil || !slices.Equal(removed, []string{nsA + "/" + evicted}) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +48,8 @@ type hostNetwork struct {
 	rule            []string          // the FORWARD rule, as iptables arguments after the chain
 	saved           map[string]string // sysctl file → its value before
 	// existing are the kubeletChains present before the node ran ("iptables nat
-	// KUBE-KUBELET-CANARY"); another kubelet's, left alone.
+	// KUBE-KUBELET-CANARY") while another kubelet runs: its, left alone. With no
+	// kubelet running they are a killed node's, removed like this node's own.
 	existing map[string]bool
 }
 
@@ -62,7 +64,7 @@ func setUpHostNetwork(ctx context.Context, podCIDR, bridge string) (*hostNetwork
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		for table, chains := range kubeletChains {
 			for _, chain := range chains {
-				if _, err := xtables(ctx, cmd, "-t", table, "-S", chain); err == nil {
+				if _, err := xtables(ctx, cmd, "-t", table, "-S", chain); err == nil && kubeletRunning() {
 					h.existing[cmd+" "+table+" "+chain] = true
 				}
 			}
@@ -197,4 +199,15 @@ func (h *hostNetwork) removeKubeletChains(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// kubeletRunning reports whether a kubelet runs on this machine (called before the
+// node starts its own).
+func kubeletRunning() bool {
+	for _, args := range Processes() {
+		if filepath.Base(args[0]) == "kubelet" {
+			return true
+		}
+	}
+	return false
 }
