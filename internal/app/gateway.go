@@ -52,7 +52,6 @@ type gatewayService struct {
 // newGateway builds the gateway; it listens but serves nothing until run.
 func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix string) (*gatewayService, error) {
 	cfg := p.cfg
-	timeout := cfg.manifestTimeout()
 	addr := p.bcast.Address()
 	gw := &gatewayService{statusInt: time.Second, statusEvery: 30 * time.Second}
 	closeBid := func(ctx context.Context, id market.BidID, reason string) error {
@@ -60,7 +59,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 		return err
 	}
 	var err error
-	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: timeout, BlockedHostnames: cfg.Gateway.BlockedHostnames, IngressDomain: cfg.Cluster.IngressDomain},
+	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: cfg.Gateway.ManifestTimeout, BlockedHostnames: cfg.Gateway.BlockedHostnames, IngressDomain: cfg.Cluster.IngressDomain},
 		reader, p.manager, closeBid, p.log, p.reg); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/rest"
+	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/yaml"
 )
@@ -319,7 +320,7 @@ func DefaultProviderConfig() ProviderConfig {
 	}
 	c.Inventory.NodePorts = 2768 // 30000–32767, Kubernetes' default range
 	c.Inventory.MaxAge = 2 * time.Minute
-	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: 5 * time.Minute}
+	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: manifest.DefaultTimeout}
 	c.Balance = BalanceConfig{WithdrawPeriod: time.Hour, CheckInterval: time.Minute, LowFundsBlocks: balance.DefaultLowFundsBlocks}
 	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: 10 * time.Minute, FailedPodTTL: 10 * time.Minute, DeployConcurrency: cluster.DefaultDeployConcurrency}
 	return c
@@ -484,14 +485,6 @@ func (g *GatewayConfig) validate() error {
 		}
 	}
 	return nil
-}
-
-// manifestTimeout is the manifest watchdog's timeout (negative: never).
-func (c *ProviderConfig) manifestTimeout() time.Duration {
-	if c.Gateway.ManifestTimeout == 0 {
-		return -1 // manifest.Config: negative disables the watchdog
-	}
-	return c.Gateway.ManifestTimeout
 }
 
 // inventoryMaxAge checks inventory.operator with what goes with it, and returns

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -120,5 +121,24 @@ func TestDevBannerOlderChain(t *testing.T) {
 	printDevBanner(&cur, d)
 	if strings.Contains(cur.String(), "older berth") {
 		t.Errorf("banner of a current chain:\n%s", cur.String())
+	}
+}
+
+// TestDevBannerManifestTimeout: leases of the last run are to be sent their manifests
+// within the provider's manifest_timeout, or whenever the tenant likes when it is 0s
+// (no watchdog), never "within 0s".
+func TestDevBannerManifestTimeout(t *testing.T) {
+	d := devBanner{cfg: Config{Home: "/h"}, cp: &localenv.ControlPlane{}, denoms: ledger.DefaultDenoms(),
+		leases: []ledger.LeaseResponse{{}}, manifestTimeout: 5 * time.Minute}
+	for _, c := range []struct {
+		timeout time.Duration
+		want    string
+	}{{5 * time.Minute, "within 5m, or the provider closes the lease"}, {0, "whenever you like: the provider waits for them (manifest_timeout 0s)"}} {
+		d.manifestTimeout = c.timeout
+		var b strings.Builder
+		printDevBanner(&b, d)
+		if !strings.Contains(b.String(), c.want) || strings.Contains(b.String(), "within 0s") {
+			t.Errorf("manifest_timeout %s: the banner lacks %q:\n%s", c.timeout, c.want, b.String())
+		}
 	}
 }

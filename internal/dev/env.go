@@ -431,7 +431,11 @@ func printDevBanner(out io.Writer, d devBanner) {
 	if n := len(d.leases); n > 0 {
 		fmt.Fprintf(&b, "\n  %d lease(s) from the last run are still active on the ledger; their workloads were on\n", n)
 		fmt.Fprintf(&b, "  the previous cluster. Send each manifest again (%s tenant send-manifest FILE DSEQ)\n", cmp.Or(d.cfg.Command, "berth"))
-		fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", yaml.FormatDuration(d.manifestTimeout))
+		if d.manifestTimeout > 0 {
+			fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", yaml.FormatDuration(d.manifestTimeout))
+		} else {
+			b.WriteString("  whenever you like: the provider waits for them (manifest_timeout 0s).\n")
+		}
 	}
 	b.WriteString("\n  Deploy an example as the tenant (in another terminal, in the berth source tree):\n\n")
 	if d.cfg.Home != d.defaultHome {

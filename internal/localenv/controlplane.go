@@ -125,7 +125,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		if err == nil {
 			return cp, nil
 		}
-		if !strings.Contains(err.Error(), "address already in use") {
+		if !errors.Is(err, errPortTaken) {
 			return nil, err
 		}
 		opts.Logger.WarnContext(ctx, "control plane port taken, retrying", slog.String("error", err.Error()))

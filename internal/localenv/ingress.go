@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -136,7 +135,7 @@ func StartIngressController(ctx context.Context, opts IngressControllerOptions) 
 		if err == nil {
 			return c, nil
 		}
-		if !strings.Contains(err.Error(), "address already in use") {
+		if !errors.Is(err, errPortTaken) {
 			return nil, err
 		}
 	}

@@ -139,7 +139,7 @@ func StartMetalLB(ctx context.Context, opts MetalLBOptions) (*MetalLB, error) {
 		if err == nil {
 			return m, nil
 		}
-		if !strings.Contains(err.Error(), "address already in use") {
+		if !errors.Is(err, errPortTaken) {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -168,13 +169,28 @@ func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // errStopped marks a wait that ended because a process died.
 var errStopped = errors.New("process ended")
 
+// errPortTaken marks the exit of a process that could not listen on a port it was
+// given: another process took the free port meanwhile, and a start on new ports may
+// succeed. The process's log says so; this is the one place that reads it.
+var errPortTaken = errors.New("a port it was given was taken")
+
+// exitError is how a process that has exited (err) ended, with the last lines of its
+// log; errPortTaken when the log says it could not listen.
+func (p *process) exitError(err error) error {
+	tail := p.tail(4000)
+	if strings.Contains(strings.ToLower(tail), "address already in use") {
+		err = fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, p.logPath, tail)
+}
+
 // anyExited is waitFor's dead for processes not (yet) supervised: the first of procs
 // that has exited, with its log tail.
 func anyExited(procs ...*process) func() error {
 	return func() error {
 		for _, p := range procs {
 			if dead, err := p.exited(); dead {
-				return fmt.Errorf("%w: %w\n--- last lines of %s ---\n%s", errStopped, err, p.logPath, p.tail(4000))
+				return fmt.Errorf("%w: %w", errStopped, p.exitError(err))
 			}
 		}
 		return nil
@@ -226,7 +242,7 @@ func (d *daemon) Done() <-chan struct{} { return d.proc.done }
 // with the last lines of its log.
 func (d *daemon) Err() error {
 	if dead, err := d.proc.exited(); dead && !d.proc.stopping.Load() {
-		return fmt.Errorf("%w\n--- last lines of %s ---\n%s", err, d.proc.logPath, d.proc.tail(4000))
+		return d.proc.exitError(err)
 	}
 	return nil
 }

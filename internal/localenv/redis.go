@@ -77,7 +77,7 @@ func StartRedisWith(ctx context.Context, dir string, o RedisOptions) (*RedisServ
 		if err == nil {
 			return r, nil
 		}
-		if !strings.Contains(err.Error(), "Address already in use") && !strings.Contains(err.Error(), "address already in use") {
+		if !errors.Is(err, errPortTaken) {
 			return nil, err
 		}
 	}
@@ -175,7 +175,7 @@ func StartRedisService(ctx context.Context, dir string, log *slog.Logger) (*Serv
 			return s, r.Addr, nil
 		}
 		s.Stop()
-		if !strings.Contains(err.Error(), "Address already in use") && !strings.Contains(err.Error(), "address already in use") {
+		if !errors.Is(err, errPortTaken) {
 			return nil, "", err
 		}
 	}

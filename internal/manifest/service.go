@@ -36,8 +36,8 @@ const DefaultTimeout = 5 * time.Minute
 type Config struct {
 	// Provider is this provider's address: only its leases are considered.
 	Provider string
-	// Timeout is the watchdog's wait for a won lease's manifest (DefaultTimeout when
-	// 0; negative disables the watchdog).
+	// Timeout is the watchdog's wait for a won lease's manifest; 0 has no watchdog (as
+	// gateway.manifest_timeout: 0s). Providers default to DefaultTimeout.
 	Timeout time.Duration
 	// BlockedHostnames are hostnames tenants may not use: "example.com" blocks that
 	// name, ".example.com" every name under it (not example.com itself).
@@ -52,6 +52,9 @@ type Config struct {
 func (c Config) Validate() error {
 	if c.Provider == "" {
 		return errors.New("manifest service: provider address is required")
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("manifest service: timeout %s: want a duration, or 0 for no watchdog", c.Timeout)
 	}
 	if c.IngressDomain != "" && !market.ValidHostname(c.IngressDomain) {
 		return fmt.Errorf("manifest service: ingress domain %q is not a lowercase DNS name", c.IngressDomain)
@@ -118,9 +121,6 @@ func New(cfg Config, l Ledger, d Deployments, closeBid BidCloser, log *slog.Logg
 	}
 	if l == nil || d == nil || closeBid == nil || log == nil {
 		return nil, errors.New("manifest service: ledger, deployments, bid closer and logger are required")
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = DefaultTimeout
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -238,7 +238,7 @@ func (s *Service) checkBlocked(m market.Manifest) error {
 // at start is given at least StartGrace. The ledger is asked for the creation
 // block's time; when it cannot say, the time runs from now.
 func (s *Service) LeaseWon(ctx context.Context, id market.LeaseID, created int64) {
-	if s.cfg.Timeout < 0 {
+	if s.cfg.Timeout == 0 {
 		return
 	}
 	if _, _, ok := s.deploy.Manifest(id); ok {

@@ -400,3 +400,22 @@ func TestWatchdogAcrossRestarts(t *testing.T) {
 		t.Fatal("a lease whose manifest was recorded before the restart was closed as manifest_timeout")
 	}
 }
+
+// TestNoWatchdog: a timeout of 0 means no watchdog, as gateway.manifest_timeout's 0s
+// does: a won lease is never waited for, so its bid is never closed for want of a
+// manifest; a negative timeout is refused.
+func TestNoWatchdog(t *testing.T) {
+	f := newFixture(t, Config{})
+	late := market.LeaseID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1, Provider: provider}
+	f.svc.LeaseWon(t.Context(), late, 0)
+	if n := f.svc.Waiting(); n != 0 {
+		t.Fatalf("%d leases waited for without a watchdog", n)
+	}
+	if _, ok := f.closer.reason(late.Bid()); ok {
+		t.Fatal("a bid closed without a watchdog")
+	}
+	cfg := Config{Provider: provider, Timeout: -time.Second}
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "timeout -1s") {
+		t.Fatalf("a negative timeout: %v, want refused", err)
+	}
+}
