@@ -9,7 +9,11 @@ package httpjson
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 
 	api "berth.dev/berth/api/gateway"
 )
@@ -39,4 +43,29 @@ func Raw(w http.ResponseWriter, code int, b []byte) {
 // Error answers with code and {"message": msg}; msg must be safe to show.
 func Error(w http.ResponseWriter, code int, msg string) {
 	Write(w, code, api.Error{Message: msg})
+}
+
+// DecodeProblem says what was wrong with a JSON document someone sent, from its
+// decoding error, in words for them: where a value had the wrong JSON type, where the
+// syntax broke, that the input ended early, or which field is unknown, and never Go's
+// type names (which the decoder's own messages carry). Anything else is "malformed
+// JSON".
+func DecodeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		where := te.Field
+		if where == "" {
+			where = "the top level"
+		}
+		return fmt.Sprintf("%s: got a JSON %s (offset %d)", where, te.Value, te.Offset)
+	case errors.As(err, &se):
+		return fmt.Sprintf("syntax error at offset %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected end of input"
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return strings.TrimPrefix(err.Error(), "json: ")
+	}
+	return "malformed JSON"
 }

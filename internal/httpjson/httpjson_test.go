@@ -1,9 +1,11 @@
 package httpjson
 
 import (
+	"encoding/json"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -29,5 +31,37 @@ func TestWrite(t *testing.T) {
 				t.Errorf("headers: Content-Type %q, X-Content-Type-Options %q", ct, ns)
 			}
 		})
+	}
+}
+
+// TestDecodeProblem: each decoding failure is said without Go's type names.
+func TestDecodeProblem(t *testing.T) {
+	type doc struct {
+		Name string `json:"name"`
+	}
+	decode := func(in string, strict bool, v any) error {
+		d := json.NewDecoder(strings.NewReader(in))
+		if strict {
+			d.DisallowUnknownFields()
+		}
+		return d.Decode(v)
+	}
+	var d doc
+	var list []doc
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{decode(`{"name":1}`, false, &d), "name: got a JSON number (offset 9)"},
+		{decode(`{"name":"a"}`, false, &list), "the top level: got a JSON object (offset 1)"},
+		{decode(`{"name":}`, false, &d), "syntax error at offset 9: invalid character '}' looking for beginning of value"},
+		{decode(`{"name":"a"`, false, &d), "unexpected end of input"},
+		{decode(``, false, &d), "unexpected end of input"},
+		{decode(`{"other":1}`, true, &d), `unknown field "other"`},
+		{decode(`{}`, false, d), "malformed JSON"}, // not a pointer: Go's message names the type
+	} {
+		if got := DecodeProblem(c.err); got != c.want || strings.Contains(got, "httpjson.") || strings.Contains(got, "Go ") {
+			t.Errorf("DecodeProblem(%v) = %q, want %q", c.err, got, c.want)
+		}
 	}
 }

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"path"
 	"slices"
 	"strings"
 
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
 )
 
@@ -65,7 +65,7 @@ func Decode(data []byte) (market.Manifest, error) {
 	d.DisallowUnknownFields()
 	var m market.Manifest
 	if err := d.Decode(&m); err != nil {
-		return nil, malformed("manifest is not a JSON array of groups: %s", jsonProblem(err))
+		return nil, malformed("manifest is not a JSON array of groups: %s", httpjson.DecodeProblem(err))
 	}
 	if d.More() {
 		return nil, malformed("data after the manifest's JSON array")
@@ -74,25 +74,6 @@ func Decode(data []byte) (market.Manifest, error) {
 		return nil, malformed("manifest is null; want a JSON array of groups")
 	}
 	return m, nil
-}
-
-// jsonProblem describes a decoding error without Go type names.
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te):
-		where := te.Field
-		if where == "" {
-			where = "the top level"
-		}
-		return fmt.Sprintf("%s: got a JSON %s (offset %d)", where, te.Value, te.Offset)
-	case errors.As(err, &se):
-		return fmt.Sprintf("syntax error at offset %d: %s", se.Offset, se.Error())
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected end of input"
-	}
-	return err.Error()
 }
 
 // Validate checks a manifest's structure: at least one port exposed globally; groups

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/httpjson"
 )
 
 // Token access kinds.
@@ -157,22 +158,9 @@ func decodeSegment(s string, v any) error {
 	}
 	d := json.NewDecoder(bytes.NewReader(b))
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("not the expected JSON: %s", jsonMessage(err))
+		return fmt.Errorf("not the expected JSON: %s", httpjson.DecodeProblem(err))
 	}
 	return nil
-}
-
-// jsonMessage keeps Go type names out of messages tenants see.
-func jsonMessage(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: got a JSON %s", te.Field, te.Value)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at offset %d", se.Offset)
-	}
-	return "malformed"
 }
 
 // Token checks a bearer token: signed by the issuer's account key on the ledger

@@ -36,6 +36,7 @@ import (
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/status"
+	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
 )
 
@@ -215,7 +216,7 @@ func decodeGroupSpec(b []byte) (market.GroupSpec, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&spec); err != nil {
-		return spec, fmt.Errorf("group_spec_json: %s", jsonProblem(err))
+		return spec, fmt.Errorf("group_spec_json: %s", httpjson.DecodeProblem(err))
 	}
 	if d.More() {
 		return spec, errors.New("group_spec_json: data after the group")
@@ -232,18 +233,6 @@ func decodeGroupSpec(b []byte) (market.GroupSpec, error) {
 		}
 	}
 	return spec, nil
-}
-
-func jsonProblem(err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return fmt.Sprintf("%s: got a JSON %s", te.Field, te.Value)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("syntax error at offset %d", se.Offset)
-	}
-	return err.Error()
 }
 
 func resources(m status.Metrics) *providerv1.Resources {
