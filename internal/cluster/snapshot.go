@@ -65,13 +65,7 @@ func (c *Capacity) Snapshot() Snapshot {
 		s.Pools = append(s.Pools, PoolSnapshot{Name: name, Capacity: p.capacity, Used: p.used + p.reserved})
 	}
 	slices.SortFunc(s.Pools, func(a, b PoolSnapshot) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.Name, b.Name)
 	})
 	for id, r := range c.res {
 		var total Amounts

@@ -117,20 +117,9 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		}
 		opts.BinDir = dir
 	}
-	const attempts = 3
-	var err error
-	for range attempts {
-		var cp *ControlPlane
-		cp, err = startControlPlane(ctx, opts)
-		if err == nil {
-			return cp, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
+	return onFreePorts(func() (*ControlPlane, error) { return startControlPlane(ctx, opts) }, func(err error) {
 		opts.Logger.WarnContext(ctx, "control plane port taken, retrying", slog.String("error", err.Error()))
-	}
-	return nil, err
+	})
 }
 
 func newControlPlane(dir string, removeDir bool, log *slog.Logger, restart RestartPolicy) *ControlPlane {

@@ -127,19 +127,7 @@ func StartIngressController(ctx context.Context, opts IngressControllerOptions) 
 	if err := installIngressResources(ctx, opts); err != nil {
 		return nil, err
 	}
-	const attempts = 3
-	var err error
-	for range attempts {
-		var c *IngressController
-		c, err = startIngressController(ctx, opts)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-	}
-	return nil, err
+	return onFreePorts(func() (*IngressController, error) { return startIngressController(ctx, opts) }, nil)
 }
 
 func startIngressController(ctx context.Context, opts IngressControllerOptions) (*IngressController, error) {

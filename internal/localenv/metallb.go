@@ -132,18 +132,7 @@ func StartMetalLB(ctx context.Context, opts MetalLBOptions) (*MetalLB, error) {
 	if err := installMetalLBResources(ctx, dc, opts); err != nil {
 		return nil, err
 	}
-	const attempts = 3
-	for range attempts {
-		var m *MetalLB
-		m, err = startMetalLB(ctx, dc, opts)
-		if err == nil {
-			return m, nil
-		}
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-	}
-	return nil, err
+	return onFreePorts(func() (*MetalLB, error) { return startMetalLB(ctx, dc, opts) }, nil)
 }
 
 func startMetalLB(ctx context.Context, dc dynamic.Interface, opts MetalLBOptions) (*MetalLB, error) {

@@ -174,6 +174,27 @@ var errStopped = errors.New("process ended")
 // succeed. The process's log says so; this is the one place that reads it.
 var errPortTaken = errors.New("a port it was given was taken")
 
+// portAttempts is how many times a start that picks free ports is tried when another
+// process takes one of them meanwhile.
+const portAttempts = 3
+
+// onFreePorts runs start, which picks its own free ports, until it succeeds, fails
+// otherwise than by a port taken meanwhile (errPortTaken), or has been tried
+// portAttempts times; taken says each retry's cause (nil: nothing).
+func onFreePorts[T any](start func() (T, error), taken func(error)) (T, error) {
+	var v T
+	var err error
+	for i := range portAttempts {
+		if v, err = start(); err == nil || !errors.Is(err, errPortTaken) {
+			return v, err
+		}
+		if taken != nil && i < portAttempts-1 {
+			taken(err)
+		}
+	}
+	return v, err
+}
+
 // exitError is how a process that has exited (err) ended, with the last lines of its
 // log; errPortTaken when the log says it could not listen.
 func (p *process) exitError(err error) error {

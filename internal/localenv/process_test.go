@@ -31,3 +31,33 @@ func TestPortTakenExit(t *testing.T) {
 		}
 	}
 }
+
+// TestOnFreePorts: a start whose port was taken meanwhile is tried again, up to
+// portAttempts times in all, each retry said; any other failure ends it at once.
+func TestOnFreePorts(t *testing.T) {
+	other := errors.New("bad configuration")
+	for _, c := range []struct {
+		name    string
+		fails   []error // one per call; past the end, success
+		calls   int
+		retries int
+		err     error
+	}{
+		{"taken once", []error{errPortTaken}, 2, 1, nil},
+		{"taken every time", []error{errPortTaken, errPortTaken, errPortTaken}, portAttempts, portAttempts - 1, errPortTaken},
+		{"another failure", []error{other}, 1, 0, other},
+		{"at once", nil, 1, 0, nil},
+	} {
+		calls, retries := 0, 0
+		v, err := onFreePorts(func() (int, error) {
+			calls++
+			if calls <= len(c.fails) {
+				return 0, c.fails[calls-1]
+			}
+			return 42, nil
+		}, func(error) { retries++ })
+		if calls != c.calls || retries != c.retries || !errors.Is(err, c.err) || (c.err == nil && v != 42) {
+			t.Errorf("%s: %d calls, %d retries, %d, %v; want %d, %d and %v", c.name, calls, retries, v, err, c.calls, c.retries, c.err)
+		}
+	}
+}

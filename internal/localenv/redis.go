@@ -66,22 +66,17 @@ func StartRedisWith(ctx context.Context, dir string, o RedisOptions) (*RedisServ
 	if err != nil {
 		return nil, fmt.Errorf("%w: redis-server not found in PATH; install it with `apt-get install redis-server` (make test does this as root)", ErrMissingDependency)
 	}
-	const attempts = 3
-	for range attempts {
+	return onFreePorts(func() (*RedisServer, error) {
 		ports, err := FreePorts(ctx, 1)
 		if err != nil {
 			return nil, err
 		}
 		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0], opts: o}
-		err = r.start(ctx)
-		if err == nil {
-			return r, nil
-		}
-		if !errors.Is(err, errPortTaken) {
+		if err := r.start(ctx); err != nil {
 			return nil, err
 		}
-	}
-	return nil, fmt.Errorf("redis-server: no free port after %d attempts", attempts)
+		return r, nil
+	}, nil)
 }
 
 // args are redis-server's arguments for r (its password goes to a file in r.Dir).
@@ -153,33 +148,35 @@ func StartRedisService(ctx context.Context, dir string, log *slog.Logger) (*Serv
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: redis-server not found in PATH; install it with `apt-get install redis-server` (make dev and make test do this as root)", ErrMissingDependency)
 	}
-	const attempts = 3
-	for range attempts {
+	var addr string
+	s, err := onFreePorts(func() (*Service, error) {
 		ports, err := FreePorts(ctx, 1)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		r := &RedisServer{Addr: hostPort(ports[0]), Dir: dir, bin: bin, port: ports[0]}
+		addr = r.Addr
 		args, err := r.args()
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		s, err := StartService(ServiceOptions{Name: "redis", Bin: bin, Args: args, LogDir: dir, Log: log})
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		err = waitFor(wctx, "redis-server", 20*time.Millisecond, anyExited(s.current()), r.ping)
 		cancel()
-		if err == nil {
-			return s, r.Addr, nil
+		if err != nil {
+			s.Stop()
+			return nil, err
 		}
-		s.Stop()
-		if !errors.Is(err, errPortTaken) {
-			return nil, "", err
-		}
+		return s, nil
+	}, nil)
+	if err != nil {
+		return nil, "", err
 	}
-	return nil, "", fmt.Errorf("redis-server: no free port after %d attempts", attempts)
+	return s, addr, nil
 }
 
 // Kill stops the server as a crash would (its clients see their connections drop);

@@ -373,13 +373,7 @@ func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 		}
 	}
 	slices.SortFunc(out.Services, func(a, b cluster.ServiceStatus) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
+		return cmp.Compare(a.Name, b.Name)
 	})
 	return out
 }
