@@ -2,7 +2,6 @@ package localenv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/wait"
@@ -181,8 +180,12 @@ func (n *RealNode) startClusterDNS(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	dc, err := dynamic.NewForConfig(n.cp.RESTConfig())
+	if err != nil {
+		return err
+	}
 	for _, o := range clusterDNSObjects(n.Name) {
-		if err := applyTyped(ctx, cs, o); err != nil {
+		if err := applyTyped(ctx, dc, o); err != nil {
 			return fmt.Errorf("cluster DNS: %w", err)
 		}
 	}
@@ -217,41 +220,13 @@ func (n *RealNode) startClusterDNS(ctx context.Context) error {
 	return nil
 }
 
-// applyTyped server-side applies one of clusterDNSObjects' objects.
-func applyTyped(ctx context.Context, cs kubernetes.Interface, o runtime.Object) error {
-	m, err := meta.Accessor(o)
+// applyTyped server-side applies one of clusterDNSObjects' objects (its resource is
+// its kind's plural).
+func applyTyped(ctx context.Context, dc dynamic.Interface, o runtime.Object) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
 		return err
 	}
-	what := o.GetObjectKind().GroupVersionKind().Kind + " " + m.GetName()
-	if ns := m.GetNamespace(); ns != "" {
-		what = o.GetObjectKind().GroupVersionKind().Kind + " " + ns + "/" + m.GetName()
-	}
-	body, err := json.Marshal(o)
-	if err != nil {
-		return fmt.Errorf("apply %s: %w", what, err)
-	}
-	force := true
-	opts := metav1.PatchOptions{FieldManager: dnsFieldManager, Force: &force}
-	name, ns, pt := m.GetName(), m.GetNamespace(), types.ApplyPatchType
-	switch o.(type) {
-	case *corev1.ServiceAccount:
-		_, err = cs.CoreV1().ServiceAccounts(ns).Patch(ctx, name, pt, body, opts)
-	case *rbacv1.ClusterRole:
-		_, err = cs.RbacV1().ClusterRoles().Patch(ctx, name, pt, body, opts)
-	case *rbacv1.ClusterRoleBinding:
-		_, err = cs.RbacV1().ClusterRoleBindings().Patch(ctx, name, pt, body, opts)
-	case *corev1.ConfigMap:
-		_, err = cs.CoreV1().ConfigMaps(ns).Patch(ctx, name, pt, body, opts)
-	case *appsv1.Deployment:
-		_, err = cs.AppsV1().Deployments(ns).Patch(ctx, name, pt, body, opts)
-	case *corev1.Service:
-		_, err = cs.CoreV1().Services(ns).Patch(ctx, name, pt, body, opts)
-	default:
-		err = errors.New("not a kind this applies")
-	}
-	if err != nil {
-		return fmt.Errorf("apply %s: %w", what, err)
-	}
-	return nil
+	gvr, _ := meta.UnsafeGuessKindToResource(o.GetObjectKind().GroupVersionKind())
+	return apply(ctx, dc, gvr, dnsFieldManager, obj)
 }

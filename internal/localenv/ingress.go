@@ -223,7 +223,7 @@ func installIngressResources(ctx context.Context, opts IngressControllerOptions)
 		"metadata": map[string]any{"name": opts.IngressClass},
 		"spec":     map[string]any{"controller": IngressControllerName},
 	}
-	if err := applyObject(ctx, dc, ingressClassGVR, ic); err != nil {
+	if err := apply(ctx, dc, ingressClassGVR, ingressFieldManager, ic); err != nil {
 		return err
 	}
 	if opts.GatewayClass != "" {
@@ -232,7 +232,7 @@ func installIngressResources(ctx context.Context, opts IngressControllerOptions)
 			"metadata": map[string]any{"name": opts.GatewayClass, "labels": map[string]any{GatewayClassLabel: opts.GatewayClass}},
 			"spec":     map[string]any{"controllerName": GatewayControllerName},
 		}
-		if err := applyObject(ctx, dc, gatewayClassGVR, gc); err != nil {
+		if err := apply(ctx, dc, gatewayClassGVR, ingressFieldManager, gc); err != nil {
 			return err
 		}
 	}
@@ -260,7 +260,7 @@ func applyManifestDir(ctx context.Context, dc dynamic.Interface, dir string) ([]
 			if obj == nil || obj["kind"] != "CustomResourceDefinition" {
 				continue
 			}
-			if err := applyObject(ctx, dc, crdGVR, obj); err != nil {
+			if err := apply(ctx, dc, crdGVR, ingressFieldManager, obj); err != nil {
 				return nil, err
 			}
 			names = append(names, (&unstructured.Unstructured{Object: obj}).GetName())
@@ -272,16 +272,21 @@ func applyManifestDir(ctx context.Context, dc dynamic.Interface, dir string) ([]
 	return names, nil
 }
 
-func applyObject(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource, obj map[string]any) error {
+// apply server-side applies obj (apiVersion, kind, name and, for a namespaced kind,
+// namespace set) as resource gvr, owned by fieldManager.
+func apply(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource, fieldManager string, obj map[string]any) error {
 	u := &unstructured.Unstructured{Object: obj}
+	what := u.GetKind() + " " + u.GetName()
+	if ns := u.GetNamespace(); ns != "" {
+		what = u.GetKind() + " " + ns + "/" + u.GetName()
+	}
 	body, err := json.Marshal(obj)
 	if err != nil {
-		return err
+		return fmt.Errorf("apply %s: %w", what, err)
 	}
-	force := true
-	if _, err := dc.Resource(gvr).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: ingressFieldManager, Force: &force}); err != nil {
-		return fmt.Errorf("apply %s %s: %w", u.GetKind(), u.GetName(), err)
+	if _, err := dc.Resource(gvr).Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: fieldManager, Force: new(true)}); err != nil {
+		return fmt.Errorf("apply %s: %w", what, err)
 	}
 	return nil
 }

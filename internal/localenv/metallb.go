@@ -2,7 +2,6 @@ package localenv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -249,7 +247,7 @@ func (m *MetalLB) ApplyPool(ctx context.Context, p IPAddressPool) error {
 			"avoidBuggyIPs": p.AvoidBuggyIPs,
 		},
 	}
-	return applyNamespaced(ctx, m.dc, ipAddressPoolGVR, m.Namespace, pool)
+	return apply(ctx, m.dc, ipAddressPoolGVR, ingressFieldManager, pool)
 }
 
 // DeletePool deletes the pool; a pool that does not exist is not an error.
@@ -311,22 +309,7 @@ func installMetalLBResources(ctx context.Context, dc dynamic.Interface, opts Met
 		}
 	}
 	ns := map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": opts.Namespace}}
-	return applyObject(ctx, dc, namespaceGVR, ns)
-}
-
-// applyNamespaced server-side applies obj, a namespaced object, in ns.
-func applyNamespaced(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource, ns string, obj map[string]any) error {
-	u := &unstructured.Unstructured{Object: obj}
-	body, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	force := true
-	if _, err := dc.Resource(gvr).Namespace(ns).Patch(ctx, u.GetName(), types.ApplyPatchType, body,
-		metav1.PatchOptions{FieldManager: ingressFieldManager, Force: &force}); err != nil {
-		return fmt.Errorf("apply %s %s/%s: %w", u.GetKind(), ns, u.GetName(), err)
-	}
-	return nil
+	return apply(ctx, dc, namespaceGVR, ingressFieldManager, ns)
 }
 
 // BuildMetalLB runs hack/metallb.sh, writing its progress to progress, and returns
