@@ -8,11 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -40,30 +39,9 @@ func operatorRESTConfig(kubeconfig string) (*rest.Config, error) {
 
 // Operator is one of berth's operators ready to run.
 type Operator struct {
-	cs   kubernetes.Interface
+	rc   *rest.Config
 	ctrl operator.Controller
 	opts operator.Options
-}
-
-// operatorClients connects to the cluster an operator runs on, and makes the registry
-// of its metrics.
-func operatorClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, *prometheus.Registry, error) {
-	rc, err := operatorRESTConfig(kubeconfig)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	rc.QPS, rc.Burst = 50, 100
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return cs, dc, reg, nil
 }
 
 // operatorSpec is what tells one operator from another when it is built.
@@ -72,51 +50,56 @@ type operatorSpec struct {
 	kubeconfig, listen string
 	provider, chainID  string
 	leaderElection     operator.LeaderElection
+	resync             time.Duration
 	log                *slog.Logger
 	started            func(addr string)
-	controller         func(kubernetes.Interface, dynamic.Interface, *prometheus.Registry) (operator.Controller, map[string]http.Handler, error)
+	controller         func(*prometheus.Registry) (operator.Controller, map[string]http.Handler, error)
 }
 
-// newOperator connects to the cluster and builds the operator's controller.
+// newOperator loads the cluster's configuration, makes the registry of the operator's
+// metrics and builds its controller.
 func newOperator(spec operatorSpec) (*Operator, error) {
-	cs, dc, reg, err := operatorClients(spec.kubeconfig)
+	rc, err := operatorRESTConfig(spec.kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	ctrl, handlers, err := spec.controller(cs, dc, reg)
+	rc.QPS, rc.Burst = 50, 100
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctrl, handlers, err := spec.controller(reg)
 	if err != nil {
 		return nil, err
 	}
 	le := spec.leaderElection.WithDefaults("berth-" + spec.name + "-" + shortHash(spec.provider+"/"+spec.chainID))
-	return &Operator{cs: cs, ctrl: ctrl, opts: operator.Options{
-		Name: spec.name, Listen: spec.listen, LeaderElection: le, Registry: reg, Log: spec.log, Started: spec.started, Handlers: handlers,
+	return &Operator{rc: rc, ctrl: ctrl, opts: operator.Options{
+		Name: spec.name, Listen: spec.listen, LeaderElection: le, Resync: spec.resync, Registry: reg, Log: spec.log, Started: spec.started, Handlers: handlers,
 	}}, nil
 }
 
-// NewHostnameOperator checks cfg and connects to the cluster; Run runs it. started
-// (may be nil) gets the address of its probes and metrics.
+// NewHostnameOperator checks cfg and loads the cluster's configuration; Run runs it.
+// started (may be nil) gets the address of its probes and metrics.
 func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, Invalid(fmt.Errorf("hostname operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "hostname", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
-		leaderElection: cfg.LeaderElection, log: log, started: started,
-		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
-			c, err := hostname.New(cfg, cs, dc, hostname.NewMetrics(reg), log)
+		leaderElection: cfg.LeaderElection, resync: cfg.Resync, log: log, started: started,
+		controller: func(reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := hostname.New(cfg, hostname.NewMetrics(reg), log)
 			return c, nil, err
 		}})
 }
 
-// NewIPOperator checks cfg and connects to the cluster; Run runs it. Besides the
-// probes and metrics it serves GET /usage.
+// NewIPOperator checks cfg and loads the cluster's configuration; Run runs it.
+// Besides the probes and metrics it serves GET /usage.
 func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, Invalid(fmt.Errorf("IP operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "ip", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
-		leaderElection: cfg.LeaderElection, log: log, started: started,
-		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
-			c, err := ip.New(cfg, cs, dc, ip.NewMetrics(reg), log)
+		leaderElection: cfg.LeaderElection, resync: cfg.Resync, log: log, started: started,
+		controller: func(reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := ip.New(cfg, ip.NewMetrics(reg), log)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -124,17 +107,17 @@ func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (
 		}})
 }
 
-// NewInventoryOperator checks cfg and connects to the cluster; Run runs it. Besides
-// the probes and metrics it serves GET /inventory (its last report).
+// NewInventoryOperator checks cfg and loads the cluster's configuration; Run runs
+// it. Besides the probes and metrics it serves GET /inventory (its last report).
 func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func(addr string)) (*Operator, *inventoryop.Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, Invalid(fmt.Errorf("inventory operator: %w", err))
 	}
 	var ctrl *inventoryop.Controller
 	op, err := newOperator(operatorSpec{name: "inventory", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Name,
-		leaderElection: cfg.LeaderElection, log: log, started: started,
-		controller: func(cs kubernetes.Interface, dc dynamic.Interface, reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
-			c, err := inventoryop.New(cfg, cs, dc, inventoryop.NewMetrics(reg), log)
+		leaderElection: cfg.LeaderElection, resync: cfg.Resync, log: log, started: started,
+		controller: func(reg *prometheus.Registry) (operator.Controller, map[string]http.Handler, error) {
+			c, err := inventoryop.New(cfg, inventoryop.NewMetrics(reg), log)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -146,7 +129,7 @@ func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func
 
 // Run runs the operator until ctx ends or it fails (see operator.Run); it may be run
 // again after it returns.
-func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.cs, o.opts, o.ctrl) }
+func (o *Operator) Run(ctx context.Context) error { return operator.Run(ctx, o.rc, o.opts, o.ctrl) }
 
 // Close releases what the operator's controller holds beyond a run (the inventory
 // operator's Redis client), once it will not be run again.

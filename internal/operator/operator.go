@@ -1,12 +1,13 @@
-// Package operator is what berth's operators share: leader election on a Lease, the
-// HTTP endpoints Kubernetes and Prometheus expect (/healthz, /readyz, /metrics), and
-// the rule that a controller runs only while its replica leads.
+// Package operator is what berth's operators share: a controller-runtime manager per
+// operator process (leader election on a Lease, one shared cache, the HTTP endpoints
+// Kubernetes and Prometheus expect: /healthz, /readyz, /metrics), and the rule that a
+// controller runs only while its replica leads.
 //
 // An operator is its own process (`berth operator NAME`, one Deployment per provider)
 // and is also run in-process by `berth dev`. Its controller is level-triggered: it
 // reads the desired state from berth's resources and the observed state from the
-// cluster through informers, and converges; losing the lead stops it (a standby takes
-// over), and an error ends Run so that the caller restarts it.
+// manager's cache, and converges; losing the lead stops it (a standby takes over), and
+// an error ends Run so that the caller restarts it.
 package operator
 
 import (
@@ -21,19 +22,39 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	berthv1 "berth.dev/berth/api/v1"
 )
 
-// Controller is an operator's reconciler.
+// Controller is an operator's reconciler, set up on the manager of its process.
 type Controller interface {
-	// Run reconciles until ctx ends (nil) or it cannot go on (an error).
-	Run(ctx context.Context) error
-	// Ready reports whether it serves: its caches are synced and it is not failing.
+	// Cache narrows what the manager's cache holds of each kind the controller
+	// watches (its provider's objects only, slim copies): o.ByObject.
+	Cache(o *cache.Options) error
+	// Setup checks that the cluster serves what the controller needs and registers its
+	// watches, indexes and runnables with mgr. It is called once per Run, with a new
+	// manager each time.
+	Setup(ctx context.Context, mgr manager.Manager) error
+}
+
+// Checker is a Controller that can be unready although its caches are synced.
+type Checker interface {
 	Ready() error
 }
 
@@ -102,7 +123,11 @@ type Options struct {
 	// Identity names this replica in the Lease (default: host name and process ID).
 	Identity       string
 	LeaderElection LeaderElection
+	// Resync is how often the cache delivers every object again, so that everything
+	// is reconciled even without a change (default 10 minutes).
+	Resync time.Duration
 	// Registry collects the controller's metrics; Run adds berth_operator_leader.
+	// /metrics serves it and controller-runtime's own (reconciles, work queues).
 	Registry *prometheus.Registry
 	Log      *slog.Logger
 	// Started, when set, is called with the probe listener's address once it listens.
@@ -111,22 +136,41 @@ type Options struct {
 	Handlers map[string]http.Handler
 }
 
+// Scheme holds the kinds operators read typed: Kubernetes' own and berth's.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := berthv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// setLogger gives controller-runtime's global logger (used where no manager's is at
+// hand) the first operator's log; unset, controller-runtime complains on stderr.
+var setLogger sync.Once
+
 // Run serves the probes and metrics, waits to lead (unless leader election is
 // disabled), and runs c while leading. It returns nil when ctx ends, and an error
 // when c fails or the lead is lost (the replica's process should then exit or be
 // restarted: its caches may be stale and another replica leads).
-func Run(ctx context.Context, cs kubernetes.Interface, o Options, c Controller) error {
+func Run(ctx context.Context, rc *rest.Config, o Options, c Controller) error {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
 	}
+	if o.Resync == 0 {
+		o.Resync = 10 * time.Minute
+	}
 	le := o.LeaderElection
 	if err := le.Validate(); err != nil {
 		return err
 	}
-	var leading atomic.Bool
+	var leading, synced atomic.Bool
 	leader := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "berth_operator_leader", Help: "1 while this replica of the operator leads (runs its controller), 0 on standby.",
 		ConstLabels: prometheus.Labels{"operator": o.Name},
@@ -141,90 +185,97 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, c Controller) 
 	}
 	defer o.Registry.Unregister(leader)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-
-	var elector *leaderelection.LeaderElector
-	var healthz *leaderelection.HealthzAdaptor
-	runErr := make(chan error, 1)
-	fail := func(err error) {
-		select {
-		case runErr <- err:
-		default: // the first error is the one reported
-		}
-		cancel()
+	log := logr.FromSlogHandler(o.Log.With(slog.String("operator", o.Name)).Handler())
+	setLogger.Do(func() { ctrl.SetLogger(log) })
+	cacheOpts := cache.Options{Scheme: Scheme, SyncPeriod: &o.Resync}
+	if err := c.Cache(&cacheOpts); err != nil {
+		return fmt.Errorf("operator %s: %w", o.Name, err)
 	}
-	// client-go starts OnStartedLeading in a goroutine it does not wait for: once the
-	// elector returns, stopped keeps a late start from running, and Run waits for
-	// ctrlDone of one that started.
-	var ctrlMu sync.Mutex
-	var stopped bool
-	var ctrlDone chan struct{}
-	runController := func(ctx context.Context) {
-		ctrlMu.Lock()
-		if stopped {
-			ctrlMu.Unlock()
-			return
-		}
-		done := make(chan struct{})
-		ctrlDone = done
-		ctrlMu.Unlock()
-		defer close(done)
-		leading.Store(true)
-		defer leading.Store(false)
-		o.Log.InfoContext(ctx, "leading: the controller runs", slog.String("operator", o.Name))
-		err := c.Run(ctx)
-		if err == nil && ctx.Err() == nil {
-			err = errors.New("the controller stopped on its own")
-		}
-		if err != nil && ctx.Err() == nil {
-			fail(err)
-		}
+	mo := manager.Options{
+		Scheme: Scheme, Logger: log, Cache: cacheOpts,
+		Client:     client.Options{Cache: &client.CacheOptions{Unstructured: true}},
+		Metrics:    metricsserver.Options{BindAddress: "0"}, // served on Listen with the probes
+		Controller: config.Controller{SkipNameValidation: new(true)},
 	}
+	var lock *renewals
 	if !le.Disabled {
 		id := o.Identity
 		if id == "" {
 			host, _ := os.Hostname()
 			id = fmt.Sprintf("%s_%d", host, os.Getpid())
 		}
-		healthz = leaderelection.NewLeaderHealthzAdaptor(le.LeaseDuration)
-		lock := &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: le.Namespace, Name: le.Name},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return fmt.Errorf("operator %s: %w", o.Name, err)
 		}
-		var err error
-		elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod,
-			ReleaseOnCancel: true, Name: o.Name, WatchDog: healthz,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: runController,
-				OnStoppedLeading: func() {
-					if ctx.Err() == nil {
-						fail(fmt.Errorf("lost the lead of Lease %s/%s", le.Namespace, le.Name))
-					}
-				},
-			},
-		})
+		inner, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.Name, cs.CoreV1(), cs.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: id})
 		if err != nil {
 			return fmt.Errorf("operator %s: leader election: %w", o.Name, err)
 		}
+		lock = &renewals{Interface: inner}
+		mo.LeaderElection, mo.LeaderElectionResourceLockInterface, mo.LeaderElectionReleaseOnCancel = true, lock, true
+		mo.LeaderElectionID, mo.LeaderElectionNamespace = le.Name, le.Namespace
+		mo.LeaseDuration, mo.RenewDeadline, mo.RetryPeriod = &le.LeaseDuration, &le.RenewDeadline, &le.RetryPeriod
+	}
+	mgr, err := manager.New(rc, mo)
+	if err != nil {
+		return fmt.Errorf("operator %s: %w", o.Name, err)
+	}
+	if err := c.Setup(ctx, mgr); err != nil {
+		return fmt.Errorf("operator %s: %w", o.Name, err)
+	}
+	// Run while leading (or at once without leader election): marks the replica as
+	// leading, and ready once the cache has synced.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		leading.Store(true)
+		defer leading.Store(false)
+		defer synced.Store(false)
+		o.Log.InfoContext(ctx, "leading: the controller runs", slog.String("operator", o.Name))
+		if mgr.GetCache().WaitForCacheSync(ctx) {
+			synced.Store(true)
+		}
+		<-ctx.Done()
+		return nil
+	})); err != nil {
+		return fmt.Errorf("operator %s: %w", o.Name, err)
 	}
 
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	probeErr := make(chan error, 1)
 	if o.Listen != "" {
 		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
 		if err != nil {
 			return fmt.Errorf("operator %s: probes and metrics: %w", o.Name, err)
 		}
-		srv := &http.Server{Handler: probeMux(o, c, &leading, healthz), ReadHeaderTimeout: 5 * time.Second}
+		ready := func() error {
+			switch {
+			case !leading.Load():
+				return nil
+			case !synced.Load():
+				return errors.New("leading; the caches are not synced yet")
+			}
+			if ch, ok := c.(Checker); ok {
+				return ch.Ready()
+			}
+			return nil
+		}
+		healthy := func() error {
+			if lock == nil || !leading.Load() {
+				return nil
+			}
+			return lock.check(le.LeaseDuration)
+		}
+		srv := &http.Server{Handler: probeMux(o, &leading, healthy, ready), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				fail(fmt.Errorf("probe server: %w", err))
+				probeErr <- fmt.Errorf("probe server: %w", err)
+				cancel()
 			}
 		}()
 		go func() {
@@ -239,52 +290,89 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, c Controller) 
 		}
 	}
 
-	if elector == nil {
-		runController(ctx)
-	} else {
-		// Run returns once the lead is lost or ctx ends; the Lease is released then.
-		elector.Run(ctx)
-	}
-	ctrlMu.Lock()
-	stopped = true
-	done := ctrlDone
-	ctrlMu.Unlock()
-	if done != nil {
-		<-done
-	}
+	err = mgr.Start(ctx)
+	cancel()
+	wg.Wait()
 	select {
-	case err := <-runErr:
-		return fmt.Errorf("operator %s: %w", o.Name, err)
+	case perr := <-probeErr:
+		err = errors.Join(err, perr)
 	default:
-		return nil
 	}
+	switch {
+	case err != nil && lock != nil:
+		return fmt.Errorf("operator %s (Lease %s/%s): %w", o.Name, le.Namespace, le.Name, err)
+	case err != nil:
+		return fmt.Errorf("operator %s: %w", o.Name, err)
+	}
+	return nil
+}
+
+// renewals is the Lease lock, noting when this replica last renewed it (for
+// /healthz).
+type renewals struct {
+	resourcelock.Interface
+	mu      sync.Mutex
+	renewed time.Time
+	held    bool
+}
+
+// Update renews (or takes) the Lease.
+func (r *renewals) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := r.Interface.Update(ctx, ler)
+	r.record(err, ler)
+	return err
+}
+
+// Create takes a Lease nobody holds.
+func (r *renewals) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := r.Interface.Create(ctx, ler)
+	r.record(err, ler)
+	return err
+}
+
+func (r *renewals) record(err error, ler resourcelock.LeaderElectionRecord) {
+	if err != nil || ler.HolderIdentity != r.Identity() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewed, r.held = time.Now(), true
+}
+
+// check fails when the leader has not renewed its Lease for two lease durations (the
+// lease expired a lease duration ago: it cannot renew, and a standby may lead).
+func (r *renewals) check(leaseDuration time.Duration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held && time.Since(r.renewed) > 2*leaseDuration {
+		return fmt.Errorf("the Lease was last renewed %s ago", time.Since(r.renewed).Round(time.Second))
+	}
+	return nil
 }
 
 // probeMux serves /healthz (the process works and, when leading, renews its Lease),
 // /readyz (a standby is ready; the leader when its controller is) and /metrics.
-func probeMux(o Options, c Controller, leading *atomic.Bool, healthz *leaderelection.HealthzAdaptor) http.Handler {
+func probeMux(o Options, leading *atomic.Bool, healthy, ready func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if healthz != nil {
-			if err := healthz.Check(r); err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-				return
-			}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := healthy(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
 		}
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if !leading.Load() {
 			_, _ = fmt.Fprintln(w, "ok: standby")
 			return
 		}
-		if err := c.Ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
 		_, _ = fmt.Fprintln(w, "ok: leading")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{o.Registry, ctrlmetrics.Registry}, promhttp.HandlerOpts{}))
 	for path, h := range o.Handlers {
 		mux.Handle("GET "+path, h)
 	}

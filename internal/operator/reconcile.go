@@ -4,76 +4,97 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
-// NewQueue is an operator's workqueue: failed keys retried from 100 ms, doubling to a
-// minute.
-func NewQueue(name string) workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, time.Minute),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: name})
+// Reconcile registers a controller named name with mgr: keys of type K come from
+// the sources, and workers sync them at a time. A failed key is retried from 100 ms,
+// doubling to a minute; a sync may ask to be run again after a while (a positive
+// duration). observe (may be nil) sees each sync.
+func Reconcile[K comparable](mgr manager.Manager, name string, workers int, observe func(error, time.Duration),
+	sync func(context.Context, K) (time.Duration, error), sources ...source.TypedSource[K]) error {
+	b := builder.TypedControllerManagedBy[K](mgr).Named(name).WithOptions(controller.TypedOptions[K]{
+		MaxConcurrentReconciles: workers,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[K](100*time.Millisecond, time.Minute),
+	})
+	for _, s := range sources {
+		b = b.WatchesRawSource(s)
+	}
+	return b.Complete(reconcile.TypedFunc[K](func(ctx context.Context, k K) (reconcile.Result, error) {
+		start := time.Now()
+		after, err := sync(ctx, k)
+		if observe != nil {
+			observe(err, time.Since(start))
+		}
+		return reconcile.Result{RequeueAfter: after}, err
+	}))
 }
 
-// Enqueue is an event handler adding key(obj) of every added, changed or deleted
-// object ("" for none) to q.
-func Enqueue(q workqueue.TypedInterface[string], key func(any) string) cache.ResourceEventHandler {
-	add := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if k := key(obj); k != "" {
-			q.Add(k)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(old, obj any) { add(old); add(obj) }, DeleteFunc: add}
+// Watch is a source of mgr's cache: every added, changed (old and new) or deleted
+// object of obj's kind enqueues keys(object).
+func Watch[O client.Object, K comparable](mgr manager.Manager, obj O, keys func(context.Context, O) []K) source.TypedSource[K] {
+	return source.TypedKind(mgr.GetCache(), obj, handler.TypedEnqueueRequestsFromMapFunc(keys))
 }
 
-// Work runs workers that take keys from q and sync them (a failure is logged and
-// retried with backoff) until q shuts down; observe (may be nil) sees each sync.
-// It returns once they have all stopped.
-func Work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, log *slog.Logger,
-	sync func(context.Context, string) error, observe func(error, time.Duration)) {
-	done := make(chan struct{})
-	for range workers {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			for {
-				k, quit := q.Get()
-				if quit {
-					return
-				}
-				start := time.Now()
-				err := sync(ctx, k)
-				if observe != nil {
-					observe(err, time.Since(start))
-				}
-				if err != nil {
-					if ctx.Err() == nil {
-						log.WarnContext(ctx, "sync failed; retrying", slog.String("key", k), slog.Any("error", err))
-					}
-					q.AddRateLimited(k)
-				} else {
-					q.Forget(k)
-				}
-				q.Done(k)
-			}
-		}()
+// Keys is what Watch takes for a key that may be absent ("": none).
+func Keys(k string) []string {
+	if k == "" {
+		return nil
 	}
-	for range workers {
-		<-done
+	return []string{k}
+}
+
+// Index registers a field index of obj's kind in mgr's cache, read with
+// client.MatchingFields{name: value}; value returns "" for objects it does not index.
+func Index[O client.Object](ctx context.Context, mgr manager.Manager, obj O, name string, value func(O) string) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, obj, name, func(o client.Object) []string {
+		if t, ok := o.(O); ok {
+			return Keys(value(t))
+		}
+		return nil
+	})
+}
+
+// Informer is the manager cache's informer of obj's kind, for a controller that reads
+// its store itself: one whose transform keeps slim copies, not the kind's type, which
+// the cache's reader cannot list.
+func Informer(ctx context.Context, mgr manager.Manager, obj client.Object) (toolscache.SharedIndexInformer, error) {
+	inf, err := mgr.GetCache().GetInformer(ctx, obj)
+	if err != nil {
+		return nil, err
 	}
+	si, ok := inf.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the cache's informer of %T is a %T, not a shared index informer", obj, inf)
+	}
+	return si, nil
+}
+
+// Runnable adds f to mgr to run, while leading, once the cache has synced.
+func Runnable(mgr manager.Manager, f func(context.Context) error) error {
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return nil // ctx ended
+		}
+		return f(ctx)
+	}))
 }
 
 // Served is a resource an operator needs, and what to do when it is missing.
@@ -104,23 +125,28 @@ func SameConditions(a, b []metav1.Condition) bool {
 }
 
 // ApplyStatus server-side applies status to the status subresource of the object
-// (that very one: its UID) as fieldManager. An object gone or replaced is not an
-// error: its own events follow.
-func ApplyStatus(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource, kind, ns, name string, uid types.UID, status any, fieldManager string) error {
-	b, err := json.Marshal(map[string]any{
-		"apiVersion": gvr.GroupVersion().String(), "kind": kind,
-		"metadata": map[string]any{"name": name, "namespace": ns, "uid": string(uid)},
-		"status":   status,
-	})
+// of kind gvk (that very one: its UID) as fieldManager. An object gone or replaced is
+// not an error: its own events follow.
+func ApplyStatus(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, ns, name string, uid types.UID, status any, fieldManager string) error {
+	b, err := json.Marshal(status)
 	if err != nil {
 		return err
 	}
-	_, err = dc.Resource(gvr).Namespace(ns).Patch(ctx, name, types.ApplyPatchType, b, metav1.PatchOptions{FieldManager: fieldManager, Force: new(true)}, "status")
+	var st map[string]any
+	if err := json.Unmarshal(b, &st); err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"metadata": map[string]any{"name": name, "namespace": ns, "uid": string(uid)},
+		"status":   st,
+	}}
+	u.SetGroupVersionKind(gvk)
+	err = c.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldManager), client.ForceOwnership)
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("status of %s %s/%s: %w", kind, ns, name, err)
+		return fmt.Errorf("status of %s %s/%s: %w", gvk.Kind, ns, name, err)
 	}
 	return nil
 }

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -17,18 +15,21 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/operator"
 )
 
@@ -42,25 +43,25 @@ const (
 
 const indexHostname = "hostname"
 
+// httpRouteKind is the Gateway API's HTTPRoute, read as unstructured.
+var httpRouteKind = HTTPRouteResource.GroupVersion().WithKind("HTTPRoute")
+
 // Controller reconciles ProviderHosts, one hostname at a time.
 type Controller struct {
 	cfg   Config
 	owner cluster.Owner
-	cs    kubernetes.Interface
-	dc    dynamic.Interface
 	log   *slog.Logger
 	m     *Metrics
 
-	// Set by Run.
-	hosts  cache.SharedIndexInformer
-	routes cache.SharedIndexInformer
-	queue  workqueue.TypedRateLimitingInterface[string]
+	// Set by Setup, from the manager: reads from its cache, writes through cs and dc.
+	client client.Client
+	cs     kubernetes.Interface
+	dc     dynamic.Interface
 	probe  *prober
-	synced atomic.Bool
 }
 
-// New checks cfg and builds the controller; Run starts it.
-func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+// New checks cfg and builds the controller; operator.Run runs it.
+func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -70,105 +71,92 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m}
-	return c, nil
+	return &Controller{cfg: cfg, owner: cfg.Owner(), log: log, m: m}, nil
 }
 
-// Ready reports whether the caches are synced.
-func (c *Controller) Ready() error {
-	if !c.synced.Load() {
-		return errors.New("the caches of ProviderHosts and routes are not synced yet")
-	}
-	return nil
+// routeSelector selects the routes of ours.
+func (c *Controller) routeSelector() string {
+	return c.owner.Selector() + "," + LabelComponent + "=" + componentName
 }
 
-// Run reconciles until ctx ends. It fails at once when the ProviderHost CRD, or in
-// gateway mode the HTTPRoute CRD, is not installed.
-func (c *Controller) Run(ctx context.Context) error {
-	if err := c.checkResources(); err != nil {
-		return err
-	}
-	c.synced.Store(false)
-	c.queue = operator.NewQueue("hostname")
-	defer c.queue.ShutDown()
-
-	hostFactory := dynamicinformer.NewDynamicSharedInformerFactory(c.dc, c.cfg.Resync)
-	c.hosts = hostFactory.ForResource(kube.ProviderHostResource).Informer()
-	if err := c.hosts.SetTransform(toProviderHost); err != nil {
-		return err
-	}
-	if err := c.hosts.AddIndexers(cache.Indexers{indexHostname: func(obj any) ([]string, error) {
-		if h, ok := obj.(*berthv1.ProviderHost); ok {
-			return []string{h.Spec.Hostname}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return err
-	}
-	selector := func(o *metav1.ListOptions) {
-		o.LabelSelector = c.owner.Selector() + "," + LabelComponent + "=" + componentName
-	}
-	var start func(<-chan struct{})
+// routeObject is an empty route of the mode's kind.
+func (c *Controller) routeObject() client.Object {
 	if c.cfg.Mode == ModeGateway {
-		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, selector)
-		c.routes = f.ForResource(HTTPRouteResource).Informer()
-		start = f.Start
-		defer f.Shutdown()
-	} else {
-		f := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(selector))
-		c.routes = f.Networking().V1().Ingresses().Informer()
-		start = f.Start
-		defer f.Shutdown()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(httpRouteKind)
+		return u
 	}
-	if err := c.routes.AddIndexers(cache.Indexers{indexHostname: func(obj any) ([]string, error) {
-		if o, err := meta.Accessor(obj); err == nil {
-			if h := o.GetAnnotations()[AnnotationHostname]; h != "" {
-				return []string{h}, nil
-			}
-		}
-		return nil, nil
-	}}); err != nil {
-		return err
-	}
-	defer hostFactory.Shutdown()
-	if _, err := c.hosts.AddEventHandler(operator.Enqueue(c.queue, func(obj any) string {
-		if h, ok := obj.(*berthv1.ProviderHost); ok {
-			return h.Spec.Hostname
-		}
-		return ""
-	})); err != nil {
-		return err
-	}
-	if _, err := c.routes.AddEventHandler(operator.Enqueue(c.queue, func(obj any) string {
-		if o, err := meta.Accessor(obj); err == nil {
-			return o.GetAnnotations()[AnnotationHostname]
-		}
-		return ""
-	})); err != nil {
-		return err
-	}
-	hostFactory.Start(ctx.Done())
-	start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.hosts.HasSynced, c.routes.HasSynced) {
-		return nil // ctx ended
-	}
-	c.synced.Store(true)
-	defer c.synced.Store(false)
-	c.removeOtherKind(ctx)
-	c.log.InfoContext(ctx, "hostname operator synced", slog.String("mode", c.cfg.Mode), slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID))
+	return &networkingv1.Ingress{}
+}
 
-	var probing sync.WaitGroup
-	if c.cfg.Health.Mode == HealthProbe {
-		c.probe = newProber(c.cfg.Health, c.m, func(h string) { c.queue.Add(h) })
-		probing.Go(func() { c.probe.run(ctx, c.probeTargets) })
+// Cache keeps every provider's ProviderHosts (a hostname is held cluster-wide) and
+// the routes of ours.
+func (c *Controller) Cache(o *cache.Options) error {
+	sel, err := labels.Parse(c.routeSelector())
+	if err != nil {
+		return err
 	}
-	go func() {
-		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.ObserveSync)
-	probing.Wait()
+	o.ByObject = map[client.Object]cache.ByObject{c.routeObject(): {Label: sel}}
 	return nil
+}
+
+// Setup fails at once when the ProviderHost CRD, or in gateway mode the HTTPRoute
+// CRD, is not installed; it registers the reconciler, and the removal of the other
+// mode's routes once synced.
+func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
+	var err error
+	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
+	}
+	if c.dc, err = dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
+	}
+	if err := c.checkResources(c.cs.Discovery()); err != nil {
+		return err
+	}
+	c.client = mgr.GetClient()
+	if err := operator.Index(ctx, mgr, &berthv1.ProviderHost{}, indexHostname, func(h *berthv1.ProviderHost) string { return h.Spec.Hostname }); err != nil {
+		return err
+	}
+	route := c.routeObject()
+	if err := operator.Index(ctx, mgr, route, indexHostname, func(o client.Object) string { return o.GetAnnotations()[AnnotationHostname] }); err != nil {
+		return err
+	}
+	sources := []source.TypedSource[string]{
+		operator.Watch(mgr, &berthv1.ProviderHost{}, func(_ context.Context, h *berthv1.ProviderHost) []string { return operator.Keys(h.Spec.Hostname) }),
+		operator.Watch(mgr, route, func(_ context.Context, o client.Object) []string {
+			return operator.Keys(o.GetAnnotations()[AnnotationHostname])
+		}),
+	}
+	c.probe = nil
+	if c.cfg.Health.Mode == HealthProbe {
+		// A probe result that changed reconciles its hostname.
+		changed, stopped := make(chan event.TypedGenericEvent[string]), make(chan struct{})
+		sources = append(sources, source.TypedChannel(changed, handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, h string) []string { return []string{h} })))
+		c.probe = newProber(c.cfg.Health, c.m, func(h string) {
+			select {
+			case changed <- event.TypedGenericEvent[string]{Object: h}:
+			case <-stopped:
+			}
+		})
+		if err := operator.Runnable(mgr, func(ctx context.Context) error {
+			defer close(stopped)
+			c.probe.run(ctx, func() []string { return c.probeTargets(ctx) })
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if err := operator.Runnable(mgr, func(ctx context.Context) error {
+		c.removeOtherKind(ctx)
+		c.log.InfoContext(ctx, "hostname operator synced", slog.String("mode", c.cfg.Mode), slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return operator.Reconcile(mgr, "hostname", c.cfg.Workers, c.m.ObserveSync, func(ctx context.Context, h string) (time.Duration, error) {
+		return 0, c.sync(ctx, h)
+	}, sources...)
 }
 
 // removeOtherKind deletes the routes of ours of the kind the mode does not write
@@ -222,7 +210,7 @@ func (c *Controller) removeOtherKind(ctx context.Context) {
 }
 
 // checkResources fails clearly when a CRD the mode needs is missing.
-func (c *Controller) checkResources() error {
+func (c *Controller) checkResources(d discovery.DiscoveryInterface) error {
 	need := []operator.Served{{GroupVersion: berthv1.GroupVersion.String(), Resource: "providerhosts", Hint: "install berth's CRDs (config/crd)"}}
 	if c.cfg.Mode == ModeGateway {
 		need = append(need, operator.Served{GroupVersion: "gateway.networking.k8s.io/v1", Resource: "httproutes", Hint: "install the Gateway API CRDs (standard channel)"})
@@ -230,34 +218,20 @@ func (c *Controller) checkResources() error {
 	if c.cfg.Mode == ModeIngress && c.cfg.Ingress.Annotations == AnnotationsTraefik {
 		need = append(need, operator.Served{GroupVersion: "traefik.io/v1alpha1", Resource: "middlewares", Hint: "install Traefik's CRDs (ingress.annotations: traefik writes Middlewares)"})
 	}
-	return operator.CheckServed(c.cs.Discovery(), need...)
-}
-
-// toProviderHost stores ProviderHosts typed.
-func toProviderHost(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return asProviderHost(u)
-	}
-	return obj, nil
-}
-
-// asProviderHost converts a ProviderHost read through the dynamic client.
-func asProviderHost(u *unstructured.Unstructured) (*berthv1.ProviderHost, error) {
-	h := &berthv1.ProviderHost{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, h); err != nil {
-		return nil, fmt.Errorf("ProviderHost %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
-	return h, nil
+	return operator.CheckServed(d, need...)
 }
 
 // claimants are the ProviderHosts of hostname h on the whole cluster (every
 // provider's), oldest first: the first holds it. Every provider's operator sees the
 // same order, so they agree on the holder.
-func (c *Controller) claimants(h string) []*berthv1.ProviderHost {
-	objs, _ := c.hosts.GetIndexer().ByIndex(indexHostname, h)
-	out := make([]*berthv1.ProviderHost, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*berthv1.ProviderHost); ok && p.DeletionTimestamp == nil {
+func (c *Controller) claimants(ctx context.Context, h string) ([]*berthv1.ProviderHost, error) {
+	var l berthv1.ProviderHostList
+	if err := c.client.List(ctx, &l, client.MatchingFields{indexHostname: h}); err != nil {
+		return nil, err
+	}
+	out := make([]*berthv1.ProviderHost, 0, len(l.Items))
+	for i := range l.Items {
+		if p := &l.Items[i]; p.DeletionTimestamp == nil {
 			out = append(out, p)
 		}
 	}
@@ -275,14 +249,45 @@ func (c *Controller) claimants(h string) []*berthv1.ProviderHost {
 		}
 		return cmp.Or(cmp.Compare(holds(a), holds(b)), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	return out
+	return out, nil
+}
+
+// routes are the routes of ours for hostname h.
+func (c *Controller) routes(ctx context.Context, h string) ([]client.Object, error) {
+	var out []client.Object
+	if c.cfg.Mode == ModeGateway {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(httpRouteKind.GroupVersion().WithKind("HTTPRouteList"))
+		if err := c.client.List(ctx, l, client.MatchingFields{indexHostname: h}); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+		return out, nil
+	}
+	var l networkingv1.IngressList
+	if err := c.client.List(ctx, &l, client.MatchingFields{indexHostname: h}); err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
+	}
+	return out, nil
 }
 
 // sync converges hostname h: the oldest claimant holds it; if it is ours, its route
 // is applied; every other route of ours for h is deleted; each of our claimants'
 // status says how it stands.
 func (c *Controller) sync(ctx context.Context, h string) error {
-	all := c.claimants(h)
+	all, err := c.claimants(ctx, h)
+	if err != nil {
+		return err
+	}
+	routes, err := c.routes(ctx, h)
+	if err != nil {
+		return err
+	}
 	var holder *berthv1.ProviderHost
 	if len(all) > 0 && c.owner.Owns(all[0].Labels) {
 		holder = all[0]
@@ -290,10 +295,8 @@ func (c *Controller) sync(ctx context.Context, h string) error {
 	var errs []error
 	// Routes first: a route of a hostname this lease no longer holds goes before the
 	// holder's is written, so two never serve one name.
-	objs, _ := c.routes.GetIndexer().ByIndex(indexHostname, h)
-	for _, o := range objs {
-		r, err := meta.Accessor(o)
-		if err != nil || !ownedBy(c.owner, r.GetLabels()) {
+	for _, r := range routes {
+		if !ownedBy(c.owner, r.GetLabels()) {
 			continue
 		}
 		if holder != nil && r.GetNamespace() == holder.Namespace && r.GetName() == holder.Name {
@@ -494,18 +497,22 @@ func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderHost, s
 	if sameStatus(p.Status, st) {
 		return nil
 	}
-	return operator.ApplyStatus(ctx, c.dc, kube.ProviderHostResource, "ProviderHost", p.Namespace, p.Name, p.UID, st, FieldManager)
+	return operator.ApplyStatus(ctx, c.client, berthv1.GroupVersion.WithKind("ProviderHost"), p.Namespace, p.Name, p.UID, st, FieldManager)
 }
 
 // probeTargets are the hostnames of ours that are routed here (for the prober).
-func (c *Controller) probeTargets() []string {
+func (c *Controller) probeTargets(ctx context.Context) []string {
+	var l berthv1.ProviderHostList
+	if err := c.client.List(ctx, &l); err != nil {
+		return nil // the cache ended with ctx
+	}
 	var out []string
-	for _, o := range c.hosts.GetIndexer().List() {
-		p, ok := o.(*berthv1.ProviderHost)
-		if !ok || !c.owner.Owns(p.Labels) || p.DeletionTimestamp != nil {
+	for i := range l.Items {
+		p := &l.Items[i]
+		if !c.owner.Owns(p.Labels) || p.DeletionTimestamp != nil {
 			continue
 		}
-		if all := c.claimants(p.Spec.Hostname); len(all) > 0 && all[0] == p {
+		if all, err := c.claimants(ctx, p.Spec.Hostname); err == nil && len(all) > 0 && all[0].UID == p.UID {
 			out = append(out, p.Spec.Hostname)
 		}
 	}

@@ -102,7 +102,7 @@ var replicas atomic.Int32
 func (e *env) start(t *testing.T, cfg Config, ns string) (stop func() error) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	c, err := New(cfg, e.cs, e.dc, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c, err := New(cfg, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func (e *env) start(t *testing.T, cfg Config, ns string) (stop func() error) {
 	if !le.Disabled {
 		le.Namespace = ns
 	}
-	_, stop = operatortest.Start(t, e.cs, operator.Options{Name: "hostname", LeaderElection: le, Registry: reg,
+	_, stop = operatortest.Start(t, e.cfg, operator.Options{Name: "hostname", LeaderElection: le, Resync: cfg.Resync, Registry: reg,
 		Identity: fmt.Sprintf("replica-%d", replicas.Add(1))}, c)
 	return stop
 }
@@ -540,13 +540,13 @@ func TestGatewayModeNeedsCRDs(t *testing.T) {
 	e := clients(t, k.RESTConfig())
 	cfg := testConfig(prov)
 	cfg.Mode, cfg.Gateway = ModeGateway, GatewayConfig{Name: "g", Namespace: "gw", Annotations: AnnotationsNone}
-	c, err := New(cfg, e.cs, e.dc, nil, nil)
+	c, err := New(cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The shared cluster may have the CRDs from TestGatewayMode: check discovery's
 	// answer the way Run does.
-	err = c.checkResources()
+	err = c.checkResources(e.cs.Discovery())
 	_, derr := e.cs.Discovery().ServerResourcesForGroupVersion("gateway.networking.k8s.io/v1")
 	switch {
 	case derr != nil && err == nil:
@@ -670,4 +670,13 @@ func TestModeSwitch(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// asProviderHost converts a ProviderHost read through the dynamic client.
+func asProviderHost(u *unstructured.Unstructured) (*berthv1.ProviderHost, error) {
+	h := &berthv1.ProviderHost{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, h); err != nil {
+		return nil, fmt.Errorf("ProviderHost %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return h, nil
 }

@@ -2,7 +2,6 @@ package inventory
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -11,19 +10,21 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/bus"
@@ -58,9 +59,9 @@ type Controller struct {
 	m        *Metrics
 	identity string
 
-	nodes, pods, claims, namespaces, csi, ceph, own cache.SharedIndexInformer
+	// Set by Setup: the manager's informers, whose stores hold slim copies.
+	nodes, pods, claims, namespaces, csi, ceph, own toolscache.SharedIndexInformer
 	dirty                                           chan struct{}
-	synced                                          atomic.Bool
 
 	mu        sync.Mutex
 	last      *berthv1.InventoryStatus // last written
@@ -78,9 +79,9 @@ type Controller struct {
 	storage *bus.Bus[inventory.StorageEvent]
 }
 
-// New checks cfg and builds the controller; Run starts it. Its bus topics are
+// New checks cfg and builds the controller; operator.Run runs it. Its bus topics are
 // registered with reg (nil: not registered).
-func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -91,7 +92,7 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 		m = NewMetrics(nil)
 	}
 	host, _ := os.Hostname()
-	c := &Controller{cfg: cfg, cs: cs, dc: dc, log: log, m: m, identity: host + "_" + strconv.Itoa(os.Getpid())}
+	c := &Controller{cfg: cfg, log: log, m: m, identity: host + "_" + strconv.Itoa(os.Getpid())}
 	var err error
 	if c.cluster, err = bus.New[inventory.ClusterEvent](inventory.TopicCluster, m.reg); err != nil {
 		return nil, err
@@ -130,11 +131,8 @@ func (c *Controller) NodeEvents() *bus.Bus[inventory.NodeEvent] { return c.nodeB
 // StorageEvents is the inventory.storage topic.
 func (c *Controller) StorageEvents() *bus.Bus[inventory.StorageEvent] { return c.storage }
 
-// Ready reports whether the caches are synced.
+// Ready fails while the cluster cannot be watched.
 func (c *Controller) Ready() error {
-	if !c.synced.Load() {
-		return errors.New("the caches of nodes, pods, claims and storage capacity are not synced yet")
-	}
 	if c.watchFailing() {
 		return fmt.Errorf("the cluster cannot be watched: %s", strings.Join(c.watchProblems(time.Now()), "; "))
 	}
@@ -240,62 +238,89 @@ func (c *Controller) markDirty() {
 	}
 }
 
-// Run publishes until ctx ends; it fails at once without berth's Inventory CRD.
-func (c *Controller) Run(ctx context.Context) error {
+// Cache keeps slim copies of nodes, pods, claims and namespaces, and only this
+// operator's Inventory.
+func (c *Controller) Cache(o *cache.Options) error {
+	own := &unstructured.Unstructured{}
+	own.SetGroupVersionKind(berthv1.GroupVersion.WithKind("Inventory"))
+	o.ByObject = map[client.Object]cache.ByObject{
+		&corev1.Node{}:                  {Transform: slim},
+		&corev1.Pod{}:                   {Transform: slim},
+		&corev1.PersistentVolumeClaim{}: {Transform: slim},
+		&corev1.Namespace{}:             {Transform: slim},
+		own:                             {Field: fields.OneTermEqualSelector("metadata.name", c.cfg.Name)},
+	}
+	return nil
+}
+
+// Setup fails at once without berth's Inventory CRD; it registers the informers'
+// handlers and the loop that publishes, while leading, until ctx ends.
+func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
+	var err error
+	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
+	}
+	if c.dc, err = dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+		return err
+	}
 	if err := operator.CheckServed(c.cs.Discovery(), operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "inventories", Hint: "install berth's CRDs (config/crd)"}); err != nil {
 		return err
 	}
-	c.synced.Store(false)
 	c.dirty = make(chan struct{}, 1)
 	// A run starts afresh: the last run's problems and watch failures are gone.
 	c.mu.Lock()
 	c.problems, c.watchErrs = nil, map[string]*watchError{}
 	c.mu.Unlock()
 
-	f := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTransform(slim))
-	c.nodes = f.Core().V1().Nodes().Informer()
-	c.pods = f.Core().V1().Pods().Informer()
-	c.claims = f.Core().V1().PersistentVolumeClaims().Informer()
-	c.namespaces = f.Core().V1().Namespaces().Informer()
-	waitFor := []cache.InformerSynced{c.nodes.HasSynced, c.pods.HasSynced, c.claims.HasSynced, c.namespaces.HasSynced}
+	informer := func(name string, obj client.Object) (toolscache.SharedIndexInformer, error) {
+		inf, err := operator.Informer(ctx, mgr, obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if err := inf.SetWatchErrorHandlerWithContext(c.watchErrorHandler(name)); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return inf, nil
+	}
+	for _, i := range []struct {
+		name string
+		obj  client.Object
+		to   *toolscache.SharedIndexInformer
+	}{{"nodes", &corev1.Node{}, &c.nodes}, {"pods", &corev1.Pod{}, &c.pods}, {"claims", &corev1.PersistentVolumeClaim{}, &c.claims}, {"namespaces", &corev1.Namespace{}, &c.namespaces}} {
+		if *i.to, err = informer(i.name, i.obj); err != nil {
+			return err
+		}
+	}
 	c.csi = nil
 	if slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return s.Source == inventory.SourceCSI }) {
-		c.csi = f.Storage().V1().CSIStorageCapacities().Informer()
-		waitFor = append(waitFor, c.csi.HasSynced)
+		if c.csi, err = informer("CSIStorageCapacities", &storagev1.CSIStorageCapacity{}); err != nil {
+			return err
+		}
 	}
-	own := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-		o.FieldSelector = "metadata.name=" + c.cfg.Name
-	})
-	c.own = own.ForResource(InventoryResource).Informer()
-	waitFor = append(waitFor, c.own.HasSynced)
-	ceph := dynamicinformer.NewDynamicSharedInformerFactory(c.dc, c.cfg.Resync)
+	own := &unstructured.Unstructured{}
+	own.SetGroupVersionKind(berthv1.GroupVersion.WithKind("Inventory"))
+	if c.own, err = informer("the Inventory", own); err != nil {
+		return err
+	}
 	c.ceph = nil
 	if slices.ContainsFunc(c.cfg.Storage, func(s inventory.StorageClass) bool { return s.CephCluster != "" }) {
 		if err := operator.CheckServed(c.cs.Discovery(), operator.Served{GroupVersion: CephClusterResource.GroupVersion().String(), Resource: CephClusterResource.Resource, Hint: "is Rook installed?"}); err != nil {
 			// Reported with the classes it sizes, not fatal: the rest is still worth publishing.
 			c.addProblem(fmt.Sprintf("Ceph classes cannot be sized: %v", err))
 		} else {
-			c.ceph = ceph.ForResource(CephClusterResource).Informer()
-			waitFor = append(waitFor, c.ceph.HasSynced)
-		}
-	}
-	defer f.Shutdown()
-	defer own.Shutdown()
-	defer ceph.Shutdown()
-	for name, inf := range map[string]cache.SharedIndexInformer{"nodes": c.nodes, "pods": c.pods, "claims": c.claims, "namespaces": c.namespaces,
-		"CSIStorageCapacities": c.csi, "CephClusters": c.ceph, "the Inventory": c.own} {
-		if inf != nil {
-			if err := inf.SetWatchErrorHandlerWithContext(c.watchErrorHandler(name)); err != nil {
+			ceph := &unstructured.Unstructured{}
+			ceph.SetGroupVersionKind(CephClusterResource.GroupVersion().WithKind("CephCluster"))
+			if c.ceph, err = informer("CephClusters", ceph); err != nil {
 				return err
 			}
 		}
 	}
-	dirty := cache.ResourceEventHandlerFuncs{
+	dirty := toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { c.markDirty() },
 		UpdateFunc: func(any, any) { c.markDirty() },
 		DeleteFunc: func(any) { c.markDirty() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{c.nodes, c.pods, c.claims, c.namespaces, c.csi, c.ceph} {
+	for _, inf := range []toolscache.SharedIndexInformer{c.nodes, c.pods, c.claims, c.namespaces, c.csi, c.ceph} {
 		if inf == nil {
 			continue
 		}
@@ -304,27 +329,21 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	// The report itself: edited or deleted by anyone else, it is written again.
-	if _, err := c.own.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := c.own.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { c.ownChanged(o) },
 		UpdateFunc: func(_, o any) { c.ownChanged(o) },
 		DeleteFunc: func(any) { c.forget(); c.markDirty() },
 	}); err != nil {
 		return err
 	}
-	f.Start(ctx.Done())
-	own.Start(ctx.Done())
-	ceph.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), waitFor...) {
-		return nil // ctx ended
-	}
-	c.synced.Store(true)
-	defer c.synced.Store(false)
-	c.log.InfoContext(ctx, "inventory operator synced", slog.String("inventory", c.cfg.Name), slog.Int("nodes", len(c.nodes.GetStore().List())))
-	if c.remote != nil {
-		defer c.forwardToRedis(ctx)()
-	}
-	c.markDirty()
-	return c.loop(ctx)
+	return operator.Runnable(mgr, func(ctx context.Context) error {
+		c.log.InfoContext(ctx, "inventory operator synced", slog.String("inventory", c.cfg.Name), slog.Int("nodes", len(c.nodes.GetStore().List())))
+		if c.remote != nil {
+			defer c.forwardToRedis(ctx)()
+		}
+		c.markDirty()
+		return c.loop(ctx)
+	})
 }
 
 func (c *Controller) addProblem(p string) {

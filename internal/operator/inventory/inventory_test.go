@@ -32,6 +32,8 @@ import (
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -89,24 +91,21 @@ func (e *env) addNodes(t *testing.T, specs ...localenv.NodeSpec) {
 // start runs an operator with cfg until the test ends; stop ends it early.
 func (e *env) start(t *testing.T, cfg Config) (stop func()) {
 	t.Helper()
-	c, err := New(cfg, e.cs, e.dc, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c, err := New(cfg, NewMetrics(prometheus.NewRegistry()), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run(t, c)
+	return e.run(t, c)
 }
 
-// run runs c until the test ends; stop ends it early.
-func run(t *testing.T, c *Controller) (stop func()) {
+// run runs c, without leader election, until the test ends; stop ends it early.
+func (e *env) run(t *testing.T, c *Controller) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
+	_, stopRun := operatortest.Start(t, e.k.RESTConfig(), operator.Options{Name: "inventory", LeaderElection: operator.LeaderElection{Disabled: true}, Resync: c.cfg.Resync}, c)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
+			if err := stopRun(); err != nil {
 				t.Errorf("operator: %v", err)
 			}
 			if err := c.Close(); err != nil {
@@ -558,7 +557,7 @@ func TestBusTopics(t *testing.T) {
 	cfg := e.cfg
 	cfg.Storage = []inventory.StorageClass{{Class: e.prefix + "-local", Source: inventory.SourceLocal, Size: "1Ti"}}
 	reg := prometheus.NewRegistry()
-	c, err := New(cfg, e.cs, e.dc, NewMetrics(reg), nil)
+	c, err := New(cfg, NewMetrics(reg), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +573,7 @@ func TestBusTopics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, c)
+	e.run(t, c)
 	timeout := time.After(30 * time.Second)
 	next := func(what string, ch <-chan inventory.NodeEvent) inventory.NodeEvent {
 		t.Helper()
@@ -645,11 +644,11 @@ func TestWatchFailureStopsHeartbeats(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.cfg
 	cfg.Heartbeat = time.Second
-	c, err := New(cfg, e.cs, e.dc, NewMetrics(prometheus.NewRegistry()), nil)
+	c, err := New(cfg, NewMetrics(prometheus.NewRegistry()), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, c)
+	e.run(t, c)
 	capacity, _ := e.providerInventory(t, cluster.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, cfg.Name, 3*time.Second)
 	testenv.Eventually(t, 20*time.Second, "the provider bids on the report", func() bool { return capacity.Unavailable() == "" && c.Ready() == nil })
 

@@ -79,14 +79,6 @@ func TestRBAC(t *testing.T) {
 	}
 	rc := rest.CopyConfig(plain)
 	calls := testenv.RecordAPICalls(rc)
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The authorizer sees new bindings a moment after they are written. Two rules of
 	// each binding's role are asked about, so that a role lacking one still gets this
 	// far and fails on what the operator does.
@@ -167,7 +159,7 @@ func TestRBAC(t *testing.T) {
 		defer cancel()
 		_ = e.dc.Resource(InventoryResource).Delete(dctx, cfg.Name, metav1.DeleteOptions{})
 	})
-	base, stop := startAs(t, cs, dc, cfg)
+	base, stop := startAs(t, rc, cfg)
 
 	waitReportAs(t, e, calls, cfg.Name, "the report written as the service account", func(st *berthv1.InventoryStatus) error {
 		if err := gpuIs(nodeOf(st, name("a100")), "a100", "80Gi", "sxm", 2); err != nil {
@@ -345,17 +337,17 @@ func exampleConfig(t *testing.T) Config {
 }
 
 // startAs runs the operator as operator.Run runs it in its Deployment (leader
-// election, probes, /inventory) with the clients cs and dc until the test ends; base
+// election, probes, /inventory) with the configuration rc until the test ends; base
 // is the URL of its probes, and stop ends it early and returns Run's error.
-func startAs(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, cfg Config) (base string, stop func() error) {
+func startAs(t *testing.T, rc *rest.Config, cfg Config) (base string, stop func() error) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := New(cfg, cs, dc, NewMetrics(reg), log)
+	c, err := New(cfg, NewMetrics(reg), log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return operatortest.Start(t, cs, operator.Options{Name: "inventory", Listen: cfg.Listen, LeaderElection: cfg.LeaderElection.WithDefaults("berth-inventory-test"),
+	return operatortest.Start(t, rc, operator.Options{Name: "inventory", Listen: cfg.Listen, Resync: cfg.Resync, LeaderElection: cfg.LeaderElection.WithDefaults("berth-inventory-test"),
 		Registry: reg, Log: log, Handlers: map[string]http.Handler{"/inventory": c.ReportHandler()}}, c)
 }
 

@@ -18,10 +18,11 @@ import (
 // API server would.
 func TestReportOf2000Nodes(t *testing.T) {
 	e := newEnv(t)
-	c, err := New(e.cfg, e.cs, e.dc, nil, nil)
+	c, err := New(e.cfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.dc = e.dc // writes without running
 	report := func(n int) *berthv1.InventoryStatus {
 		st := &berthv1.InventoryStatus{UpdatedAt: metav1.Now(), Operator: "berth-inventory-operator-7d9f8c6b5-x2x9q_1"}
 		q := resource.MustParse

@@ -16,19 +16,22 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/operator"
 )
 
@@ -51,14 +54,15 @@ const (
 type Controller struct {
 	cfg   Config
 	owner cluster.Owner
-	cs    kubernetes.Interface
-	dc    dynamic.Interface
 	log   *slog.Logger
 	m     *Metrics
 
-	leased, services, events, pools cache.SharedIndexInformer
-	queue                           workqueue.TypedRateLimitingInterface[string]
-	synced                          atomic.Bool
+	// Set by Setup, from the manager: reads from its cache, writes through cs.
+	client client.Client
+	cs     kubernetes.Interface
+	// leading is the context of the run that leads, once its cache has synced (nil
+	// otherwise): Usage reads the cache only then.
+	leading atomic.Pointer[context.Context]
 
 	// released are the addresses endpoints had when their last Service went, by
 	// sharing key, for releaseMemory: a port of the endpoint created soon after (a
@@ -75,8 +79,8 @@ type releasedIP struct {
 // releaseMemory is how long an endpoint's released address is asked for again.
 const releaseMemory = 10 * time.Minute
 
-// New checks cfg and builds the controller; Run starts it.
-func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, log *slog.Logger) (*Controller, error) {
+// New checks cfg and builds the controller; operator.Run runs it.
+func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -86,154 +90,129 @@ func New(cfg Config, cs kubernetes.Interface, dc dynamic.Interface, m *Metrics, 
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	c := &Controller{cfg: cfg, owner: cfg.Owner(), cs: cs, dc: dc, log: log, m: m, released: map[string]releasedIP{}}
-	m.usage = c.Usage
+	c := &Controller{cfg: cfg, owner: cfg.Owner(), log: log, m: m, released: map[string]releasedIP{}}
+	m.usage = func() Usage {
+		if ctx := c.leading.Load(); ctx != nil {
+			return c.Usage(*ctx)
+		}
+		return Usage{At: time.Now().UTC(), Pools: []PoolUsage{}, IPs: []AddressUsage{}}
+	}
 	return c, nil
 }
 
-// Ready reports whether the caches are synced.
-func (c *Controller) Ready() error {
-	if !c.synced.Load() {
-		return errors.New("the caches of ProviderLeasedIPs, Services and pools are not synced yet")
+// poolKind is MetalLB's IPAddressPool, read as unstructured.
+var poolKind = PoolResource.GroupVersion().WithKind("IPAddressPool")
+
+func poolObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(poolKind)
+	return u
+}
+
+// Cache keeps the ProviderLeasedIPs and Services of ours, MetalLB's refusals to give
+// a Service an address, and the pools in MetalLB's namespace.
+func (c *Controller) Cache(o *cache.Options) error {
+	owned, err := labels.Parse(c.owner.Selector())
+	if err != nil {
+		return err
+	}
+	services, err := labels.Parse(c.owner.Selector() + "," + LabelComponent + "=" + componentName)
+	if err != nil {
+		return err
+	}
+	refusals, err := fields.ParseSelector("reason=" + reasonAllocationFailed + ",involvedObject.kind=Service")
+	if err != nil {
+		return err
+	}
+	o.ByObject = map[client.Object]cache.ByObject{
+		&berthv1.ProviderLeasedIP{}: {Label: owned},
+		&corev1.Service{}:           {Label: services},
+		&corev1.Event{}:             {Field: refusals},
+		poolObject():                {Namespaces: map[string]cache.Config{c.cfg.MetalLBNamespace: {}}},
 	}
 	return nil
 }
 
-// Run reconciles until ctx ends; it fails at once without the ProviderLeasedIP CRD or
-// MetalLB's IPAddressPool CRD.
-func (c *Controller) Run(ctx context.Context) error {
-	if err := c.checkResources(); err != nil {
+// Setup fails at once without the ProviderLeasedIP CRD or MetalLB's IPAddressPool
+// CRD; it registers the reconciler.
+func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
+	var err error
+	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
 		return err
 	}
-	c.synced.Store(false)
-	c.queue = operator.NewQueue("leased-ip")
-	defer c.queue.ShutDown()
-
-	owned := func(o *metav1.ListOptions) { o.LabelSelector = c.owner.Selector() }
-	df := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, metav1.NamespaceAll, owned)
-	c.leased = df.ForResource(kube.ProviderLeasedIPResource).Informer()
-	if err := c.leased.SetTransform(toLeasedIP); err != nil {
+	if err := c.checkResources(c.cs.Discovery()); err != nil {
 		return err
 	}
-	pf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.dc, c.cfg.Resync, c.cfg.MetalLBNamespace, nil)
-	c.pools = pf.ForResource(PoolResource).Informer()
-	sf := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = c.owner.Selector() + "," + LabelComponent + "=" + componentName
-	}))
-	c.services = sf.Core().V1().Services().Informer()
-	ef := informers.NewSharedInformerFactoryWithOptions(c.cs, c.cfg.Resync, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "reason=" + reasonAllocationFailed + ",involvedObject.kind=Service"
-	}))
-	c.events = ef.Core().V1().Events().Informer()
-	defer func() {
-		for _, f := range []interface{ Shutdown() }{df, pf, sf, ef} {
-			f.Shutdown()
+	c.client = mgr.GetClient()
+	if err := operator.Index(ctx, mgr, &corev1.Service{}, indexSharingKey, func(s *corev1.Service) string { return s.Annotations[AnnotationSharedIP] }); err != nil {
+		return err
+	}
+	if err := operator.Index(ctx, mgr, &corev1.Event{}, indexInvolved, func(e *corev1.Event) string {
+		return e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name
+	}); err != nil {
+		return err
+	}
+	// The pools are read by Usage: they are in the cache from the start.
+	if _, err := mgr.GetCache().GetInformer(ctx, poolObject()); err != nil {
+		return err
+	}
+	ofService := func(s *corev1.Service) []types.NamespacedName {
+		if s.Annotations[AnnotationLeasedIP] == "" {
+			return nil
 		}
-	}()
-	if err := c.services.AddIndexers(cache.Indexers{indexSharingKey: func(obj any) ([]string, error) {
-		if s, ok := obj.(*corev1.Service); ok && s.Annotations[AnnotationSharedIP] != "" {
-			return []string{s.Annotations[AnnotationSharedIP]}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return err
+		return []types.NamespacedName{{Namespace: s.Namespace, Name: s.Annotations[AnnotationLeasedIP]}}
 	}
-	if err := c.events.AddIndexers(cache.Indexers{indexInvolved: func(obj any) ([]string, error) {
-		if e, ok := obj.(*corev1.Event); ok {
-			return []string{e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return err
-	}
-	handlers := []struct {
-		inf cache.SharedIndexInformer
-		key func(any) string
-	}{
-		{c.leased, func(o any) string {
-			if p, ok := o.(*berthv1.ProviderLeasedIP); ok {
-				return p.Namespace + "/" + p.Name
+	sources := []source.TypedSource[types.NamespacedName]{
+		operator.Watch(mgr, &berthv1.ProviderLeasedIP{}, func(_ context.Context, p *berthv1.ProviderLeasedIP) []types.NamespacedName {
+			return []types.NamespacedName{{Namespace: p.Namespace, Name: p.Name}}
+		}),
+		operator.Watch(mgr, &corev1.Service{}, func(_ context.Context, s *corev1.Service) []types.NamespacedName { return ofService(s) }),
+		// A Service of ours that goes leaves its address to be asked for again.
+		source.TypedKind(mgr.GetCache(), &corev1.Service{}, handler.TypedFuncs[*corev1.Service, types.NamespacedName]{
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[*corev1.Service], _ workqueue.TypedRateLimitingInterface[types.NamespacedName]) {
+				c.rememberReleased(ctx, e.Object)
+			},
+		}),
+		operator.Watch(mgr, &corev1.Event{}, func(ctx context.Context, e *corev1.Event) []types.NamespacedName {
+			s := &corev1.Service{}
+			if err := c.client.Get(ctx, types.NamespacedName{Namespace: e.InvolvedObject.Namespace, Name: e.InvolvedObject.Name}, s); err != nil {
+				return nil
 			}
-			return ""
-		}},
-		{c.services, func(o any) string {
-			if s, ok := o.(*corev1.Service); ok && s.Annotations[AnnotationLeasedIP] != "" {
-				return s.Namespace + "/" + s.Annotations[AnnotationLeasedIP]
-			}
-			return ""
-		}},
-		{c.events, func(o any) string {
-			e, ok := o.(*corev1.Event)
-			if !ok {
-				return ""
-			}
-			obj, exists, _ := c.services.GetIndexer().GetByKey(e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name)
-			if s, isSvc := obj.(*corev1.Service); exists && isSvc && s.Annotations[AnnotationLeasedIP] != "" {
-				return s.Namespace + "/" + s.Annotations[AnnotationLeasedIP]
-			}
-			return ""
-		}},
+			return ofService(s)
+		}),
 	}
-	for _, h := range handlers {
-		if _, err := h.inf.AddEventHandler(operator.Enqueue(c.queue, h.key)); err != nil {
-			return err
-		}
-	}
-	if _, err := c.services.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.rememberReleased}); err != nil {
-		return err
-	}
-	for _, f := range []interface{ Start(<-chan struct{}) }{df, pf, sf, ef} {
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.leased.HasSynced, c.services.HasSynced, c.events.HasSynced, c.pools.HasSynced) {
-		return nil // ctx ended
-	}
-	c.synced.Store(true)
-	defer c.synced.Store(false)
-	c.log.InfoContext(ctx, "IP operator synced", slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID), slog.String("pool", c.cfg.Pool))
-	go func() {
+	if err := operator.Runnable(mgr, func(ctx context.Context) error {
+		c.leading.Store(&ctx)
+		defer c.leading.Store(nil)
+		c.log.InfoContext(ctx, "IP operator synced", slog.String("provider", c.owner.Provider), slog.String("chain_id", c.owner.ChainID), slog.String("pool", c.cfg.Pool))
 		<-ctx.Done()
-		c.queue.ShutDown()
-	}()
-	operator.Work(ctx, c.queue, c.cfg.Workers, c.log, c.sync, c.m.ObserveSync)
-	return nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	return operator.Reconcile(mgr, "leased-ip", c.cfg.Workers, c.m.ObserveSync, c.sync, sources...)
 }
 
 // checkResources fails clearly when a CRD the operator needs is missing.
-func (c *Controller) checkResources() error {
-	return operator.CheckServed(c.cs.Discovery(),
+func (c *Controller) checkResources(d discovery.DiscoveryInterface) error {
+	return operator.CheckServed(d,
 		operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "providerleasedips", Hint: "install berth's CRDs (config/crd)"},
 		operator.Served{GroupVersion: PoolResource.GroupVersion().String(), Resource: PoolResource.Resource, Hint: "install MetalLB (its CRDs and controller)"})
 }
 
-// toLeasedIP stores ProviderLeasedIPs typed.
-func toLeasedIP(obj any) (any, error) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return asLeasedIP(u)
-	}
-	return obj, nil
-}
-
-func asLeasedIP(u *unstructured.Unstructured) (*berthv1.ProviderLeasedIP, error) {
+// sync converges one ProviderLeasedIP: its Service exists as it should (or is
+// deleted with it), and its status reports the address or why there is none. It may
+// ask to be run again after a while.
+func (c *Controller) sync(ctx context.Context, key types.NamespacedName) (time.Duration, error) {
 	p := &berthv1.ProviderLeasedIP{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
-		return nil, fmt.Errorf("ProviderLeasedIP %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	err := c.client.Get(ctx, key, p)
+	switch {
+	case apierrors.IsNotFound(err) || err == nil && (p.DeletionTimestamp != nil || !c.owner.Owns(p.Labels)):
+		return 0, c.deleteService(ctx, key.Namespace, serviceName(key.Name))
+	case err != nil:
+		return 0, err
 	}
-	return p, nil
-}
-
-// sync converges one ProviderLeasedIP (key ns/name): its Service exists as it should
-// (or is deleted with it), and its status reports the address or why there is none.
-func (c *Controller) sync(ctx context.Context, key string) error {
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return nil //nolint:nilerr // a malformed key cannot be retried into shape
-	}
-	obj, exists, _ := c.leased.GetIndexer().GetByKey(key)
-	p, _ := obj.(*berthv1.ProviderLeasedIP)
-	if !exists || p == nil || p.DeletionTimestamp != nil || !c.owner.Owns(p.Labels) {
-		return c.deleteService(ctx, ns, serviceName(name))
-	}
+	var after time.Duration
 	st := berthv1.ProviderLeasedIPStatus{ServiceName: serviceName(p.Name), Conditions: slices.Clone(p.Status.Conditions)}
 	svc, err := c.applyService(ctx, p)
 	switch {
@@ -247,19 +226,19 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 	default:
 		st.Phase = berthv1.LeasedIPPending
 		pinned, sharing := svc.Annotations[AnnotationRequestIPs], SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name)
-		if e := c.lastFailure(svc); e != nil {
+		if e := c.lastFailure(ctx, svc); e != nil {
 			if wait := c.releasedSince(sharing, pinned); pinned != "" && wait < releaseGrace {
 				// The endpoint's address was released moments ago (a migration: the old
 				// lease's Service went). MetalLB gives it to the Services waiting for it;
 				// its refusal may be from while the old Service held it.
-				c.queue.AddAfter(key, releaseGrace-wait)
+				after = releaseGrace - wait
 				st.Message = fmt.Sprintf("waiting for MetalLB to give the endpoint its address %s back", pinned)
 				c.setCondition(&st, p, metav1.ConditionFalse, "Waiting", st.Message)
 				break
 			}
 			// A recalled address someone else took: ask for any address instead.
 			if pinned != "" && c.forget(sharing, pinned) {
-				return fmt.Errorf("MetalLB refused the endpoint's former address %s: asking for another", pinned)
+				return 0, fmt.Errorf("MetalLB refused the endpoint's former address %s: asking for another", pinned)
 			}
 			st.Message = "MetalLB cannot assign an address: " + e.Message
 			c.setCondition(&st, p, metav1.ConditionFalse, reasonAllocationFailed, st.Message)
@@ -269,7 +248,7 @@ func (c *Controller) sync(ctx context.Context, key string) error {
 		}
 	}
 	werr := c.writeStatus(ctx, p, st)
-	return errors.Join(err, werr)
+	return after, errors.Join(err, werr)
 }
 
 func (c *Controller) setCondition(st *berthv1.ProviderLeasedIPStatus, p *berthv1.ProviderLeasedIP, status metav1.ConditionStatus, reason, msg string) {
@@ -277,12 +256,15 @@ func (c *Controller) setCondition(st *berthv1.ProviderLeasedIPStatus, p *berthv1
 }
 
 // lastFailure is MetalLB's newest AllocationFailed event about this very Service.
-func (c *Controller) lastFailure(svc *corev1.Service) *corev1.Event {
-	objs, _ := c.events.GetIndexer().ByIndex(indexInvolved, svc.Namespace+"/"+svc.Name)
+func (c *Controller) lastFailure(ctx context.Context, svc *corev1.Service) *corev1.Event {
+	var l corev1.EventList
+	if err := c.client.List(ctx, &l, client.MatchingFields{indexInvolved: svc.Namespace + "/" + svc.Name}); err != nil {
+		return nil
+	}
 	var last *corev1.Event
-	for _, o := range objs {
-		e, ok := o.(*corev1.Event)
-		if !ok || e.InvolvedObject.UID != svc.UID {
+	for i := range l.Items {
+		e := &l.Items[i]
+		if e.InvolvedObject.UID != svc.UID {
 			continue
 		}
 		if last == nil || eventTime(e).After(eventTime(last)) {
@@ -304,18 +286,17 @@ func eventTime(e *corev1.Event) time.Time {
 
 // rememberReleased notes the address of a deleted Service when no other Service of
 // its sharing key holds it any more.
-func (c *Controller) rememberReleased(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	s, ok := obj.(*corev1.Service)
-	if !ok || assignedIP(s) == "" || s.Annotations[AnnotationSharedIP] == "" {
+func (c *Controller) rememberReleased(ctx context.Context, s *corev1.Service) {
+	if assignedIP(s) == "" || s.Annotations[AnnotationSharedIP] == "" {
 		return
 	}
 	key := s.Annotations[AnnotationSharedIP]
-	siblings, _ := c.services.GetIndexer().ByIndex(indexSharingKey, key)
-	for _, o := range siblings {
-		if other, ok := o.(*corev1.Service); ok && other.UID != s.UID && assignedIP(other) == assignedIP(s) {
+	var siblings corev1.ServiceList
+	if err := c.client.List(ctx, &siblings, client.MatchingFields{indexSharingKey: key}); err != nil {
+		return
+	}
+	for i := range siblings.Items {
+		if other := &siblings.Items[i]; other.UID != s.UID && assignedIP(other) == assignedIP(s) {
 			return
 		}
 	}
@@ -374,15 +355,19 @@ func (c *Controller) forget(key, ip string) bool {
 func (c *Controller) applyService(ctx context.Context, p *berthv1.ProviderLeasedIP) (*corev1.Service, error) {
 	key := SharingKey(c.owner, p.Spec.Lease.Owner, p.Spec.Name)
 	request := ""
-	if obj, ok, _ := c.services.GetIndexer().GetByKey(p.Namespace + "/" + serviceName(p.Name)); ok {
-		if s, isSvc := obj.(*corev1.Service); isSvc {
-			request = assignedIP(s)
-		}
+	own := &corev1.Service{}
+	if err := c.client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: serviceName(p.Name)}, own); err == nil {
+		request = assignedIP(own)
+	} else if !apierrors.IsNotFound(err) {
+		return nil, err
 	}
 	if request == "" {
-		siblings, _ := c.services.GetIndexer().ByIndex(indexSharingKey, key)
-		for _, o := range siblings {
-			if s, ok := o.(*corev1.Service); ok && s.DeletionTimestamp == nil && assignedIP(s) != "" {
+		var siblings corev1.ServiceList
+		if err := c.client.List(ctx, &siblings, client.MatchingFields{indexSharingKey: key}); err != nil {
+			return nil, err
+		}
+		for i := range siblings.Items {
+			if s := &siblings.Items[i]; s.DeletionTimestamp == nil && assignedIP(s) != "" {
 				request = assignedIP(s)
 				break
 			}
@@ -404,9 +389,13 @@ func (c *Controller) applyService(ctx context.Context, p *berthv1.ProviderLeased
 // deleteService deletes our Service of a ProviderLeasedIP that is gone; its address
 // goes back to the pool.
 func (c *Controller) deleteService(ctx context.Context, ns, name string) error {
-	obj, ok, _ := c.services.GetIndexer().GetByKey(ns + "/" + name)
-	s, isSvc := obj.(*corev1.Service)
-	if !ok || !isSvc || !c.owner.Owns(s.Labels) || s.Labels[LabelComponent] != componentName {
+	s := &corev1.Service{}
+	if err := c.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if !c.owner.Owns(s.Labels) || s.Labels[LabelComponent] != componentName {
 		return nil
 	}
 	err := c.cs.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
@@ -429,5 +418,5 @@ func (c *Controller) writeStatus(ctx context.Context, p *berthv1.ProviderLeasedI
 	if sameStatus(p.Status, st) {
 		return nil
 	}
-	return operator.ApplyStatus(ctx, c.dc, kube.ProviderLeasedIPResource, "ProviderLeasedIP", p.Namespace, p.Name, p.UID, st, FieldManager)
+	return operator.ApplyStatus(ctx, c.client, berthv1.GroupVersion.WithKind("ProviderLeasedIP"), p.Namespace, p.Name, p.UID, st, FieldManager)
 }

@@ -23,6 +23,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"k8s.io/client-go/rest"
+
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
@@ -42,6 +44,7 @@ const testChain = "berth-test-1"
 // Services alone) serving pool, a block of TEST-NET-1 (never contacted).
 type env struct {
 	k     *testenv.Kube
+	rc    *rest.Config
 	cs    kubernetes.Interface
 	dc    dynamic.Interface
 	lb    *localenv.MetalLB
@@ -73,18 +76,18 @@ func newEnv(t *testing.T, pool localenv.IPAddressPool) *env {
 	cfg.Provider, cfg.ChainID, cfg.Listen = owner.Provider, owner.ChainID, ""
 	cfg.LeaderElection.Disabled = true
 	cfg.Pool, cfg.MetalLBNamespace, cfg.LoadBalancerClass = pool.Name, lb.Namespace, class
-	return &env{k: k, cs: cs, dc: dc, lb: lb, owner: owner, cfg: cfg}
+	return &env{k: k, rc: k.RESTConfig(), cs: cs, dc: dc, lb: lb, owner: owner, cfg: cfg}
 }
 
 // start runs the operator until the test ends; stop ends it early.
 func (e *env) start(t *testing.T, cfg Config) (c *Controller, stop func() error) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	c, err := New(cfg, e.cs, e.dc, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	c, err := New(cfg, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, stop := operatortest.Start(t, e.cs, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection.WithDefaults("berth-ip-test"), Registry: reg,
+	base, stop := operatortest.Start(t, e.rc, operator.Options{Name: "ip", Listen: "127.0.0.1:0", LeaderElection: cfg.LeaderElection.WithDefaults("berth-ip-test"), Resync: cfg.Resync, Registry: reg,
 		Handlers: map[string]http.Handler{"/usage": c.UsageHandler()}}, c)
 	usageURL.Store(t.Name(), base+"/usage")
 	return c, stop
@@ -200,7 +203,7 @@ func TestLeasedIPLifecycle(t *testing.T) {
 
 	// Usage: the pool full, two addresses with their ports, one pending.
 	testenv.EventuallyNoError(t, 30*time.Second, "usage", func() error {
-		u := c.Usage()
+		u := c.Usage(t.Context())
 		if len(u.Pools) != 1 || u.Pools[0].Size != 2 || u.Pools[0].Available != 0 || len(u.IPs) != 2 || u.Pending != 1 {
 			return fmt.Errorf("%+v", u)
 		}
@@ -429,4 +432,13 @@ func TestEndpointMigrationLateRefusal(t *testing.T) {
 	if p := e.waitAssigned(t, nsB, "web-tcp-80"); p.Status.IP != addr {
 		t.Errorf("the endpoint moved from %s to %s", addr, p.Status.IP)
 	}
+}
+
+// asLeasedIP converts a ProviderLeasedIP read through the dynamic client.
+func asLeasedIP(u *unstructured.Unstructured) (*berthv1.ProviderLeasedIP, error) {
+	p := &berthv1.ProviderLeasedIP{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, p); err != nil {
+		return nil, fmt.Errorf("ProviderLeasedIP %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return p, nil
 }

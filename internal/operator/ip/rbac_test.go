@@ -62,7 +62,7 @@ func TestRBAC(t *testing.T) {
 	cfg.Provider, cfg.ChainID, cfg.Listen = e.owner.Provider, e.owner.ChainID, ""
 	cfg.LoadBalancerClass = lb.LoadBalancerClass
 	cfg.LeaderElection = operator.LeaderElection{Namespace: "berth-system", Name: "berth-ip-rbac"}
-	sa := &env{k: e.k, cs: cs, dc: dc, lb: lb, owner: e.owner, cfg: cfg}
+	sa := &env{k: e.k, rc: rc, cs: cs, dc: dc, lb: lb, owner: e.owner, cfg: cfg}
 	c, stop := sa.start(t, cfg)
 
 	ns := e.k.Namespace(t)
@@ -82,7 +82,7 @@ func TestRBAC(t *testing.T) {
 		}
 		return nil
 	})
-	if u := c.Usage(); len(u.Pools) != 1 || u.Pools[0].Name != "leased-ips" || u.Pools[0].Size != 1 {
+	if u := c.Usage(t.Context()); len(u.Pools) != 1 || u.Pools[0].Name != "leased-ips" || u.Pools[0].Size != 1 {
 		t.Errorf("usage as the service account: %+v", u)
 	}
 	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {

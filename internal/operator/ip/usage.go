@@ -2,6 +2,7 @@ package ip
 
 import (
 	"cmp"
+	"context"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/httpjson"
@@ -56,19 +58,21 @@ type Usage struct {
 	At      time.Time `json:"at"`
 }
 
-// Usage reads the pools and Services from the caches.
-func (c *Controller) Usage() Usage {
+// Usage reads the pools and Services from the cache (nothing while not leading).
+func (c *Controller) Usage(ctx context.Context) Usage {
 	u := Usage{At: time.Now().UTC(), Pools: []PoolUsage{}, IPs: []AddressUsage{}}
-	if !c.synced.Load() {
+	if c.leading.Load() == nil {
 		return u
 	}
+	pl := &unstructured.UnstructuredList{}
+	pl.SetGroupVersionKind(PoolResource.GroupVersion().WithKind("IPAddressPoolList"))
+	var sl corev1.ServiceList
+	if c.client.List(ctx, pl, client.InNamespace(c.cfg.MetalLBNamespace)) != nil || c.client.List(ctx, &sl) != nil {
+		return u // the cache stopped meanwhile
+	}
 	var pools []metallb.Pool
-	for _, o := range c.pools.GetIndexer().List() {
-		obj, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		pu, p := poolUsage(obj)
+	for i := range pl.Items {
+		pu, p := poolUsage(&pl.Items[i])
 		if c.cfg.Pool != "" && pu.Name != c.cfg.Pool {
 			continue
 		}
@@ -79,9 +83,9 @@ func (c *Controller) Usage() Usage {
 	}
 	slices.SortFunc(u.Pools, func(a, b PoolUsage) int { return cmp.Compare(a.Name, b.Name) })
 	byIP := map[string]*AddressUsage{}
-	for _, o := range c.services.GetIndexer().List() {
-		s, ok := o.(*corev1.Service)
-		if !ok || len(s.Spec.Ports) == 0 {
+	for i := range sl.Items {
+		s := &sl.Items[i]
+		if len(s.Spec.Ports) == 0 {
 			continue
 		}
 		ip := assignedIP(s)
@@ -193,11 +197,11 @@ func (u usageCollector) Collect(ch chan<- prometheus.Metric) {
 // UsageHandler serves GET /usage: the pools' use and this provider's leased addresses
 // with the lease ports on each, as JSON.
 func (c *Controller) UsageHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		code := http.StatusOK
-		if err := c.Ready(); err != nil {
-			code = http.StatusServiceUnavailable
+		if c.leading.Load() == nil {
+			code = http.StatusServiceUnavailable // a standby, or not synced yet
 		}
-		httpjson.Write(w, code, c.Usage())
+		httpjson.Write(w, code, c.Usage(r.Context()))
 	})
 }
