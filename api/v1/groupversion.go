@@ -17,6 +17,14 @@ import (
 // GroupVersion is berth.dev/v1.
 var GroupVersion = schema.GroupVersion{Group: "berth.dev", Version: "v1"}
 
+// The resources of berth's kinds, for dynamic clients and informers.
+var (
+	ManifestResource         = GroupVersion.WithResource("manifests")
+	ProviderHostResource     = GroupVersion.WithResource("providerhosts")
+	ProviderLeasedIPResource = GroupVersion.WithResource("providerleasedips")
+	InventoryResource        = GroupVersion.WithResource("inventories")
+)
+
 var (
 	// SchemeBuilder registers the types with a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)

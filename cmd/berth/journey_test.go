@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -126,7 +127,7 @@ func TestTenantJourney(t *testing.T) {
 
 	// Its pods run on the cluster, in the lease's namespace.
 	ns := kube.LeaseNamespace(lease)
-	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelDSeq + "=" + dseq})
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelDSeq + "=" + dseq})
 	if err != nil {
 		t.Fatal(err)
 	}

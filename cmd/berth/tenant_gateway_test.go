@@ -18,11 +18,11 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/internal/app"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -153,7 +153,7 @@ func TestTenantGatewayCommands(t *testing.T) {
 	lease := market.LeaseID{Owner: l.Address(t, "tenant"), DSeq: 5, GSeq: 1, OSeq: 1, Provider: provider}
 	zero := int64(0)
 	pending, err := k.Clientset(t).CoreV1().Pods(kube.LeaseNamespace(lease)).Create(t.Context(), &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-never-starts", Labels: map[string]string{cluster.LabelManaged: "true", kube.LabelService: "web"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web-never-starts", Labels: map[string]string{ownership.LabelManaged: "true", kube.LabelService: "web"}},
 		Spec:       corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "web", Image: "example.invalid/never:1"}}},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -39,7 +40,7 @@ type clusterService struct {
 // owner's leases only (the provider and its chain: others may share the cluster).
 // active asks the ledger about a lease; onStatus (may be nil) receives each lease
 // status change and must not block.
-func newClusterService(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
+func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
 	if err := owner.Validate(); err != nil {
 		return nil, err
 	}
@@ -144,7 +145,7 @@ type ClusterSide struct {
 
 // NewClusterSide builds the cluster side from cfg for owner's leases (see
 // newClusterService).
-func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner cluster.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
+func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
 	s, err := newClusterService(rc, cfg, owner, active, onStatus, log, nil)
 	if err != nil {
 		return nil, err

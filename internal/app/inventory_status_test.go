@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -23,7 +24,7 @@ func TestInventoryPerReservation(t *testing.T) {
 		Nodes: []cluster.NodeSnapshot{
 			{Name: "n1", Allocatable: cluster.Amounts{CPU: 8000}, Available: cluster.Amounts{CPU: 4500}, Schedulable: true},
 			{Name: "g1", Allocatable: cluster.Amounts{CPU: 32000, GPUs: 4}, Available: cluster.Amounts{CPU: 30000, GPUs: 3}, Schedulable: true,
-				GPU: cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}},
+				GPU: gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}},
 		},
 		Pools: []cluster.PoolSnapshot{{Name: cluster.StoragePool("beta3"), Capacity: 100 * gi, Used: 12 * gi}, {Name: cluster.PoolLeasedIPs, Capacity: 4, Used: 1}, {Name: cluster.PoolNodePorts, Capacity: 2768}},
 	}

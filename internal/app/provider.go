@@ -29,6 +29,7 @@ import (
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -172,7 +173,7 @@ func (p *Provider) newCluster() error {
 	if err != nil {
 		return err
 	}
-	owner := cluster.Owner{Provider: p.bcast.Address(), ChainID: p.client.ChainID()}
+	owner := ownership.Owner{Provider: p.bcast.Address(), ChainID: p.client.ChainID()}
 	p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s cluster.LeaseStatus) {
 		p.readyClock.observe(s)
 		if len(s.Services) == 0 {

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	berthv1 "berth.dev/berth/api/v1"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -215,7 +217,7 @@ func TestProviderRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := dc.Resource(kube.ManifestResource).Namespace(kube.LeaseNamespace(lease)).Get(t.Context(), kube.ManifestName, metav1.GetOptions{})
+		m, err := dc.Resource(berthv1.ManifestResource).Namespace(kube.LeaseNamespace(lease)).Get(t.Context(), kube.ManifestName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("the manifest answered 200 is not recorded: %v", err)
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	berthv1 "berth.dev/berth/api/v1"
+
 	"golang.org/x/sync/errgroup"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -34,6 +36,7 @@ import (
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -334,7 +337,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	// account's identity; its manager rebuilds only this test's leases (the cluster is
 	// shared with the package's other tests).
 	owner := fmt.Sprintf("akash1rbac%d", time.Now().UnixNano())
-	me := cluster.Owner{Provider: fmt.Sprintf("akash1rbacprovider%d", time.Now().UnixNano()), ChainID: "berth-test"}
+	me := ownership.Owner{Provider: fmt.Sprintf("akash1rbacprovider%d", time.Now().UnixNano()), ChainID: "berth-test"}
 	a := market.LeaseID{Owner: owner, DSeq: 1, GSeq: 1, OSeq: 1, Provider: me.Provider}
 	b := market.LeaseID{Owner: owner, DSeq: 2, GSeq: 1, OSeq: 1, Provider: me.Provider}
 	var mu sync.Mutex
@@ -425,7 +428,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 			return fmt.Errorf("not synced (requests refused: %q)", calls.Refused())
 		}
 	})
-	report, err := adminDyn.Resource(kube.InventoryResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+	report, err := adminDyn.Resource(berthv1.InventoryResource).Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "berth.dev/v1", "kind": "Inventory", "metadata": map[string]any{"name": opCfg.Inventory.Operator}, "spec": map[string]any{},
 	}}, metav1.CreateOptions{})
 	if err != nil {
@@ -434,14 +437,14 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	t.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if err := adminDyn.Resource(kube.InventoryResource).Delete(dctx, opCfg.Inventory.Operator, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		if err := adminDyn.Resource(berthv1.InventoryResource).Delete(dctx, opCfg.Inventory.Operator, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Error(err)
 		}
 	})
 	report.Object["status"] = map[string]any{"updatedAt": time.Now().UTC().Format(time.RFC3339), "nodes": []any{map[string]any{
 		"name": node, "schedulable": true, "allocatable": map[string]any{"cpu": "8", "memory": "32Gi", "pods": "110"},
 	}}}
-	if _, err := adminDyn.Resource(kube.InventoryResource).UpdateStatus(ctx, report, metav1.UpdateOptions{}); err != nil {
+	if _, err := adminDyn.Resource(berthv1.InventoryResource).UpdateStatus(ctx, report, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, time.Minute, "the inventory fed by the operator's report (list, watch inventories)", func() error {
@@ -487,7 +490,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	})
 	nsA := kube.LeaseNamespace(a)
 	manifestPhase := func() string {
-		m, err := adminDyn.Resource(kube.ManifestResource).Namespace(nsA).Get(ctx, kube.ManifestName, metav1.GetOptions{})
+		m, err := adminDyn.Resource(berthv1.ManifestResource).Namespace(nsA).Get(ctx, kube.ManifestName, metav1.GetOptions{})
 		if err != nil {
 			return err.Error()
 		}
@@ -505,7 +508,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		return len(l.Items)
 	}
 	statefulSets := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
-	if h, ip, sts := count(kube.ProviderHostResource), count(kube.ProviderLeasedIPResource), count(statefulSets); h != 1 || ip != 1 || sts != 1 {
+	if h, ip, sts := count(berthv1.ProviderHostResource), count(berthv1.ProviderLeasedIPResource), count(statefulSets); h != 1 || ip != 1 || sts != 1 {
 		t.Fatalf("%d provider hosts, %d leased IPs, %d statefulsets; want one each", h, ip, sts)
 	}
 	// The inventory counts the leases' pods, volume claim and node port as they come.
@@ -647,7 +650,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		if err != nil {
 			return err
 		}
-		if n.Labels[cluster.LabelDSeq] != "1" {
+		if n.Labels[ownership.LabelDSeq] != "1" {
 			return fmt.Errorf("labels %v", n.Labels)
 		}
 		return nil
@@ -659,13 +662,13 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, time.Minute, "the update applied and pruned", deployed(a, v2))
-	if h, ip, sts := count(kube.ProviderHostResource), count(kube.ProviderLeasedIPResource), count(statefulSets); h != 0 || ip != 0 || sts != 0 {
+	if h, ip, sts := count(berthv1.ProviderHostResource), count(berthv1.ProviderLeasedIPResource), count(statefulSets); h != 0 || ip != 0 || sts != 0 {
 		t.Fatalf("after the update: %d provider hosts, %d leased IPs, %d statefulsets", h, ip, sts)
 	}
 	if d, err := admin.AppsV1().Deployments(nsA).List(ctx, metav1.ListOptions{}); err != nil || len(d.Items) != 1 {
 		t.Fatalf("deployments after the update: %v", err)
 	}
-	if s, err := admin.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"}); err != nil || len(s.Items) != 0 {
+	if s, err := admin.CoreV1().Secrets(nsA).List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelManaged + "=true"}); err != nil || len(s.Items) != 0 {
 		t.Fatalf("secrets after the update: %v", err)
 	}
 	if p := manifestPhase(); p != kube.PhaseApplied {

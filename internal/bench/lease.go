@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/wait"
 )
@@ -500,7 +501,7 @@ func (r *leaseBench) teardown(ctx context.Context) error {
 }
 
 // benchOwner is the provider the benchmark plays.
-var benchOwner = cluster.Owner{Provider: "akash1benchprovider", ChainID: "berth-bench"}
+var benchOwner = ownership.Owner{Provider: "akash1benchprovider", ChainID: "berth-bench"}
 
 // waitTornDown waits until the manager holds no lease, checking every 20 ms.
 func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration) error {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -160,10 +160,10 @@ const (
 )
 
 func (p *Policy) checkCapabilities(spec market.GroupSpec) error {
-	var gpus []cluster.GPUModel
+	var gpus []gpu.Model
 	for _, a := range p.Attributes {
 		if rest, ok := strings.CutPrefix(a.Key, capGPUPrefix); ok && a.Value == "true" {
-			if g, err := cluster.ParseGPUAttributes(market.Attributes{{Key: rest, Value: "true"}}); err == nil {
+			if g, err := gpu.ParseAttributes(market.Attributes{{Key: rest, Value: "true"}}); err == nil {
 				gpus = append(gpus, g...)
 			}
 		}
@@ -182,11 +182,11 @@ func (p *Policy) checkCapabilities(spec market.GroupSpec) error {
 		if res.GPU == nil || res.GPU.Units.Val == 0 {
 			continue
 		}
-		alts, err := cluster.ParseGPUAttributes(res.GPU.Attributes)
+		alts, err := gpu.ParseAttributes(res.GPU.Attributes)
 		if err != nil {
 			return noBid(ReasonInvalidOrder, "resource unit %d: %v", i, err)
 		}
-		if !slices.ContainsFunc(alts, func(alt cluster.GPUModel) bool { return offersGPU(gpus, alt) }) {
+		if !slices.ContainsFunc(alts, func(alt gpu.Model) bool { return offersGPU(gpus, alt) }) {
 			return noBid(ReasonGPUCapability, "resource unit %d accepts GPUs %s, none of which we offer", i, gpuNames(alts))
 		}
 	}
@@ -225,7 +225,7 @@ func (p *Policy) offersStorage(class string) bool {
 // offersGPU: we declare the vendor and model alt accepts ("*": any model of the vendor),
 // and, where we declare memory sizes or interfaces for that model, the ones alt asks
 // for (where we declare none, the inventory decides).
-func offersGPU(declared []cluster.GPUModel, alt cluster.GPUModel) bool {
+func offersGPU(declared []gpu.Model, alt gpu.Model) bool {
 	var rams, ifaces []string
 	found := false
 	for _, d := range declared {
@@ -245,7 +245,7 @@ func offersGPU(declared []cluster.GPUModel, alt cluster.GPUModel) bool {
 		(alt.Interface == "" || len(ifaces) == 0 || slices.Contains(ifaces, strings.ToLower(alt.Interface)))
 }
 
-func gpuNames(gs []cluster.GPUModel) string {
+func gpuNames(gs []gpu.Model) string {
 	names := make([]string, len(gs))
 	for i, g := range gs {
 		names[i] = g.String()

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -71,7 +72,7 @@ func newHarness(t *testing.T, mutate func(*EngineConfig)) *harness {
 	for i := range 3 {
 		c.SetNode(cluster.Node{Name: fmt.Sprintf("n%d", i), Schedulable: true, Allocatable: cluster.Amounts{CPU: 4000, Memory: 16 * gib, EphemeralStorage: 100 * gib, Pods: 110}})
 	}
-	c.SetNode(cluster.Node{Name: "gpu", Schedulable: true, GPU: cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"},
+	c.SetNode(cluster.Node{Name: "gpu", Schedulable: true, GPU: gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"},
 		Allocatable: cluster.Amounts{CPU: 32000, Memory: 256 * gib, EphemeralStorage: 1000 * gib, GPUs: 8, Pods: 110}})
 	c.SetPoolCapacity(cluster.StoragePool("beta3"), 100*gib)
 	c.SetPoolCapacity(cluster.PoolNodePorts, 100)
@@ -213,7 +214,7 @@ func TestLostGivesCapacityBack(t *testing.T) {
 }
 
 func TestDeclineReasons(t *testing.T) {
-	gpu := func(model string) market.Attributes {
+	gpuAttrs := func(model string) market.Attributes {
 		return market.Attributes{{Key: "vendor/nvidia/model/" + model, Value: "true"}}
 	}
 	for _, tc := range []struct {
@@ -229,10 +230,10 @@ func TestDeclineReasons(t *testing.T) {
 			g.Requirements.SignedBy.AnyOf = []string{"akash1auditor"}
 			return g
 		}(), ReasonSignedBy},
-		{"gpu model", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpu("h100")}), ReasonGPUCapability},
-		{"gpu ram", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpu("a100/ram/40Gi")}), ReasonGPUCapability},
-		{"gpu fits", nil, groupSpec(nil, unitSpec{Count: 2, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpu("a100")}), ""},
-		{"gpu capacity", nil, groupSpec(nil, unitSpec{Count: 3, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpu("a100")}), ReasonCapacityGPU},
+		{"gpu model", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpuAttrs("h100")}), ReasonGPUCapability},
+		{"gpu ram", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 1000, Mem: gib, GPUs: 1, GPUAttrs: gpuAttrs("a100/ram/40Gi")}), ReasonGPUCapability},
+		{"gpu fits", nil, groupSpec(nil, unitSpec{Count: 2, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpuAttrs("a100")}), ""},
+		{"gpu capacity", nil, groupSpec(nil, unitSpec{Count: 3, CPU: 1000, Mem: gib, GPUs: 4, GPUAttrs: gpuAttrs("a100")}), ReasonCapacityGPU},
 		{"storage class", nil, groupSpec(nil, unitSpec{Count: 1, CPU: 100, Mem: gib, Persist: "beta2"}), ReasonStorageCapability},
 		{"storage capacity", nil, groupSpec(nil, unitSpec{Count: 11, CPU: 100, Mem: gib, Persist: "beta3"}), ReasonCapacityStorage},
 		{"deny", func(c *EngineConfig) { c.Policy.Deny = []string{tenant} }, groupSpec(nil, web), ReasonTenantDenied},

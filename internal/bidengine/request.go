@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"strings"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -118,7 +118,7 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 			if !ok || strings.TrimSpace(g.Model) == "" {
 				return Request{}, fmt.Errorf("resources[%d] (unit %d): %d GPUs but no reserved GPU model", i, res.ID, u.GPUs)
 			}
-			alts, err := cluster.ParseGPUAttributes(res.GPU.Attributes)
+			alts, err := gpu.ParseAttributes(res.GPU.Attributes)
 			if err != nil {
 				return Request{}, fmt.Errorf("resources[%d] (unit %d): %w", i, res.ID, err)
 			}
@@ -142,9 +142,9 @@ func NewRequest(owner string, spec market.GroupSpec, gpus map[uint32]GPU) (Reque
 // GPUModels.ExistsOrWildcard): of the entries that accept got, one naming got's model
 // wins over "*", and of equals the last in the order's attribute order wins (Akash
 // keeps one entry per model, the last). ok is false when no entry accepts got.
-func askedGPU(alts []cluster.GPUModel, got GPU) (asked GPU, ok bool) {
+func askedGPU(alts []gpu.Model, got GPU) (asked GPU, ok bool) {
 	node := gpuModel(got)
-	var best cluster.GPUModel
+	var best gpu.Model
 	for _, a := range alts {
 		if !a.Accepts(node) || ok && a.Model == "*" && best.Model != "*" {
 			continue
@@ -154,6 +154,6 @@ func askedGPU(alts []cluster.GPUModel, got GPU) (asked GPU, ok bool) {
 	return GPU{Vendor: best.Vendor, Model: best.Model, RAM: best.RAM, Interface: best.Interface}, ok
 }
 
-func gpuModel(g GPU) cluster.GPUModel {
-	return cluster.GPUModel{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM, Interface: g.Interface}
+func gpuModel(g GPU) gpu.Model {
+	return gpu.Model{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM, Interface: g.Interface}
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -318,9 +318,9 @@ func FuzzScriptInputGPU(f *testing.F) {
 		}}}}
 		node := GPU{Vendor: vendor, Model: model, RAM: ram, Interface: iface}
 		r, err := NewRequest("akash1tenant", spec, map[uint32]GPU{1: node})
-		alts, perr := cluster.ParseGPUAttributes(attrs)
-		nodeModel := cluster.GPUModel{Vendor: vendor, Model: model, RAM: ram, Interface: iface}
-		var accepting []cluster.GPUModel
+		alts, perr := gpu.ParseAttributes(attrs)
+		nodeModel := gpu.Model{Vendor: vendor, Model: model, RAM: ram, Interface: iface}
+		var accepting []gpu.Model
 		for _, a := range alts {
 			if a.Accepts(nodeModel) {
 				accepting = append(accepting, a)
@@ -363,8 +363,8 @@ func FuzzScriptInputGPU(f *testing.F) {
 			t.Fatalf("order %q, node %+v: sent %s, want vendor %s and the node's model", keys, node, b, wantVendor)
 		}
 		g := sent[wantVendor]
-		namesModel := slices.ContainsFunc(accepting, func(a cluster.GPUModel) bool { return a.Model != "*" })
-		if !slices.ContainsFunc(accepting, func(a cluster.GPUModel) bool {
+		namesModel := slices.ContainsFunc(accepting, func(a gpu.Model) bool { return a.Model != "*" })
+		if !slices.ContainsFunc(accepting, func(a gpu.Model) bool {
 			return viaJSON(t, a.RAM) == g["ram"] && viaJSON(t, a.Interface) == g["interface"] && (a.Model != "*" || !namesModel)
 		}) {
 			t.Fatalf("order %q, node %+v: sent %v, which is no entry of the order that accepts the node", keys, node, g)

@@ -234,7 +234,7 @@ func (b *Broadcaster) lostAtEnd(wctx context.Context, tx *signedTx, why error) e
 func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64) (*signedTx, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	pause := repairPauseFirst
+	pause := wait.Backoff{First: repairPauseFirst, Longest: repairPauseLongest}
 	learnt := false // the sequence was just read from the node's refusal
 	for attempt := 0; ; attempt++ {
 		if !b.seqKnown {
@@ -298,10 +298,9 @@ func (b *Broadcaster) send(ctx context.Context, body ledger.TxBody, after int64)
 		// trying again, so that those racing for the account's next sequences spread
 		// out instead of colliding again.
 		if learnt {
-			if !wait.Sleep(ctx, rand.N(pause)+time.Millisecond) { //nolint:gosec // G404: jitter, not a secret
+			if !wait.Sleep(ctx, rand.N(pause.Next())+time.Millisecond) { //nolint:gosec // G404: jitter, not a secret
 				return nil, fmt.Errorf("%w (while repairing the sequence)", ctx.Err())
 			}
-			pause = min(2*pause, repairPauseLongest)
 		}
 		learnt = !learnt
 	}

@@ -148,20 +148,11 @@ func (c *Client) Run(ctx context.Context) error {
 		return nil // ctx ended
 	}
 	defer func() { _ = c.rpc.Stop() }()
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := c.follow(ctx)
-		c.setLive(false)
-		if ctx.Err() != nil {
-			break
-		}
-		_ = err // the waits poll meanwhile; try again after a pause
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	// A subscription that ends is made again after a pause; the waits poll meanwhile.
+	wait.Keep(ctx, wait.Backoff{First: 100 * time.Millisecond, Longest: 5 * time.Second}, time.Minute, func(ctx context.Context) error {
+		defer c.setLive(false)
+		return c.follow(ctx)
+	}, nil)
 	return nil
 }
 

@@ -37,23 +37,16 @@ func (f *Feed) Run(ctx context.Context, handle func(context.Context, ledger.Bloc
 }
 
 func (f *Feed) run(ctx context.Context, handle func(context.Context, ledger.Block) error) error {
-	backoff := 50 * time.Millisecond
-	// pause waits before retrying after a node error (the node may be restarting),
-	// longer each time; it reports false when ctx ends.
-	pause := func() bool {
-		if !wait.Sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(2*backoff, 5*time.Second)
-		return true
-	}
+	// The pause before retrying after a node error (the node may be restarting),
+	// longer each time.
+	pause := wait.Backoff{First: 50 * time.Millisecond, Longest: 5 * time.Second}
 	for {
 		latest, err := f.c.WaitHeight(ctx, f.next)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
-			if !pause() {
+			if !pause.Sleep(ctx) {
 				return ctx.Err()
 			}
 			continue
@@ -64,12 +57,12 @@ func (f *Feed) run(ctx context.Context, handle func(context.Context, ledger.Bloc
 				return ctx.Err()
 			}
 			if err != nil {
-				if !pause() {
+				if !pause.Sleep(ctx) {
 					return ctx.Err()
 				}
 				break // and retry the same height
 			}
-			backoff = 50 * time.Millisecond
+			pause.Reset()
 			if err := handle(ctx, b); err != nil {
 				return fmt.Errorf("handle block %d: %w", b.Height, err)
 			}

@@ -10,6 +10,7 @@ import (
 	abci "github.com/cometbft/cometbft/abci/types"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/internal/wait"
 )
 
 // How a broadcaster learns a transaction's fate once the node may have taken it:
@@ -52,7 +53,7 @@ const (
 // say whether it landed; before, it is sent again in case the node lost it (a
 // restarted node's mempool is empty).
 func (b *Broadcaster) await(ctx context.Context, tx *signedTx) (fate, *Result, error) {
-	pause := indexPollFirst
+	pause := wait.Backoff{First: indexPollFirst, Longest: indexPollLongest}
 	checkedHeight, checkedAt := int64(-1), time.Now()
 	for {
 		h, herr := b.c.Height(ctx)
@@ -78,16 +79,14 @@ func (b *Broadcaster) await(ctx context.Context, tx *signedTx) (fate, *Result, e
 		if herr != nil {
 			h = 0
 		}
-		wctx, wcancel := context.WithTimeout(ctx, pause)
+		wctx, wcancel := context.WithTimeout(ctx, pause.Next())
 		_, err := b.c.WaitHeight(wctx, h+1)
 		wcancel()
 		if ctx.Err() != nil {
 			return fatePending, nil, ctx.Err()
 		}
 		if err == nil {
-			pause = indexPollFirst
-		} else {
-			pause = min(2*pause, indexPollLongest)
+			pause.Reset()
 		}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -81,14 +81,14 @@ func (w *world) check(ctx context.Context) []string {
 		}
 	}
 	// No lease namespace outlives its lease.
-	list, err := w.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true"})
+	list, err := w.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: ownership.LabelManaged + "=true"})
 	if err != nil {
 		return append(out, fmt.Sprintf("cluster: %v", err))
 	}
 	for i := range list.Items {
 		ns := &list.Items[i]
 		if ns.DeletionTimestamp == nil && !active[ns.Name] {
-			out = append(out, fmt.Sprintf("leaked namespace %s (%s): its lease is not active", ns.Name, cluster.Describe(ns.Labels)))
+			out = append(out, fmt.Sprintf("leaked namespace %s (%s): its lease is not active", ns.Name, ownership.Describe(ns.Labels)))
 		}
 	}
 	slices.Sort(out)

@@ -337,7 +337,7 @@ func (w *world) leaseState(ctx context.Context, id market.LeaseID) (ledger.Lease
 // although its answer was lost).
 func (w *world) txOnce(ctx context.Context, msg ledger.Msg, done func(context.Context) (bool, error)) error {
 	deadline := time.Now().Add(w.cfg.StepTimeout)
-	pause := 100 * time.Millisecond
+	pause := wait.Backoff{First: 100 * time.Millisecond, Longest: 2 * time.Second}
 	for {
 		if ok, err := done(ctx); err == nil && ok {
 			return nil
@@ -359,10 +359,9 @@ func (w *world) txOnce(ctx context.Context, msg ledger.Msg, done func(context.Co
 			return err
 		}
 		w.log.InfoContext(ctx, "tenant transaction; retrying", slog.String("msg", fmt.Sprintf("%T", msg)), slog.String("error", err.Error()))
-		if !wait.Sleep(ctx, pause) {
+		if !pause.Sleep(ctx) {
 			return ctx.Err()
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
 

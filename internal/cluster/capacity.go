@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -13,7 +14,7 @@ type Node struct {
 	Name        string
 	Allocatable Amounts
 	// GPU is the model of the node's GPUs (one model per node), when it has any.
-	GPU GPUModel
+	GPU gpu.Model
 	// Schedulable is false for nodes that are not Ready, are cordoned, or carry a
 	// NoSchedule or NoExecute taint: no replica is planned there, and they offer
 	// nothing in Totals and Snapshot.
@@ -64,7 +65,7 @@ func (e *Insufficient) Error() string { return "insufficient " + e.Resource + ":
 // Placement is where a reservation put a unit's replicas and which GPU model they got.
 type Placement struct {
 	UnitID uint32
-	GPU    GPUModel
+	GPU    gpu.Model
 }
 
 // reservation is one order's claim. planned holds, per unit, the node of each replica
@@ -73,9 +74,9 @@ type Placement struct {
 type reservation struct {
 	order    market.OrderID
 	demand   Demand
-	gpus     []GPUModel // per unit
-	planned  [][]int    // per unit: node indexes
-	unplaced []int      // per unit: replicas that found no node (adopted leases only)
+	gpus     []gpu.Model // per unit
+	planned  [][]int     // per unit: node indexes
+	unplaced []int       // per unit: replicas that found no node (adopted leases only)
 }
 
 type nodeState struct {

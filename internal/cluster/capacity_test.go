@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -16,7 +17,7 @@ func cpuNode(name string, cpu, mem int64) Node {
 	return Node{Name: name, Schedulable: true, Allocatable: Amounts{CPU: cpu, Memory: mem, EphemeralStorage: 100 * gi, Pods: 110}}
 }
 
-func gpuNode(name string, gpus int64, model GPUModel) Node {
+func gpuNode(name string, gpus int64, model gpu.Model) Node {
 	n := cpuNode(name, 32000, 256*gi)
 	n.Allocatable.GPUs, n.GPU = gpus, model
 	return n
@@ -37,7 +38,7 @@ func mustCheck(t *testing.T, c *Capacity) {
 	}
 }
 
-var a100 = GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
+var a100 = gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
 
 func TestReservePlacesEveryReplica(t *testing.T) {
 	c := NewCapacity()
@@ -93,27 +94,27 @@ func TestGPUPlacement(t *testing.T) {
 	c := NewCapacity()
 	c.SetNode(cpuNode("cpu", 64000, 256*gi))
 	c.SetNode(gpuNode("g-a100", 8, a100))
-	c.SetNode(gpuNode("g-h100", 4, GPUModel{Vendor: "nvidia", Model: "h100", RAM: "80Gi"}))
-	gpuUnit := func(n int64, alts ...GPUModel) Unit {
+	c.SetNode(gpuNode("g-h100", 4, gpu.Model{Vendor: "nvidia", Model: "h100", RAM: "80Gi"}))
+	gpuUnit := func(n int64, alts ...gpu.Model) Unit {
 		u := unit(1, 1, 1000, gi)
 		u.Each.GPUs, u.GPUs = n, alts
 		return u
 	}
 	// Any model: the fewest free GPUs that fit (keep the big node whole) → h100.
-	p, err := c.Reserve(order(1), Demand{Units: []Unit{gpuUnit(2, GPUModel{Vendor: "nvidia", Model: "*"})}})
+	p, err := c.Reserve(order(1), Demand{Units: []Unit{gpuUnit(2, gpu.Model{Vendor: "nvidia", Model: "*"})}})
 	if err != nil || p[0].GPU.Model != "h100" {
 		t.Fatalf("placement %+v, %v", p, err)
 	}
 	// a100 with 40Gi: none. a100 with 80Gi: yes.
-	if _, err := c.Reserve(order(2), Demand{Units: []Unit{gpuUnit(1, GPUModel{Vendor: "nvidia", Model: "a100", RAM: "40Gi"})}}); err == nil {
+	if _, err := c.Reserve(order(2), Demand{Units: []Unit{gpuUnit(1, gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "40Gi"})}}); err == nil {
 		t.Fatal("an a100 40Gi was found")
 	}
-	p, err = c.Reserve(order(3), Demand{Units: []Unit{gpuUnit(8, GPUModel{Vendor: "nvidia", Model: "h100"}, GPUModel{Vendor: "nvidia", Model: "a100"})}})
+	p, err = c.Reserve(order(3), Demand{Units: []Unit{gpuUnit(8, gpu.Model{Vendor: "nvidia", Model: "h100"}, gpu.Model{Vendor: "nvidia", Model: "a100"})}})
 	if err != nil || p[0].GPU != a100 {
 		t.Fatalf("placement %+v, %v", p, err)
 	}
 	// Now no GPU is free on the a100 node and 2 on the h100 node.
-	_, err = c.Reserve(order(4), Demand{Units: []Unit{gpuUnit(3, GPUModel{Vendor: "nvidia", Model: "*"})}})
+	_, err = c.Reserve(order(4), Demand{Units: []Unit{gpuUnit(3, gpu.Model{Vendor: "nvidia", Model: "*"})}})
 	var ins *Insufficient
 	if !errors.As(err, &ins) || ins.Resource != "gpu" {
 		t.Fatalf("want insufficient gpu, got %v", err)
@@ -308,7 +309,7 @@ func TestReservationProperties(t *testing.T) {
 			c := NewCapacity()
 			for i := range 1 + rng.IntN(8) {
 				if rng.IntN(3) == 0 {
-					c.SetNode(gpuNode(fmt.Sprintf("g%d", i), int64(1+rng.IntN(8)), GPUModel{Vendor: "nvidia", Model: []string{"a100", "h100"}[rng.IntN(2)]}))
+					c.SetNode(gpuNode(fmt.Sprintf("g%d", i), int64(1+rng.IntN(8)), gpu.Model{Vendor: "nvidia", Model: []string{"a100", "h100"}[rng.IntN(2)]}))
 				} else {
 					c.SetNode(cpuNode(fmt.Sprintf("n%d", i), int64(1000*(1+rng.IntN(16))), int64(1+rng.IntN(32))*gi))
 				}
@@ -425,7 +426,7 @@ func randomDemand(rng *rand.Rand) Demand {
 		u := unit(uint32(i+1), uint32(1+rng.IntN(4)), int64(100*(1+rng.IntN(40))), int64(1+rng.IntN(4))*gi/2)
 		if rng.IntN(4) == 0 {
 			u.Each.GPUs = int64(1 + rng.IntN(4))
-			u.GPUs = []GPUModel{{Vendor: "nvidia", Model: []string{"a100", "h100", "*"}[rng.IntN(3)]}}
+			u.GPUs = []gpu.Model{{Vendor: "nvidia", Model: []string{"a100", "h100", "*"}[rng.IntN(3)]}}
 		}
 		d.Units = append(d.Units, u)
 	}
@@ -592,7 +593,7 @@ func TestGPUOnlyNodes(t *testing.T) {
 		t.Fatalf("8 CPUs without GPUs: %v, want no room (only the GPU node has 8)", err)
 	}
 	gpuUnit := unit(1, 1, 8000, gi)
-	gpuUnit.Each.GPUs, gpuUnit.GPUs = 1, []GPUModel{{Vendor: "nvidia", Model: "a100"}}
+	gpuUnit.Each.GPUs, gpuUnit.GPUs = 1, []gpu.Model{{Vendor: "nvidia", Model: "a100"}}
 	if _, err := c.Reserve(order(1), Demand{Units: []Unit{gpuUnit}}); err != nil {
 		t.Fatalf("a GPU replica: %v", err)
 	}

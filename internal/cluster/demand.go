@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -68,62 +68,6 @@ func bytesString(b int64) string {
 	return fmt.Sprintf("%d", b)
 }
 
-// GPUModel is the GPU a node carries or an order accepts. In an order's alternatives an
-// empty RAM or Interface accepts any, and Model "*" accepts any model of the vendor.
-type GPUModel struct {
-	Vendor    string
-	Model     string
-	RAM       string
-	Interface string
-}
-
-// Accepts reports whether the alternative g (from an order) accepts a node's GPU n.
-func (g GPUModel) Accepts(n GPUModel) bool {
-	return strings.EqualFold(g.Vendor, n.Vendor) &&
-		(g.Model == "*" || strings.EqualFold(g.Model, n.Model)) &&
-		(g.RAM == "" || strings.EqualFold(g.RAM, n.RAM)) &&
-		(g.Interface == "" || strings.EqualFold(g.Interface, n.Interface))
-}
-
-func (g GPUModel) String() string {
-	s := g.Vendor + "/" + g.Model
-	if g.RAM != "" {
-		s += "/ram/" + g.RAM
-	}
-	if g.Interface != "" {
-		s += "/interface/" + g.Interface
-	}
-	return s
-}
-
-// ParseGPUAttributes reads an order's GPU attributes ("vendor/nvidia/model/a100[/ram/80Gi]
-// [/interface/sxm]" = "true") into the alternatives it accepts, in order.
-func ParseGPUAttributes(attrs market.Attributes) ([]GPUModel, error) {
-	out := make([]GPUModel, 0, len(attrs))
-	for _, a := range attrs {
-		if a.Value != "true" {
-			continue
-		}
-		parts := strings.Split(a.Key, "/")
-		if len(parts) < 4 || len(parts)%2 != 0 || parts[0] != "vendor" || parts[2] != "model" || parts[1] == "" || parts[3] == "" {
-			return nil, fmt.Errorf("GPU attribute %q: want vendor/<vendor>/model/<model>[/ram/<size>][/interface/<pcie|sxm>]", a.Key)
-		}
-		g := GPUModel{Vendor: parts[1], Model: parts[3]}
-		for i := 4; i < len(parts); i += 2 {
-			switch parts[i] {
-			case "ram":
-				g.RAM = parts[i+1]
-			case "interface":
-				g.Interface = parts[i+1]
-			default:
-				return nil, fmt.Errorf("GPU attribute %q: unknown qualifier %q", a.Key, parts[i])
-			}
-		}
-		out = append(out, g)
-	}
-	return out, nil
-}
-
 // Unit is one resource unit of an order as the cluster must place it: Count replicas,
 // each needing Each on one node, with GPUs of one of the accepted models.
 type Unit struct {
@@ -131,7 +75,7 @@ type Unit struct {
 	Count uint32
 	Each  Amounts
 	// GPUs lists the accepted GPU models when Each.GPUs > 0.
-	GPUs []GPUModel
+	GPUs []gpu.Model
 }
 
 // Demand is everything an order needs from the cluster.
@@ -233,7 +177,7 @@ func DemandOf(spec market.GroupSpec, oc Overcommit) (Demand, error) {
 			if u.Each.GPUs, err = q("gpu", res.GPU.Units.Val); err != nil {
 				return Demand{}, err
 			}
-			if u.GPUs, err = ParseGPUAttributes(res.GPU.Attributes); err != nil {
+			if u.GPUs, err = gpu.ParseAttributes(res.GPU.Attributes); err != nil {
 				return Demand{}, fmt.Errorf("resources[%d]: %w", i, err)
 			}
 			if len(u.GPUs) == 0 {

@@ -208,18 +208,17 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 func (m *Manager) deployedWithRetry(ctx context.Context) ([]Deployed, error) {
-	backoff := m.cfg.RetryMin
-	for {
-		d, err := m.dep.Deployed(ctx)
-		if err == nil {
-			return d, nil
-		}
-		m.log.WarnContext(ctx, "reading the cluster's leases; retrying", slog.String("error", err.Error()), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return nil, ctx.Err()
-		}
-		backoff = min(2*backoff, m.cfg.RetryMax)
+	var d []Deployed
+	err := wait.Retry(ctx, m.cfg.RetryMin, m.cfg.RetryMax, func(ctx context.Context) (err error) {
+		d, err = m.dep.Deployed(ctx)
+		return err
+	}, func(err error, pause time.Duration) {
+		m.log.WarnContext(ctx, "reading the cluster's leases; retrying", slog.String("error", err.Error()), slog.Duration("in", pause))
+	})
+	if err != nil {
+		return nil, err // ctx ended (Deployed is always retried)
 	}
+	return d, nil
 }
 
 // Manifest is the manifest the lease runs (or is being brought to), if any.

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -47,7 +48,7 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 			return nil, err
 		}
 	}
-	r := &reservation{order: order, demand: d, gpus: make([]GPUModel, len(d.Units)), planned: make([][]int, len(d.Units)), unplaced: make([]int, len(d.Units))}
+	r := &reservation{order: order, demand: d, gpus: make([]gpu.Model, len(d.Units)), planned: make([][]int, len(d.Units)), unplaced: make([]int, len(d.Units))}
 	// Adopted leases: replicas already running are not placed again.
 	running := make([]int, len(d.Units))
 	if adopt {
@@ -58,7 +59,7 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 	for _, u := range placementOrder(d.Units) {
 		unit := d.Units[u]
 		want := int(unit.Count) - running[u]
-		nodes, gpu, err := c.placeLocked(unit, want)
+		nodes, model, err := c.placeLocked(unit, want)
 		if err != nil && !adopt {
 			for pu, planned := range r.planned {
 				for _, ni := range planned {
@@ -67,7 +68,7 @@ func (c *Capacity) reserve(order market.OrderID, d Demand, adopt bool) ([]Placem
 			}
 			return nil, err
 		}
-		r.planned[u], r.gpus[u] = nodes, gpu
+		r.planned[u], r.gpus[u] = nodes, model
 		r.unplaced[u] = max(want, 0) - len(nodes)
 		c.unplaced += r.unplaced[u]
 		for _, ni := range nodes {
@@ -108,7 +109,7 @@ func (c *Capacity) Fit(d Demand) ([]Placement, error) {
 	out := make([]Placement, len(d.Units))
 	for _, u := range placementOrder(d.Units) {
 		unit := d.Units[u]
-		nodes, gpu, err := c.placeLocked(unit, int(unit.Count))
+		nodes, model, err := c.placeLocked(unit, int(unit.Count))
 		if err != nil {
 			return nil, err
 		}
@@ -116,7 +117,7 @@ func (c *Capacity) Fit(d Demand) ([]Placement, error) {
 		for _, ni := range nodes {
 			c.planAddLocked(ni, unit.Each)
 		}
-		out[u] = Placement{UnitID: unit.ID, GPU: gpu}
+		out[u] = Placement{UnitID: unit.ID, GPU: model}
 	}
 	return out, nil
 }
@@ -176,20 +177,20 @@ func placementOrder(units []Unit) []int {
 // GPU units try each accepted model in turn and take
 // the first under which every replica fits. On failure it returns the nodes it could
 // fill (for adoption) and an *Insufficient error.
-func (c *Capacity) placeLocked(unit Unit, want int) ([]int, GPUModel, error) {
+func (c *Capacity) placeLocked(unit Unit, want int) ([]int, gpu.Model, error) {
 	if want <= 0 {
-		return nil, GPUModel{}, nil
+		return nil, gpu.Model{}, nil
 	}
 	if unit.Each.GPUs == 0 {
 		nodes, ok := c.fillLocked(unit, want, -1, nil)
 		if !ok {
-			return nodes, GPUModel{}, &Insufficient{Resource: "nodes", Detail: fmt.Sprintf(
+			return nodes, gpu.Model{}, &Insufficient{Resource: "nodes", Detail: fmt.Sprintf(
 				"resource unit %d: %d of %d replicas (%s each) fit on the cluster's nodes", unit.ID, len(nodes), want, unit.Each)}
 		}
-		return nodes, GPUModel{}, nil
+		return nodes, gpu.Model{}, nil
 	}
 	var best []int
-	var bestGPU GPUModel
+	var bestGPU gpu.Model
 	for _, alt := range unit.GPUs {
 		nodes, ok := c.fillLocked(unit, want, -1, &alt)
 		if ok {
@@ -203,7 +204,7 @@ func (c *Capacity) placeLocked(unit Unit, want int) ([]int, GPUModel, error) {
 		"resource unit %d: %d of %d replicas (%d GPUs each of %s) fit on the cluster's GPU nodes", unit.ID, len(best), want, unit.Each.GPUs, gpuList(unit.GPUs))}
 }
 
-func gpuList(gs []GPUModel) string {
+func gpuList(gs []gpu.Model) string {
 	s := ""
 	for i, g := range gs {
 		if i > 0 {
@@ -220,14 +221,14 @@ func gpuList(gs []GPUModel) string {
 // GPU nodes whole); for others, nodes without GPUs first, then the most free CPU
 // (spread, like the scheduler's default). The free amounts are claimed tentatively
 // while placing and restored before returning: fillLocked changes nothing.
-func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *GPUModel) ([]int, bool) {
+func (c *Capacity) fillLocked(unit Unit, want, skip int, alt *gpu.Model) ([]int, bool) {
 	var nodes []int
 	defer func() {
 		for _, ni := range nodes {
 			c.hot[ni].free = c.hot[ni].free.Add(unit.Each)
 		}
 	}()
-	var model *GPUModel
+	var model *gpu.Model
 	for range want {
 		best := -1
 		for i := range c.hot {
@@ -340,7 +341,7 @@ func (c *Capacity) plannedOnLocked(ni int) (*reservation, int, int) {
 // than skip (−1: any), with the GPU model the unit already has.
 func (c *Capacity) placeOneLocked(r *reservation, u, skip int) bool {
 	unit := r.demand.Units[u]
-	var alt *GPUModel
+	var alt *gpu.Model
 	if unit.Each.GPUs > 0 {
 		g := r.gpus[u]
 		alt = &g

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -16,7 +17,7 @@ type NodeSnapshot struct {
 	Name        string
 	Allocatable Amounts
 	Available   Amounts
-	GPU         GPUModel
+	GPU         gpu.Model
 	Schedulable bool
 }
 

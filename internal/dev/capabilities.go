@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
@@ -21,7 +21,7 @@ func (c Config) capabilities(storageClasses []string) (market.Attributes, error)
 		prefix := fmt.Sprintf("capabilities/storage/%d/", i+1)
 		attrs = append(attrs, market.Attribute{Key: prefix + "class", Value: class}, market.Attribute{Key: prefix + "persistent", Value: "true"})
 	}
-	var models []cluster.GPUModel
+	var models []gpu.Model
 	for _, spec := range c.nodes() {
 		if spec.GPUs == 0 {
 			continue

@@ -28,23 +28,14 @@ import (
 // superviseOperator runs an in-process operator (berth dev) and starts it again
 // after it fails, with a growing pause, until ctx ends; each failure is logged.
 func superviseOperator(ctx context.Context, name string, log *slog.Logger, run func(context.Context) error) {
-	backoff := time.Second
-	for {
-		start := time.Now()
-		err := run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(start) > time.Minute {
-			backoff = time.Second
-		}
-		log.ErrorContext(ctx, "operator stopped; restarting it", slog.String("operator", name), slog.Any("error", err), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
+	wait.Keep(ctx, restartBackoff, time.Minute, run, func(err error, pause time.Duration) {
+		log.ErrorContext(ctx, "operator stopped; restarting it", slog.String("operator", name), slog.Any("error", err), slog.Duration("in", pause))
+	})
 }
+
+// restartBackoff is the pause before berth dev restarts what stopped: 1 s, doubling
+// to 30 s, from 1 s again after a minute's run.
+var restartBackoff = wait.Backoff{First: time.Second, Longest: 30 * time.Second}
 
 // devHostnameConfig is the hostname operator of berth dev's provider: Ingresses for
 // an nginx class, not checked (the dev cluster runs no ingress controller, and its
@@ -190,7 +181,7 @@ type hostProcess interface {
 // itself (logged with its last lines), after 1 s doubling to 30 s, until ctx ends; it
 // stops it then.
 func superviseProcess[P hostProcess](ctx context.Context, what string, p P, start func(context.Context) (P, error), log *slog.Logger) {
-	backoff := time.Second
+	b, started := restartBackoff, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -198,11 +189,15 @@ func superviseProcess[P hostProcess](ctx context.Context, what string, p P, star
 			return
 		case <-p.Done():
 		}
-		log.ErrorContext(ctx, "process exited; restarting it", slog.String("process", what), slog.Any("error", p.Err()), slog.Duration("in", backoff))
-		if !wait.Sleep(ctx, backoff) {
+		if time.Since(started) >= time.Minute {
+			b.Reset()
+		}
+		pause := b.Next()
+		log.ErrorContext(ctx, "process exited; restarting it", slog.String("process", what), slog.Any("error", p.Err()), slog.Duration("in", pause))
+		if !wait.Sleep(ctx, pause) {
 			return
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		started = time.Now()
 		next, err := start(ctx)
 		if err != nil {
 			if ctx.Err() != nil {

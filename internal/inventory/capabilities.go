@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 )
 
 // CapabilityPrefix starts the node labels the inventory operator keeps in step with
@@ -43,7 +43,7 @@ func StorageLabel(class string) string { return CapabilityPrefix + "storage.clas
 // GPUAffinity is what a node must carry to offer the GPU alternative g of an order
 // (model "*": any model of the vendor is not expressible as one label, so "" is
 // returned and the caller leaves the node choice to the vendor's models it knows).
-func GPUAffinity(g cluster.GPUModel) []string {
+func GPUAffinity(g gpu.Model) []string {
 	if g.Model == "" || g.Model == "*" {
 		return nil
 	}
@@ -60,7 +60,7 @@ func GPUAffinity(g cluster.GPUModel) []string {
 // Capabilities are the capability labels a node should carry: its offered GPUs' and
 // the storage classes it can use. Names that cannot be label keys are left out (and
 // returned in invalid, for the report).
-func Capabilities(gpu *berthv1.InventoryGPU, storageClasses []string) (labels map[string]string, invalid []string) {
+func Capabilities(g *berthv1.InventoryGPU, storageClasses []string) (labels map[string]string, invalid []string) {
 	labels = map[string]string{}
 	add := func(k string) {
 		if len(validation.IsQualifiedName(k)) > 0 {
@@ -69,13 +69,13 @@ func Capabilities(gpu *berthv1.InventoryGPU, storageClasses []string) (labels ma
 		}
 		labels[k] = "true"
 	}
-	if gpu != nil && gpu.Model != "" && gpu.Offered > 0 {
-		add(GPULabel(gpu.Vendor, gpu.Model, "", ""))
-		if gpu.RAM != "" {
-			add(GPULabel(gpu.Vendor, gpu.Model, gpu.RAM, ""))
+	if g != nil && g.Model != "" && g.Offered > 0 {
+		add(GPULabel(g.Vendor, g.Model, "", ""))
+		if g.RAM != "" {
+			add(GPULabel(g.Vendor, g.Model, g.RAM, ""))
 		}
-		if gpu.Interface != "" {
-			add(GPULabel(gpu.Vendor, gpu.Model, "", gpu.Interface))
+		if g.Interface != "" {
+			add(GPULabel(g.Vendor, g.Model, "", g.Interface))
 		}
 	}
 	for _, c := range storageClasses {

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 )
 
@@ -74,17 +74,17 @@ func TestStorageLabel(t *testing.T) {
 func TestGPUAffinity(t *testing.T) {
 	tests := []struct {
 		name string
-		g    cluster.GPUModel
+		g    gpu.Model
 		want []string
 	}{
-		{"no model", cluster.GPUModel{Vendor: "nvidia"}, nil},
-		{"any model", cluster.GPUModel{Vendor: "nvidia", Model: "*"}, nil},
-		{"any model, with RAM", cluster.GPUModel{Vendor: "nvidia", Model: "*", RAM: "80Gi"}, nil},
-		{"model", cluster.GPUModel{Vendor: "nvidia", Model: "a100"}, []string{capA100}},
-		{"model and RAM", cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}, []string{capA100, capA100RAM}},
-		{"model and interface", cluster.GPUModel{Vendor: "nvidia", Model: "a100", Interface: "sxm"}, []string{capA100, capA100SXM}},
-		{"all", cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}, []string{capA100, capA100RAM, capA100SXM}},
-		{"capitals", cluster.GPUModel{Vendor: "NVIDIA", Model: "A100", Interface: "SXM"}, []string{capA100, capA100SXM}},
+		{"no model", gpu.Model{Vendor: "nvidia"}, nil},
+		{"any model", gpu.Model{Vendor: "nvidia", Model: "*"}, nil},
+		{"any model, with RAM", gpu.Model{Vendor: "nvidia", Model: "*", RAM: "80Gi"}, nil},
+		{"model", gpu.Model{Vendor: "nvidia", Model: "a100"}, []string{capA100}},
+		{"model and RAM", gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}, []string{capA100, capA100RAM}},
+		{"model and interface", gpu.Model{Vendor: "nvidia", Model: "a100", Interface: "sxm"}, []string{capA100, capA100SXM}},
+		{"all", gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}, []string{capA100, capA100RAM, capA100SXM}},
+		{"capitals", gpu.Model{Vendor: "NVIDIA", Model: "A100", Interface: "SXM"}, []string{capA100, capA100SXM}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,7 +158,7 @@ func TestCapabilities(t *testing.T) {
 func TestCapabilitiesSatisfyGPUAffinity(t *testing.T) {
 	g := inventory.DescribeGPU(gfd("NVIDIA-A100-SXM4-80GB", "81920", "8"), gpus(8), inventory.GPUOptions{})
 	labels, _ := inventory.Capabilities(g, nil)
-	for _, order := range []cluster.GPUModel{
+	for _, order := range []gpu.Model{
 		{Vendor: "nvidia", Model: "a100"},
 		{Vendor: "nvidia", Model: "a100", RAM: "80Gi"},
 		{Vendor: "nvidia", Model: "a100", Interface: "sxm"},
@@ -173,7 +173,7 @@ func TestCapabilitiesSatisfyGPUAffinity(t *testing.T) {
 			}
 		}
 	}
-	for _, order := range []cluster.GPUModel{
+	for _, order := range []gpu.Model{
 		{Vendor: "nvidia", Model: "h100"},
 		{Vendor: "nvidia", Model: "a100", RAM: "40Gi"},
 		{Vendor: "nvidia", Model: "a100", Interface: "pcie"},
@@ -192,7 +192,7 @@ func TestLabelChanges(t *testing.T) {
 	other := map[string]string{
 		"kubernetes.io/hostname":                   "gpu-1",
 		inventory.LabelGFDProduct:                  "NVIDIA-A100-SXM4-80GB",
-		cluster.LabelGPUModel:                      "a100",
+		gpu.LabelModel:                             "a100",
 		"berth.dev/capabilities":                   "true", // not the prefix: it ends with '.'
 		"berth.dev/capabilitiesx.gpu":              "true",
 		"akash.network/capabilities.gpu.vendor.nv": "true",
@@ -303,7 +303,7 @@ func render(p map[string]*string) string {
 func TestCapabilityLabelsOf(t *testing.T) {
 	labels := map[string]string{
 		"kubernetes.io/hostname":     "gpu-1",
-		cluster.LabelGPUModel:        "a100",
+		gpu.LabelModel:               "a100",
 		"berth.dev/capabilities":     "true",
 		capA100:                      "true",
 		capLocalPath:                 "true",

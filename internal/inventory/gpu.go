@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 )
 
 // Labels GPU feature discovery and node feature discovery publish, and the resources
@@ -97,7 +97,7 @@ func (o GPUOptions) Validate() error {
 		if m.Interface != "" && m.Interface != "pcie" && m.Interface != "sxm" {
 			return fmt.Errorf("gpu.models[%q].interface %q: want pcie or sxm", k, m.Interface)
 		}
-		if bad := labelProblem(cluster.GPUModel{Vendor: cmpOr(strings.ToLower(m.Vendor), "nvidia"), Model: strings.ToLower(m.Model), RAM: m.RAM, Interface: m.Interface}); bad != "" {
+		if bad := labelProblem(gpu.Model{Vendor: cmpOr(strings.ToLower(m.Vendor), "nvidia"), Model: strings.ToLower(m.Model), RAM: m.RAM, Interface: m.Interface}); bad != "" {
 			return fmt.Errorf("gpu.models[%q]: %s", k, bad)
 		}
 	}
@@ -172,7 +172,7 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 	case bad != "":
 		// What cannot be a node label cannot be placed with affinity: not offered.
 		g.Offered = 0
-		why = append(why, fmt.Sprintf("%s: name it shorter in the operator's gpu.models, or label the node %s", bad, cluster.LabelGPUModel))
+		why = append(why, fmt.Sprintf("%s: name it shorter in the operator's gpu.models, or label the node %s", bad, gpu.LabelModel))
 	case !named:
 		g.Offered = 0
 		what := "an NVIDIA GPU"
@@ -189,7 +189,7 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 		if key == "" {
 			key = "<product>"
 		}
-		why = append(why, fmt.Sprintf("%s has no known model name: name it in the operator's gpu.models (%q: {model: …, ram: …, interface: …}), or label the node %s", what, key, cluster.LabelGPUModel))
+		why = append(why, fmt.Sprintf("%s has no known model name: name it in the operator's gpu.models (%q: {model: …, ram: …, interface: …}), or label the node %s", what, key, gpu.LabelModel))
 	case migSingle:
 		g.Offered = 0
 		why = append(why, "its GPUs are partitioned into MIG devices (single strategy): an SDL cannot ask for a slice of a GPU, so none is offered")
@@ -227,8 +227,8 @@ func DescribeGPU(labels map[string]string, allocatable corev1.ResourceList, opts
 // id), then GFD's product name, then the memory label; berth's per-node labels win
 // over all of these. named is false when no model came out. sliced says GFD's labels
 // describe a MIG device (single strategy), so that its memory label is not the card's.
-func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sliced bool) (cluster.GPUModel, bool) {
-	g := cluster.GPUModel{Vendor: "nvidia"}
+func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sliced bool) (gpu.Model, bool) {
+	g := gpu.Model{Vendor: "nvidia"}
 	mib, err := strconv.Atoi(labels[LabelGFDMemory])
 	// GFD's memory label, up to 16 TiB a GPU, unless it is a MIG device's.
 	memoryLabel := err == nil && mib > 0 && mib <= 1<<24 && !sliced
@@ -236,7 +236,7 @@ func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sli
 	override := func(key string) bool {
 		for k, m := range opts.Models {
 			if key != "" && strings.EqualFold(k, key) {
-				g = cluster.GPUModel{Vendor: cmpOr(strings.ToLower(m.Vendor), "nvidia"), Model: strings.ToLower(m.Model), RAM: m.RAM, Interface: m.Interface}
+				g = gpu.Model{Vendor: cmpOr(strings.ToLower(m.Vendor), "nvidia"), Model: strings.ToLower(m.Model), RAM: m.RAM, Interface: m.Interface}
 				return true
 			}
 		}
@@ -245,7 +245,7 @@ func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sli
 	switch {
 	case override(product), override(labels[LabelGFDProduct]), pci != "" && override(pci):
 	case product != "" && !slices.Contains(unnamed, strings.ToLower(product)):
-		g = cluster.ParseGPUProduct(product)
+		g = gpu.ParseProduct(product)
 		if !modelName.MatchString(g.Model) {
 			g.Model = ""
 		}
@@ -256,10 +256,10 @@ func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sli
 			g.RAM = ""
 		}
 	}
-	for label, field := range map[string]*string{cluster.LabelGPUVendor: &g.Vendor, cluster.LabelGPUModel: &g.Model, cluster.LabelGPURAM: &g.RAM, cluster.LabelGPUInterface: &g.Interface} {
+	for label, field := range map[string]*string{gpu.LabelVendor: &g.Vendor, gpu.LabelModel: &g.Model, gpu.LabelRAM: &g.RAM, gpu.LabelInterface: &g.Interface} {
 		if v := strings.TrimSpace(labels[label]); v != "" {
 			*field = strings.ToLower(v)
-			derivedInterface = derivedInterface && label != cluster.LabelGPUInterface
+			derivedInterface = derivedInterface && label != gpu.LabelInterface
 		}
 	}
 	// GFD's memory label, when nothing else said the memory.
@@ -270,7 +270,7 @@ func nameGPU(product, pci string, labels map[string]string, opts GPUOptions, sli
 	// An interface the product name only implies (PCIe, for want of an SXM one) is not
 	// worth the card: a model too long to carry it in a label is offered without it.
 	if derivedInterface && labelProblem(g) != "" {
-		if bare := (cluster.GPUModel{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM}); labelProblem(bare) == "" {
+		if bare := (gpu.Model{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM}); labelProblem(bare) == "" {
 			g = bare
 		}
 	}
@@ -407,7 +407,7 @@ func normalRAM(ram string) string {
 
 // labelProblem says why g's capability labels could not be node labels ("" when they
 // can).
-func labelProblem(g cluster.GPUModel) string {
+func labelProblem(g gpu.Model) string {
 	for _, k := range []string{GPULabel(g.Vendor, g.Model, "", ""), GPULabel(g.Vendor, g.Model, g.RAM, ""), GPULabel(g.Vendor, g.Model, "", g.Interface)} {
 		if len(validation.IsQualifiedName(k)) > 0 {
 			return fmt.Sprintf("the model name %q makes the node label %q, longer than a label's 63-character name", g.Model, k)
@@ -417,9 +417,9 @@ func labelProblem(g cluster.GPUModel) string {
 }
 
 // Model is the GPU model the bid engine places on: the offered part of g.
-func Model(g *berthv1.InventoryGPU) cluster.GPUModel {
+func Model(g *berthv1.InventoryGPU) gpu.Model {
 	if g == nil || g.Model == "" {
-		return cluster.GPUModel{}
+		return gpu.Model{}
 	}
-	return cluster.GPUModel{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM, Interface: g.Interface}
+	return gpu.Model{Vendor: g.Vendor, Model: g.Model, RAM: g.RAM, Interface: g.Interface}
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 )
 
@@ -159,14 +159,14 @@ func TestDescribeGPU(t *testing.T) {
 			labels:      unknownCard,
 			allocatable: gpus(8),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Product: "NVIDIA-Graphics-Device", PCIDevice: "10de:2330", Devices: 8},
-			msg:         []string{"gpu.models", `"10de:2330"`, cluster.LabelGPUModel, "NVIDIA-Graphics-Device"},
+			msg:         []string{"gpu.models", `"10de:2330"`, gpu.LabelModel, "NVIDIA-Graphics-Device"},
 		},
 		{
 			name:        "unknown card without NFD: the message gives the product name to name it by",
 			labels:      gfd("NVIDIA-Graphics-Device", "97871", "8"),
 			allocatable: gpus(8),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Product: "NVIDIA-Graphics-Device", Devices: 8},
-			msg:         []string{"gpu.models", `"NVIDIA-Graphics-Device"`, cluster.LabelGPUModel},
+			msg:         []string{"gpu.models", `"NVIDIA-Graphics-Device"`, gpu.LabelModel},
 		},
 		{
 			name:        "unknown card named by its PCI id",
@@ -211,7 +211,7 @@ func TestDescribeGPU(t *testing.T) {
 			labels:      map[string]string{nfd + "10de.present": "true"},
 			allocatable: gpus(2),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", PCIDevice: "10de", Devices: 2},
-			msg:         []string{"gpu.models", `"10de"`, cluster.LabelGPUModel},
+			msg:         []string{"gpu.models", `"10de"`, gpu.LabelModel},
 		},
 		{
 			name:        "NFD only (pci-0300_10de), device plugin but no GFD",
@@ -236,7 +236,7 @@ func TestDescribeGPU(t *testing.T) {
 		},
 		{
 			name:        "device plugin and berth's labels only",
-			labels:      map[string]string{cluster.LabelGPUModel: "a100", cluster.LabelGPURAM: "40Gi", cluster.LabelGPUInterface: "pcie"},
+			labels:      map[string]string{gpu.LabelModel: "a100", gpu.LabelRAM: "40Gi", gpu.LabelInterface: "pcie"},
 			allocatable: gpus(4),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "a100", RAM: "40Gi", Interface: "pcie", Devices: 4, Offered: 4},
 		},
@@ -245,26 +245,26 @@ func TestDescribeGPU(t *testing.T) {
 			labels:      map[string]string{"kubernetes.io/hostname": "gpu-1"},
 			allocatable: gpus(4),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Devices: 4},
-			msg:         []string{"has no known model name", cluster.LabelGPUModel},
+			msg:         []string{"has no known model name", gpu.LabelModel},
 		},
 		{
 			name: "berth's per-node labels win over GFD",
 			labels: merge(gfd("NVIDIA-A100-SXM4-80GB", "81920", "8"), map[string]string{
-				cluster.LabelGPUVendor: "NVIDIA", cluster.LabelGPUModel: "H800", cluster.LabelGPURAM: "80gi", cluster.LabelGPUInterface: "PCIe",
+				gpu.LabelVendor: "NVIDIA", gpu.LabelModel: "H800", gpu.LabelRAM: "80gi", gpu.LabelInterface: "PCIe",
 			}),
 			allocatable: gpus(8),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h800", RAM: "80Gi", Interface: "pcie", Product: "NVIDIA-A100-SXM4-80GB", Devices: 8, Offered: 8},
 		},
 		{
 			name:        "berth's per-node labels win over the operator's overrides",
-			labels:      merge(unknownCard, map[string]string{cluster.LabelGPUModel: "h200", cluster.LabelGPURAM: "141Gi"}),
+			labels:      merge(unknownCard, map[string]string{gpu.LabelModel: "h200", gpu.LabelRAM: "141Gi"}),
 			allocatable: gpus(8),
 			opts:        inventory.GPUOptions{Models: map[string]inventory.GPUModelOverride{"10de:2330": h20}},
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "h200", RAM: "141Gi", Interface: "sxm", Product: "NVIDIA-Graphics-Device", PCIDevice: "10de:2330", Devices: 8, Offered: 8},
 		},
 		{
 			name:        "berth's per-node labels name an unknown card",
-			labels:      merge(unknownCard, map[string]string{cluster.LabelGPUModel: "h20", cluster.LabelGPURAM: "96Gi", cluster.LabelGPUInterface: "sxm"}),
+			labels:      merge(unknownCard, map[string]string{gpu.LabelModel: "h20", gpu.LabelRAM: "96Gi", gpu.LabelInterface: "sxm"}),
 			allocatable: gpus(8),
 			want:        &namedH20,
 		},
@@ -366,7 +366,7 @@ func TestDescribeGPU(t *testing.T) {
 		},
 		{
 			name:        "a per-node interface label wins over the one implied",
-			labels:      merge(gfd("NVIDIA-L40S", "46068", "2"), map[string]string{cluster.LabelGPUInterface: "sxm"}),
+			labels:      merge(gfd("NVIDIA-L40S", "46068", "2"), map[string]string{gpu.LabelInterface: "sxm"}),
 			allocatable: gpus(2),
 			want:        &berthv1.InventoryGPU{Vendor: "nvidia", Model: "l40s", RAM: "48Gi", Interface: "sxm", Product: "NVIDIA-L40S", Devices: 2, Offered: 2},
 		},
@@ -490,7 +490,7 @@ func TestDescribeGPUNone(t *testing.T) {
 		{name: "blank product, zero count", labels: map[string]string{inventory.LabelGFDProduct: "  ", inventory.LabelGFDCount: "0"}},
 		{name: "count that is not a number", labels: map[string]string{inventory.LabelGFDCount: "eight"}},
 		{name: "MIG resources of none", allocatable: res("nvidia.com/mig-1g.10gb", 0)},
-		{name: "berth's labels without any GPU", labels: map[string]string{cluster.LabelGPUModel: "a100"}},
+		{name: "berth's labels without any GPU", labels: map[string]string{gpu.LabelModel: "a100"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -608,7 +608,7 @@ func TestDescribeGPUAkashNames(t *testing.T) {
 			if g == nil || g.Offered != 1 || g.Message != "" {
 				t.Fatalf("want one offered GPU, got %+v", g)
 			}
-			if got, want := inventory.Model(g), (cluster.GPUModel{Vendor: "nvidia", Model: c.model, RAM: c.ram, Interface: c.iface}); got != want {
+			if got, want := inventory.Model(g), (gpu.Model{Vendor: "nvidia", Model: c.model, RAM: c.ram, Interface: c.iface}); got != want {
 				t.Errorf("got %s, want %s", got, want)
 			}
 			if _, invalid := inventory.Capabilities(g, nil); len(invalid) > 0 {
@@ -634,14 +634,14 @@ func TestDescribeGPUMarketedRAM(t *testing.T) {
 }
 
 func TestModel(t *testing.T) {
-	if m := inventory.Model(nil); m != (cluster.GPUModel{}) {
+	if m := inventory.Model(nil); m != (gpu.Model{}) {
 		t.Errorf("Model(nil) = %v", m)
 	}
-	if m := inventory.Model(&berthv1.InventoryGPU{Vendor: "nvidia", Devices: 4, PCIDevice: "10de:2330"}); m != (cluster.GPUModel{}) {
+	if m := inventory.Model(&berthv1.InventoryGPU{Vendor: "nvidia", Devices: 4, PCIDevice: "10de:2330"}); m != (gpu.Model{}) {
 		t.Errorf("Model of an unnamed card = %v", m)
 	}
 	g := &berthv1.InventoryGPU{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm", Product: "NVIDIA-A100-SXM4-80GB", Devices: 8, Offered: 8}
-	if m, want := inventory.Model(g), (cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}); m != want {
+	if m, want := inventory.Model(g), (gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}); m != want {
 		t.Errorf("Model = %v, want %v", m, want)
 	}
 }

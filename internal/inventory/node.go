@@ -10,7 +10,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ownership"
 )
 
 // TaintGPU is the taint managed Kubernetes puts on GPU node pools (GKE, AKS, and
@@ -89,7 +89,7 @@ func subFrom(l, minus corev1.ResourceList) {
 type PodUse struct {
 	Node     string
 	Requests corev1.ResourceList
-	Owner    *cluster.Owner
+	Owner    *ownership.Owner
 }
 
 // NodeReport builds a node's entry: its schedulability, allocatable resources (with
@@ -108,7 +108,7 @@ func NodeReport(n *corev1.Node, pods []PodUse, opts GPUOptions, storageClasses [
 		}
 	}
 	used := corev1.ResourceList{}
-	byOwner := map[cluster.Owner]corev1.ResourceList{}
+	byOwner := map[ownership.Owner]corev1.ResourceList{}
 	for _, p := range pods {
 		addTo(used, p.Requests)
 		if p.Owner != nil {
@@ -134,7 +134,7 @@ func NodeReport(n *corev1.Node, pods []PodUse, opts GPUOptions, storageClasses [
 	return out
 }
 
-func countOwned(pods []PodUse, o cluster.Owner) int {
+func countOwned(pods []PodUse, o ownership.Owner) int {
 	n := 0
 	for _, p := range pods {
 		if p.Owner != nil && *p.Owner == o {
@@ -146,8 +146,8 @@ func countOwned(pods []PodUse, o cluster.Owner) int {
 
 // Others is what a node's pods use besides owner's leases: Used less owner's part
 // (with the part of the provider's objects that record no chain, which it takes for
-// its own: cluster.Owner.Owns).
-func Others(n berthv1.InventoryNode, owner cluster.Owner) corev1.ResourceList {
+// its own: ownership.Owner.Owns).
+func Others(n berthv1.InventoryNode, owner ownership.Owner) corev1.ResourceList {
 	out := n.Used.DeepCopy()
 	if out == nil {
 		out = corev1.ResourceList{}
@@ -162,7 +162,7 @@ func Others(n berthv1.InventoryNode, owner cluster.Owner) corev1.ResourceList {
 
 // OthersStorage is what a class's bound claims hold besides owner's leases', as
 // Others.
-func OthersStorage(s berthv1.InventoryStorage, owner cluster.Owner) int64 {
+func OthersStorage(s berthv1.InventoryStorage, owner ownership.Owner) int64 {
 	n := s.Used.Value()
 	for _, l := range s.Leases {
 		if owns(owner, l.Provider, l.ChainID) {
@@ -172,6 +172,6 @@ func OthersStorage(s berthv1.InventoryStorage, owner cluster.Owner) int64 {
 	return max(n, 0)
 }
 
-func owns(o cluster.Owner, provider, chainID string) bool {
+func owns(o ownership.Owner, provider, chainID string) bool {
 	return provider == o.Provider && (chainID == o.ChainID || chainID == "")
 }

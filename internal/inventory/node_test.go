@@ -9,8 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/ownership"
 )
 
 // checkRes compares resource lists by value, a missing resource differing from 0.
@@ -257,7 +257,7 @@ func TestNodeReport(t *testing.T) {
 		used := got.Used.DeepCopy()
 		checkRes(t, "others than Z", inventory.Others(got, ownerZ), res(corev1.ResourceCPU, "1500m", corev1.ResourceMemory, "1124Mi", corev1.ResourcePods, 3))
 		checkRes(t, "others than A", inventory.Others(got, ownerA), res(corev1.ResourceCPU, "6500m", corev1.ResourceMemory, "16484Mi", inventory.ResourceGPU, 2, corev1.ResourcePods, 4))
-		checkRes(t, "others than nobody's", inventory.Others(got, cluster.Owner{Provider: "akash1nobody", ChainID: "akashnet-2"}), used)
+		checkRes(t, "others than nobody's", inventory.Others(got, ownership.Owner{Provider: "akash1nobody", ChainID: "akashnet-2"}), used)
 		checkRes(t, "used afterwards", got.Used, used)
 	})
 }

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 )
 
@@ -29,14 +29,14 @@ func TestReviewFindings(t *testing.T) {
 	})
 	t.Run("a per-node model label still gets GFD's memory", func(t *testing.T) {
 		l := gfd("NVIDIA-Graphics-Device", "97871", "8")
-		l[cluster.LabelGPUModel] = "h20"
+		l[gpu.LabelModel] = "h20"
 		g := inventory.DescribeGPU(l, gpus(8), inventory.GPUOptions{})
 		if g.Model != "h20" || g.RAM != "96Gi" || g.Offered != 8 {
 			t.Fatalf("%+v", g)
 		}
 	})
 	t.Run("affinity asks for the memory as nodes are labelled", func(t *testing.T) {
-		keys := inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80gi"})
+		keys := inventory.GPUAffinity(gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80gi"})
 		if len(keys) != 2 || keys[1] != inventory.GPULabel("nvidia", "a100", "80Gi", "") || !strings.HasSuffix(keys[1], ".ram.80Gi") {
 			t.Fatalf("%q", keys)
 		}
@@ -123,7 +123,7 @@ func TestReviewFindings(t *testing.T) {
 // Akash's providers name it (akash-network/provider-configs devices/pcie/gpus.json),
 // so that common SDLs did not match.
 func TestAkashNameFindings(t *testing.T) {
-	describe := func(product, memory string, opts inventory.GPUOptions) cluster.GPUModel {
+	describe := func(product, memory string, opts inventory.GPUOptions) gpu.Model {
 		t.Helper()
 		g := inventory.DescribeGPU(gfd(product, memory, "1"), gpus(1), opts)
 		if g == nil || g.Offered != 1 {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ownership"
 )
 
 // Where a storage class's capacity comes from.
@@ -110,7 +110,7 @@ func (s StorageClass) Validate(where string) error {
 type Claim struct {
 	Class string
 	Size  int64
-	Owner *cluster.Owner
+	Owner *ownership.Owner
 }
 
 // CSICapacity is one CSIStorageCapacity object: free bytes of a class in a topology
@@ -142,7 +142,7 @@ type StorageInput struct {
 func Storage(sc StorageClass, in StorageInput) (berthv1.InventoryStorage, []string) {
 	out := berthv1.InventoryStorage{Class: sc.Class, Source: sc.Source}
 	var used int64
-	byOwner := map[cluster.Owner]int64{}
+	byOwner := map[ownership.Owner]int64{}
 	for _, c := range in.Claims {
 		if c.Class != sc.Class {
 			continue

@@ -9,8 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/ownership"
 )
 
 const (
@@ -19,12 +19,12 @@ const (
 )
 
 var (
-	ownerA = cluster.Owner{Provider: "akash1aaa", ChainID: "akashnet-2"}
-	ownerB = cluster.Owner{Provider: "akash1aaa", ChainID: "sandbox-01"}
-	ownerZ = cluster.Owner{Provider: "akash1zzz", ChainID: "akashnet-2"}
+	ownerA = ownership.Owner{Provider: "akash1aaa", ChainID: "akashnet-2"}
+	ownerB = ownership.Owner{Provider: "akash1aaa", ChainID: "sandbox-01"}
+	ownerZ = ownership.Owner{Provider: "akash1zzz", ChainID: "akashnet-2"}
 )
 
-func owner(o cluster.Owner) *cluster.Owner { return &o }
+func owner(o ownership.Owner) *ownership.Owner { return &o }
 
 func TestStorageClassValidate(t *testing.T) {
 	const where = "storage[2]"
@@ -91,7 +91,7 @@ func TestStorageClassValidate(t *testing.T) {
 }
 
 // checkStorage compares a report with what is wanted, quantities by value.
-func checkStorage(t *testing.T, got berthv1.InventoryStorage, class, source string, capacity, used int64, leases map[cluster.Owner]int64, msg []string) {
+func checkStorage(t *testing.T, got berthv1.InventoryStorage, class, source string, capacity, used int64, leases map[ownership.Owner]int64, msg []string) {
 	t.Helper()
 	if got.Class != class || got.Source != source {
 		t.Errorf("class %q source %q, want %q %q", got.Class, got.Source, class, source)
@@ -106,7 +106,7 @@ func checkStorage(t *testing.T, got berthv1.InventoryStorage, class, source stri
 		t.Errorf("leases %+v, want %v", got.Leases, leases)
 	}
 	for _, l := range got.Leases {
-		if want, ok := leases[cluster.Owner{Provider: l.Provider, ChainID: l.ChainID}]; !ok || l.Used.Value() != want {
+		if want, ok := leases[ownership.Owner{Provider: l.Provider, ChainID: l.ChainID}]; !ok || l.Used.Value() != want {
 			t.Errorf("lease %s/%s uses %s, want %d", l.Provider, l.ChainID, l.Used.String(), want)
 		}
 	}
@@ -143,7 +143,7 @@ func TestStorageCSI(t *testing.T) {
 		Schedulable: slices.Clone(schedulable),
 	}
 	got, nodes := inventory.Storage(sc, in)
-	checkStorage(t, got, "ebs", inventory.SourceCSI, 150*gib+15*gib, 15*gib, map[cluster.Owner]int64{ownerA: 10 * gib}, nil)
+	checkStorage(t, got, "ebs", inventory.SourceCSI, 150*gib+15*gib, 15*gib, map[ownership.Owner]int64{ownerA: 10 * gib}, nil)
 	if want := []string{"a", "b", "c", "d"}; !slices.Equal(nodes, want) {
 		t.Errorf("nodes %q, want %q", nodes, want)
 	}
@@ -158,7 +158,7 @@ func TestStorageCSI(t *testing.T) {
 			Schedulable: []string{"a", "b"},
 		}
 		got, nodes := inventory.Storage(sc, in)
-		checkStorage(t, got, "ebs", inventory.SourceCSI, 10*gib, 10*gib, map[cluster.Owner]int64{ownerA: 10 * gib}, []string{"CSIStorageCapacity", "ebs", "storageCapacity"})
+		checkStorage(t, got, "ebs", inventory.SourceCSI, 10*gib, 10*gib, map[ownership.Owner]int64{ownerA: 10 * gib}, []string{"CSIStorageCapacity", "ebs", "storageCapacity"})
 		if len(nodes) != 0 {
 			t.Errorf("nodes %q, want none", nodes)
 		}
@@ -215,7 +215,7 @@ func TestStorageLocal(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, nodes := inventory.Storage(tt.sc, inventory.StorageInput{Claims: claims, Schedulable: tt.schedulable})
-			checkStorage(t, got, "local-path", inventory.SourceLocal, tt.capacity, 150*gib, map[cluster.Owner]int64{ownerA: 100 * gib}, tt.msg)
+			checkStorage(t, got, "local-path", inventory.SourceLocal, tt.capacity, 150*gib, map[ownership.Owner]int64{ownerA: 100 * gib}, tt.msg)
 			if !slices.Equal(nodes, tt.schedulable) {
 				t.Errorf("nodes %q, want %q", nodes, tt.schedulable)
 			}
@@ -230,7 +230,7 @@ func TestStorageCeph(t *testing.T) {
 		{Class: "ceph-rbd", Size: 24 * gib, Owner: owner(ownerA)},
 		{Class: "local-path", Size: 10 * tib},
 	}
-	leases := map[cluster.Owner]int64{ownerZ: 100 * gib, ownerA: 24 * gib}
+	leases := map[ownership.Owner]int64{ownerZ: 100 * gib, ownerA: 24 * gib}
 	ceph := map[string]inventory.CephCapacity{
 		cluster1:             {Available: 3 * tib, Reported: true},
 		"rook-ceph/new":      {},
@@ -287,14 +287,14 @@ func TestStorageLeasesSorted(t *testing.T) {
 		{Class: "other", Size: 32 * gib, Owner: owner(ownerA)},
 	}}
 	got, _ := inventory.Storage(sc, in)
-	var order []cluster.Owner
+	var order []ownership.Owner
 	for _, l := range got.Leases {
-		order = append(order, cluster.Owner{Provider: l.Provider, ChainID: l.ChainID})
+		order = append(order, ownership.Owner{Provider: l.Provider, ChainID: l.ChainID})
 	}
-	if want := []cluster.Owner{ownerA, ownerB, ownerZ}; !reflect.DeepEqual(order, want) {
+	if want := []ownership.Owner{ownerA, ownerB, ownerZ}; !reflect.DeepEqual(order, want) {
 		t.Fatalf("leases in the order %v, want %v", order, want)
 	}
-	checkStorage(t, got, "local-path", inventory.SourceLocal, 10*tib, 31*gib, map[cluster.Owner]int64{ownerA: 4 * gib, ownerB: 2 * gib, ownerZ: 9 * gib}, nil)
+	checkStorage(t, got, "local-path", inventory.SourceLocal, 10*tib, 31*gib, map[ownership.Owner]int64{ownerA: 4 * gib, ownerB: 2 * gib, ownerZ: 9 * gib}, nil)
 	if inventory.OthersStorage(got, ownerZ) != 22*gib {
 		t.Errorf("others than %v hold %d", ownerZ, inventory.OthersStorage(got, ownerZ))
 	}
@@ -311,13 +311,13 @@ func TestOthersStorage(t *testing.T) {
 		},
 	}
 	for _, tt := range []struct {
-		owner cluster.Owner
+		owner ownership.Owner
 		want  int64
 	}{
 		{ownerA, 70 * gib},
 		{ownerB, 50 * gib},
 		{ownerZ, 100 * gib},
-		{cluster.Owner{Provider: ownerA.Provider}, 100 * gib},
+		{ownership.Owner{Provider: ownerA.Provider}, 100 * gib},
 	} {
 		if got := inventory.OthersStorage(s, tt.owner); got != tt.want {
 			t.Errorf("OthersStorage(%v) = %d, want %d", tt.owner, got, tt.want)

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"berth.dev/berth/internal/metallb"
 )
 
 // MetalLBDirEnv names the environment variable holding the directory hack/metallb.sh
@@ -49,8 +51,6 @@ var TestNets = []netip.Prefix{
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 }
-
-var ipAddressPoolGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
 // FindMetalLB returns the directory holding MetalLB's controller: $BERTH_METALLB when
 // set, otherwise the cache directory hack/metallb.sh reports for the source tree
@@ -247,12 +247,12 @@ func (m *MetalLB) ApplyPool(ctx context.Context, p IPAddressPool) error {
 			"avoidBuggyIPs": p.AvoidBuggyIPs,
 		},
 	}
-	return apply(ctx, m.dc, ipAddressPoolGVR, ingressFieldManager, pool)
+	return apply(ctx, m.dc, metallb.PoolResource, ingressFieldManager, pool)
 }
 
 // DeletePool deletes the pool; a pool that does not exist is not an error.
 func (m *MetalLB) DeletePool(ctx context.Context, name string) error {
-	err := m.dc.Resource(ipAddressPoolGVR).Namespace(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	err := m.dc.Resource(metallb.PoolResource).Namespace(m.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete IPAddressPool %s/%s: %w", m.Namespace, name, err)
 	}
@@ -262,7 +262,7 @@ func (m *MetalLB) DeletePool(ctx context.Context, name string) error {
 // PoolStatus reads the pool's status as the controller last wrote it (zero before it
 // has).
 func (m *MetalLB) PoolStatus(ctx context.Context, name string) (IPAddressPoolStatus, error) {
-	u, err := m.dc.Resource(ipAddressPoolGVR).Namespace(m.Namespace).Get(ctx, name, metav1.GetOptions{})
+	u, err := m.dc.Resource(metallb.PoolResource).Namespace(m.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return IPAddressPoolStatus{}, fmt.Errorf("get IPAddressPool %s/%s: %w", m.Namespace, name, err)
 	}

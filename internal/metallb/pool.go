@@ -9,7 +9,12 @@ import (
 	"math/big"
 	"net/netip"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
+
+// PoolResource is MetalLB's IPAddressPool (metallb.io/v1beta1).
+var PoolResource = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
 // Range is a contiguous block of addresses of a MetalLB IPAddressPool: one of its
 // spec.addresses entries, a CIDR ("192.0.2.0/28") or a range ("192.0.2.10-192.0.2.20").

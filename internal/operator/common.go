@@ -8,13 +8,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ownership"
 )
 
 // CheckCommon checks the settings every operator's file has: whose resources it
 // serves, its leader election, its listen address, its workers and its resync period;
 // the error names the key.
-func CheckCommon(owner cluster.Owner, le LeaderElection, listen string, workers int, resync time.Duration) error {
+func CheckCommon(owner ownership.Owner, le LeaderElection, listen string, workers int, resync time.Duration) error {
 	if err := owner.Validate(); err != nil {
 		return fmt.Errorf("provider/chain_id: %w", err)
 	}

@@ -83,7 +83,7 @@ func lastOf(ctx context.Context, prev, err error) error {
 // it calls failed, to say so, with the error and the pause it then takes: first,
 // doubling up to longest.
 func Retry(ctx context.Context, first, longest time.Duration, try func(context.Context) error, failed func(err error, pause time.Duration)) error {
-	pause := first
+	b := Backoff{First: first, Longest: longest}
 	var last error
 	for {
 		err := try(ctx)
@@ -97,10 +97,10 @@ func Retry(ctx context.Context, first, longest time.Duration, try func(context.C
 		if ctx.Err() != nil {
 			return &Ended{Ctx: ctx.Err(), Last: last}
 		}
+		pause := b.Next()
 		failed(err, pause)
 		if !Sleep(ctx, pause) {
 			return &Ended{Ctx: ctx.Err(), Last: last}
 		}
-		pause = min(2*pause, longest)
 	}
 }

@@ -129,3 +129,51 @@ func TestRetry(t *testing.T) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	b := Backoff{First: time.Second, Longest: 5 * time.Second}
+	var got []time.Duration
+	for range 5 {
+		got = append(got, b.Next())
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}; !slices.Equal(got, want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+	b.Reset()
+	if d := b.Next(); d != time.Second {
+		t.Fatalf("after Reset: %v", d)
+	}
+}
+
+// TestKeep: a run that fails at once is run again after a growing pause; one that
+// lasted healthy starts the pause over; Keep returns once ctx ends, without telling
+// of the run ctx cut short.
+func TestKeep(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var pauses []time.Duration
+	var errs []error
+	runs := 0
+	Keep(ctx, Backoff{First: time.Millisecond, Longest: 4 * time.Millisecond}, 20*time.Millisecond, func(ctx context.Context) error {
+		runs++
+		switch runs {
+		case 4: // a healthy run
+			Sleep(ctx, 25*time.Millisecond)
+			return nil
+		case 6:
+			cancel()
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return fmt.Errorf("run %d failed", runs)
+	}, func(err error, pause time.Duration) {
+		errs = append(errs, err)
+		pauses = append(pauses, pause)
+	})
+	want := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, time.Millisecond, 2 * time.Millisecond}
+	if runs != 6 || !slices.Equal(pauses, want) {
+		t.Fatalf("runs %d, pauses %v (want 6, %v)", runs, pauses, want)
+	}
+	if errs[0] == nil || errs[0].Error() != "run 1 failed" || errs[3] != nil {
+		t.Fatalf("errors told: %v", errs)
+	}
+}

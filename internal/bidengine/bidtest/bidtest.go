@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/market"
 )
 
@@ -69,7 +70,7 @@ func Capacity1000() *cluster.Capacity {
 			Allocatable: cluster.Amounts{CPU: 32000, Memory: 128 * GiB, EphemeralStorage: 1000 * GiB, Pods: 110}})
 	}
 	for i := range 100 {
-		c.SetNode(cluster.Node{Name: fmt.Sprintf("gpu-%04d", i), Schedulable: true, GPU: cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"},
+		c.SetNode(cluster.Node{Name: fmt.Sprintf("gpu-%04d", i), Schedulable: true, GPU: gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"},
 			Allocatable: cluster.Amounts{CPU: 64000, Memory: 512 * GiB, EphemeralStorage: 2000 * GiB, GPUs: 8, Pods: 110}})
 	}
 	c.SetPoolCapacity(cluster.StoragePool("beta3"), 1<<50)

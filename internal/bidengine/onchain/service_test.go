@@ -22,6 +22,7 @@ import (
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -41,7 +42,7 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	bc := l.Broadcaster(t, c, "provider")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	capacity := cluster.NewCapacity()
-	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{Owner: cluster.Owner{Provider: "akash1bidengineprovider", ChainID: "berth-test"}, NodePorts: 100}, log)
+	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{Owner: ownership.Owner{Provider: "akash1bidengineprovider", ChainID: "berth-test"}, NodePorts: 100}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -22,12 +21,6 @@ import (
 
 // FieldManager is berth's name in server-side apply.
 const FieldManager = "berth"
-
-// Resources of the hostname and leased-IP custom resources.
-var (
-	ProviderHostResource     = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "providerhosts"}
-	ProviderLeasedIPResource = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "providerleasedips"}
-)
 
 // Apply server-side applies a lease's objects in dependency order: namespace, service
 // account, network policies, secrets, workloads, services, hostnames, leased IPs. It
@@ -93,10 +86,10 @@ func applyInNamespace(ctx context.Context, cs kubernetes.Interface, dc dynamic.I
 	if err := applyEach(ctx, "service", o.Services, cs.CoreV1().Services(ns).Patch); err != nil {
 		return err
 	}
-	if err := applyEach(ctx, "provider host", o.Hosts, dc.Resource(ProviderHostResource).Namespace(ns).Patch); err != nil {
+	if err := applyEach(ctx, "provider host", o.Hosts, dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Patch); err != nil {
 		return err
 	}
-	return applyEach(ctx, "provider leased IP", o.LeasedIPs, dc.Resource(ProviderLeasedIPResource).Namespace(ns).Patch)
+	return applyEach(ctx, "provider leased IP", o.LeasedIPs, dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Patch)
 }
 
 // applyStatefulSet applies a StatefulSet. Its volume claim templates cannot change

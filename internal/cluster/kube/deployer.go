@@ -21,6 +21,7 @@ import (
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // ErrForeign reports an object of a lease's name that belongs to another provider or
@@ -34,7 +35,7 @@ type Deployer struct {
 	cs       kubernetes.Interface
 	dc       dynamic.Interface
 	settings Settings
-	owner    cluster.Owner
+	owner    ownership.Owner
 	log      *slog.Logger
 }
 
@@ -98,7 +99,7 @@ func (d *Deployer) ensureNamespace(ctx context.Context, want *corev1.Namespace) 
 			return fmt.Errorf("get namespace %s: %w", want.Name, err)
 		}
 		if !d.owner.Owns(got.Labels) {
-			return fmt.Errorf("namespace %s is %s: %w", want.Name, cluster.Describe(got.Labels), ErrForeign)
+			return fmt.Errorf("namespace %s is %s: %w", want.Name, ownership.Describe(got.Labels), ErrForeign)
 		}
 		if got.DeletionTimestamp != nil {
 			return fmt.Errorf("namespace %s is being deleted; it is created again once it is gone", want.Name)
@@ -128,7 +129,7 @@ func (d *Deployer) applyManifest(ctx context.Context, id market.LeaseID, version
 		return nil, fmt.Errorf("lease %s: manifest: %w", id, err)
 	}
 	force := true
-	applied, err := d.dc.Resource(ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
+	applied, err := d.dc.Resource(berthv1.ManifestResource).Namespace(m.Namespace).Patch(ctx, m.Name, types.ApplyPatchType, b,
 		metav1.PatchOptions{FieldManager: FieldManager, Force: &force})
 	if err != nil {
 		return nil, fmt.Errorf("lease %s: apply manifest resource: %w", id, err)
@@ -198,7 +199,7 @@ const (
 func (d *Deployer) setStatus(ctx context.Context, ns string, st berthv1.ManifestStatus) {
 	b, err := json.Marshal(map[string]any{"status": st})
 	if err == nil {
-		_, err = d.dc.Resource(ManifestResource).Namespace(ns).Patch(ctx, ManifestName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+		_, err = d.dc.Resource(berthv1.ManifestResource).Namespace(ns).Patch(ctx, ManifestName, types.MergePatchType, b, metav1.PatchOptions{FieldManager: FieldManager}, "status")
 	}
 	if err != nil && ctx.Err() == nil {
 		d.log.WarnContext(ctx, "manifest status not recorded", slog.String("namespace", ns), slog.String("error", err.Error()))
@@ -227,7 +228,7 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 		return fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
 	case !d.owner.Owns(ns.Labels):
 		d.log.WarnContext(ctx, "a namespace of our lease's name is another provider's; left alone",
-			slog.String("lease", id.String()), slog.String("namespace", name), slog.String("whose", cluster.Describe(ns.Labels)))
+			slog.String("lease", id.String()), slog.String("namespace", name), slog.String("whose", ownership.Describe(ns.Labels)))
 		return nil
 	case ns.DeletionTimestamp != nil:
 		return nil // being deleted already
@@ -324,7 +325,7 @@ func (d *Deployer) restorePasswords(ctx context.Context, id market.LeaseID, g *m
 // what the cluster runs, to rebuild from after a restart. Other providers' are never
 // read. Manifests that cannot be read are skipped and logged.
 func (d *Deployer) Manifests(ctx context.Context) ([]*berthv1.Manifest, error) {
-	list, err := d.dc.Resource(ManifestResource).List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector()})
+	list, err := d.dc.Resource(berthv1.ManifestResource).List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector()})
 	if err != nil {
 		return nil, fmt.Errorf("list manifests: %w", err)
 	}

@@ -86,7 +86,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	hosts := func() int {
-		l, err := d.dc.Resource(ProviderHostResource).Namespace(ns).List(ctx, metav1.ListOptions{})
+		l, err := d.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

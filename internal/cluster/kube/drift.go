@@ -23,8 +23,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
-	"berth.dev/berth/internal/cluster"
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // Drift watches every kind of object berth writes for its owner's leases and reports a
@@ -39,7 +40,7 @@ import (
 type Drift struct {
 	cs      kubernetes.Interface
 	dc      dynamic.Interface
-	owner   cluster.Owner
+	owner   ownership.Owner
 	onDrift func(market.LeaseID) bool
 	log     *slog.Logger
 	drifted *prometheus.CounterVec
@@ -50,7 +51,7 @@ type Drift struct {
 // NewDrift returns a drift watcher calling onDrift (which must not block) with each
 // lease whose objects drifted, which reports whether that queued a sync; it starts
 // nothing.
-func NewDrift(cs kubernetes.Interface, dc dynamic.Interface, owner cluster.Owner, onDrift func(market.LeaseID) bool, log *slog.Logger, reg prometheus.Registerer) (*Drift, error) {
+func NewDrift(cs kubernetes.Interface, dc dynamic.Interface, owner ownership.Owner, onDrift func(market.LeaseID) bool, log *slog.Logger, reg prometheus.Registerer) (*Drift, error) {
 	if cs == nil || dc == nil || onDrift == nil || log == nil {
 		return nil, errors.New("drift: clients, handler and logger are required")
 	}
@@ -145,7 +146,7 @@ func (d *Drift) Run(ctx context.Context) error {
 		typed = append(typed, unindexedInformer(f, obj, tweak))
 	}
 	var crds []cache.SharedIndexInformer
-	for _, r := range []schema.GroupVersionResource{ManifestResource, ProviderHostResource, ProviderLeasedIPResource} {
+	for _, r := range []schema.GroupVersionResource{berthv1.ManifestResource, berthv1.ProviderHostResource, berthv1.ProviderLeasedIPResource} {
 		inf := dynamicinformer.NewFilteredDynamicInformer(d.dc, r, metav1.NamespaceAll, 0, cache.Indexers{}, tweak).Informer()
 		if err := inf.SetTransform(d.driftTransform); err != nil {
 			return fmt.Errorf("drift: %w", err)

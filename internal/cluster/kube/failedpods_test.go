@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // TestRemoveFailedPods: only this provider's lease pods that failed long enough ago
@@ -21,7 +21,7 @@ import (
 // (The filtering is the logic here; TestRBAC runs it against the real API server.)
 func TestRemoveFailedPods(t *testing.T) {
 	mine := testOwner.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 1, GSeq: 1, OSeq: 1, Provider: testOwner.Provider})
-	theirs := cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1other"}, testOwner.ChainID)
+	theirs := ownership.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1other"}, testOwner.ChainID)
 	long := metav1.NewTime(time.Now().Add(-time.Hour))
 	now := metav1.Now()
 	pod := func(name string, labels map[string]string, kind string, phase corev1.PodPhase, failed metav1.Time) *corev1.Pod {

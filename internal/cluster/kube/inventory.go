@@ -23,6 +23,8 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/metallb"
+	"berth.dev/berth/internal/ownership"
 )
 
 // ResourceGPU is the extended resource NVIDIA's device plugin advertises.
@@ -32,7 +34,7 @@ const ResourceGPU = inventory.ResourceGPU
 type InventoryConfig struct {
 	// Owner is the provider and chain whose leases' pods and volumes count against
 	// their reservations; everything else running on the nodes is ordinary usage.
-	Owner cluster.Owner
+	Owner ownership.Owner
 	// Storage is the capacity in bytes of each persistent storage class offered.
 	Storage map[string]int64
 	// LeasedIPs is the size of the leased IP pool.
@@ -49,7 +51,7 @@ type Inventory struct {
 	client kubernetes.Interface
 	cap    *cluster.Capacity
 	log    *slog.Logger
-	owner  cluster.Owner
+	owner  ownership.Owner
 	synced chan struct{}
 	// listErr is the last list or watch error of an informer (a string; NotSynced).
 	listErr atomic.Value
@@ -201,15 +203,15 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	if inv.ips != nil {
 		// A cluster without MetalLB is a mistake of the configuration, said at once;
 		// an API server that does not answer yet is waited for, as for everything.
-		list, err := inv.client.Discovery().ServerResourcesForGroupVersion(MetalLBPoolResource.GroupVersion().String())
-		if (err == nil || apierrors.IsNotFound(err)) && (list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == MetalLBPoolResource.Resource })) {
-			return fmt.Errorf("inventory: leased IPs come from MetalLB pool %s, but the cluster does not serve %s (install MetalLB, or set inventory.leased_ips instead)", inv.ips.pool, MetalLBPoolResource.GroupResource())
+		list, err := inv.client.Discovery().ServerResourcesForGroupVersion(metallb.PoolResource.GroupVersion().String())
+		if (err == nil || apierrors.IsNotFound(err)) && (list == nil || !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == metallb.PoolResource.Resource })) {
+			return fmt.Errorf("inventory: leased IPs come from MetalLB pool %s, but the cluster does not serve %s (install MetalLB, or set inventory.leased_ips instead)", inv.ips.pool, metallb.PoolResource.GroupResource())
 		}
 		reg, pf, err := inv.ips.informer(ctx, inv.dc)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
-		if err := inv.noteListErrors(pf.ForResource(MetalLBPoolResource).Informer(), "reading MetalLB pool "+inv.ips.pool.String()); err != nil {
+		if err := inv.noteListErrors(pf.ForResource(metallb.PoolResource).Informer(), "reading MetalLB pool "+inv.ips.pool.String()); err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
 		pf.Start(ctx.Done())

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -19,9 +18,6 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
 )
-
-// InventoryResource is the inventory operator's report.
-var InventoryResource = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "inventories"}
 
 // Keys of what the operator's report contributes to the capacity: per node, what
 // everything but our leases uses; per storage class, what everything but our leases'
@@ -70,7 +66,7 @@ func (inv *Inventory) watchReport(ctx context.Context) (cache.ResourceEventHandl
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.dc, 0, metav1.NamespaceAll, func(l *metav1.ListOptions) {
 		l.FieldSelector = "metadata.name=" + o.name
 	})
-	informer := f.ForResource(InventoryResource).Informer()
+	informer := f.ForResource(berthv1.InventoryResource).Informer()
 	if err := informer.SetTransform(func(o any) (any, error) {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			u.SetManagedFields(nil)

@@ -16,16 +16,18 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // testOwner is the provider the package's tests play (their leases name it).
-var testOwner = cluster.Owner{Provider: "akash1provider", ChainID: "berth-test"}
+var testOwner = ownership.Owner{Provider: "akash1provider", ChainID: "berth-test"}
 
 const gi = 1 << 30
 
@@ -113,9 +115,9 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	// The GPU node's model comes from its labels: an a100 80Gi order is placed.
 	order := market.OrderID{Owner: "akash1tenant", DSeq: 1, GSeq: 1, OSeq: 1}
 	gpuDemand := cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 1000, Memory: gi, GPUs: 2, Pods: 1},
-		GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}}}}}
+		GPUs: []gpu.Model{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}}}}}
 	p, err := capacity.Reserve(order, gpuDemand)
-	if err != nil || p[0].GPU != (cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}) {
+	if err != nil || p[0].GPU != (gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}) {
 		t.Fatalf("reserve %+v: %v", p, err)
 	}
 	capacity.Unreserve(order)

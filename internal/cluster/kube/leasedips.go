@@ -10,7 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -19,9 +18,6 @@ import (
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/metallb"
 )
-
-// MetalLBPoolResource is MetalLB's IPAddressPool.
-var MetalLBPoolResource = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
 // MetalLBPool names the MetalLB IPAddressPool leased IPs come from.
 type MetalLBPool struct {
@@ -56,7 +52,7 @@ func (p *leasedIPPool) informer(ctx context.Context, dc dynamic.Interface) (cach
 	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dc, 0, p.pool.Namespace, func(o *metav1.ListOptions) {
 		o.FieldSelector = "metadata.name=" + p.pool.Name
 	})
-	reg, err := f.ForResource(MetalLBPoolResource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := f.ForResource(metallb.PoolResource).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { p.setPool(ctx, o) },
 		UpdateFunc: func(_, o any) { p.setPool(ctx, o) },
 		DeleteFunc: func(any) { p.setSpec(nil) },

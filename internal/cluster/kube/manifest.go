@@ -9,22 +9,19 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
-
-// ManifestResource is the Manifest resources' GroupVersionResource.
-var ManifestResource = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "manifests"}
 
 // ManifestName is the name of a lease's Manifest resource (in the lease's namespace).
 const ManifestName = "lease"
 
 // NewManifest is the Manifest resource recording what a lease runs. Registry passwords
 // are left out (the lease's pull Secrets hold them).
-func NewManifest(id market.LeaseID, owner cluster.Owner, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
+func NewManifest(id market.LeaseID, owner ownership.Owner, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
 	clean := group
 	clean.Services = slices.Clone(group.Services)
 	for i := range clean.Services {

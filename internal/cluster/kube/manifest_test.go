@@ -50,10 +50,10 @@ func TestManifestResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dc.Resource(ManifestResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+	if _, err := dc.Resource(berthv1.ManifestResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := dc.Resource(ManifestResource).Namespace(ns).Get(ctx, ManifestName, metav1.GetOptions{})
+	got, err := dc.Resource(berthv1.ManifestResource).Namespace(ns).Get(ctx, ManifestName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestManifestResource(t *testing.T) {
 	// The schema refuses a Manifest without a valid version.
 	m.Name, m.Spec.Version = "bad", "xyz"
 	obj, _ = runtime.DefaultUnstructuredConverter.ToUnstructured(m)
-	_, err = dc.Resource(ManifestResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	_, err = dc.Resource(berthv1.ManifestResource).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "spec.version") {
 		t.Fatalf("an invalid Manifest: %v", err)
 	}

@@ -20,8 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // eventsKept is how many recent events a lease's status holds.
@@ -32,7 +34,7 @@ const eventsKept = 10
 // from memory.
 type Monitor struct {
 	cs       kubernetes.Interface
-	owner    cluster.Owner
+	owner    ownership.Owner
 	log      *slog.Logger
 	onChange func(cluster.LeaseStatus)
 
@@ -51,7 +53,7 @@ type Monitor struct {
 
 // NewMonitor returns a monitor; onChange (may be nil) is called with each changed
 // status, in order, from the informers' goroutines, and must not block.
-func NewMonitor(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger, onChange func(cluster.LeaseStatus)) (*Monitor, error) {
+func NewMonitor(cs kubernetes.Interface, owner ownership.Owner, log *slog.Logger, onChange func(cluster.LeaseStatus)) (*Monitor, error) {
 	if cs == nil || log == nil {
 		return nil, errors.New("monitor: client and logger are required")
 	}
@@ -162,9 +164,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 		})
 		for _, r := range []struct {
 			gvr   schema.GroupVersionResource
-			view  func(any, cluster.Owner) any
+			view  func(any, ownership.Owner) any
 			store *cache.Indexer
-		}{{ProviderHostResource, newHostView, &m.hosts}, {ProviderLeasedIPResource, newLeasedIPView, &m.leasedIPs}} {
+		}{{berthv1.ProviderHostResource, newHostView, &m.hosts}, {berthv1.ProviderLeasedIPResource, newLeasedIPView, &m.leasedIPs}} {
 			inf := rf.ForResource(r.gvr).Informer()
 			view := r.view
 			if err := inf.SetTransform(func(o any) (any, error) { return view(o, m.owner), nil }); err != nil {

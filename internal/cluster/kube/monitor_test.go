@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
@@ -119,7 +120,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		return slices.ContainsFunc(s.Events, func(e cluster.Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
 	})
 	// The hostname operator's report on the lease's hostname shows in its status.
-	hosts := dc.Resource(ProviderHostResource).Namespace(LeaseNamespace(monLease))
+	hosts := dc.Resource(berthv1.ProviderHostResource).Namespace(LeaseNamespace(monLease))
 	if _, err := hosts.Patch(ctx, "www.example.com", types.MergePatchType, []byte(`{"status":{"phase":"Ready","message":"reached"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		return slices.Equal(s.Hosts, []cluster.HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
 	})
 	// And the IP operator's on its port on a leased IP.
-	ips := dc.Resource(ProviderLeasedIPResource).Namespace(LeaseNamespace(monLease))
+	ips := dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(LeaseNamespace(monLease))
 	l, err := ips.List(ctx, metav1.ListOptions{})
 	if err != nil || len(l.Items) != 1 {
 		t.Fatalf("ProviderLeasedIPs: %v, %v", l, err)

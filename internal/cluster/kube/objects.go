@@ -20,8 +20,10 @@ import (
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // LabelService names the manifest service an object belongs to.
@@ -34,7 +36,7 @@ const TenantServiceAccount = "tenant"
 // Settings are the provider's choices for how leases run.
 type Settings struct {
 	// Owner is the provider and chain the lease objects belong to (their labels).
-	Owner cluster.Owner
+	Owner ownership.Owner
 	// StorageClasses maps an SDL persistent storage class to the cluster's StorageClass
 	// (absent: the same name).
 	StorageClasses map[string]string
@@ -129,7 +131,7 @@ func typeMeta(apiVersion, kind string) metav1.TypeMeta {
 type metaFunc func(name string, extra ...string) metav1.ObjectMeta
 
 func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Settings) error {
-	selector := map[string]string{cluster.LabelManaged: "true", LabelService: svc.Name}
+	selector := map[string]string{ownership.LabelManaged: "true", LabelService: svc.Name}
 	pod, claims, err := podSpec(svc, s)
 	if err != nil {
 		return err
@@ -217,7 +219,7 @@ func buildService(objs *LeaseObjects, meta metaFunc, svc *market.Service, s Sett
 
 // leaseRef is the lease a namespace's labels name.
 func leaseRef(labels map[string]string) berthv1.LeaseRef {
-	id, _ := cluster.LeaseFromLabels(labels)
+	id, _ := ownership.LeaseFromLabels(labels)
 	return berthv1.LeaseRef{Owner: id.Owner, DSeq: fmt.Sprint(id.DSeq), GSeq: int64(id.GSeq), OSeq: int64(id.OSeq), Provider: id.Provider}
 }
 
@@ -254,7 +256,7 @@ func podSpec(svc *market.Service, s Settings) (corev1.PodSpec, []corev1.Persiste
 	if res.GPU != nil && res.GPU.Units.Val > 0 {
 		q := *resource.NewQuantity(int64(min(uint64(res.GPU.Units.Val), 1<<20)), resource.DecimalSI)
 		requests[ResourceGPU], limits[ResourceGPU] = q, q
-		alts, err := cluster.ParseGPUAttributes(res.GPU.Attributes)
+		alts, err := gpu.ParseAttributes(res.GPU.Attributes)
 		if err != nil {
 			return corev1.PodSpec{}, nil, err
 		}
@@ -526,7 +528,7 @@ func withStorageAffinity(a *corev1.Affinity, claims []corev1.PersistentVolumeCla
 // the capability labels the inventory operator keeps (inventory.GPUAffinity) of one of
 // them — the model, and the memory and interface when the alternative names them. An
 // alternative of any model ("*") leaves the choice to the nvidia.com/gpu request.
-func gpuAffinity(alts []cluster.GPUModel) *corev1.Affinity {
+func gpuAffinity(alts []gpu.Model) *corev1.Affinity {
 	var terms []corev1.NodeSelectorTerm
 	for _, a := range alts {
 		keys := inventory.GPUAffinity(a)

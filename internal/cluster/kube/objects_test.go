@@ -16,11 +16,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -130,7 +133,7 @@ func TestBuildLease(t *testing.T) {
 		metas = append(metas, x.ObjectMeta)
 	}
 	for _, m := range metas {
-		if id, ok := cluster.LeaseFromLabels(m.Labels); !ok || id != testLease {
+		if id, ok := ownership.LeaseFromLabels(m.Labels); !ok || id != testLease {
 			t.Errorf("%s: labels %v", m.Name, m.Labels)
 		}
 		if m.Namespace != ns && m.Name != ns && m.Name != "" {
@@ -284,10 +287,10 @@ func TestApplyLease(t *testing.T) {
 	if err != nil || svc.Spec.Ports[0].NodePort == 0 {
 		t.Fatalf("node port service: %+v %v", svc, err)
 	}
-	if _, err := dc.Resource(ProviderHostResource).Namespace(ns).Get(ctx, "www.example.com", metav1.GetOptions{}); err != nil {
+	if _, err := dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Get(ctx, "www.example.com", metav1.GetOptions{}); err != nil {
 		t.Fatalf("provider host: %v", err)
 	}
-	if _, err := dc.Resource(ProviderLeasedIPResource).Namespace(ns).Get(ctx, "web-tcp-6000", metav1.GetOptions{}); err != nil {
+	if _, err := dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Get(ctx, "web-tcp-6000", metav1.GetOptions{}); err != nil {
 		t.Fatalf("provider leased IP: %v", err)
 	}
 	// Every object is managed by berth's field manager.
@@ -371,12 +374,12 @@ func TestStorageAffinity(t *testing.T) {
 	if terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms; len(terms) != 1 || !slices.Equal(keys(terms[0]), want) {
 		t.Fatalf("terms %+v", terms)
 	}
-	gpu := gpuAffinity([]cluster.GPUModel{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}, {Vendor: "nvidia", Model: "h100"}})
-	a = withStorageAffinity(gpu, claims)
+	onGPU := gpuAffinity([]gpu.Model{{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}, {Vendor: "nvidia", Model: "h100"}})
+	a = withStorageAffinity(onGPU, claims)
 	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 2 ||
-		!slices.Equal(keys(terms[0]), append(inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}), want...)) ||
-		!slices.Equal(keys(terms[1]), append(inventory.GPUAffinity(cluster.GPUModel{Vendor: "nvidia", Model: "h100"}), want...)) {
+		!slices.Equal(keys(terms[0]), append(inventory.GPUAffinity(gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi"}), want...)) ||
+		!slices.Equal(keys(terms[1]), append(inventory.GPUAffinity(gpu.Model{Vendor: "nvidia", Model: "h100"}), want...)) {
 		t.Fatalf("terms %+v", terms)
 	}
 	if withStorageAffinity(nil, nil) != nil {

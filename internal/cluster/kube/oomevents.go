@@ -13,8 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // The kubelet records no event when a container is killed at its memory limit: the pod's
@@ -55,13 +55,13 @@ func (k oomKill) eventName() string {
 // worker creating them off the informers' goroutines.
 type oomRecorder struct {
 	cs    kubernetes.Interface
-	owner cluster.Owner
+	owner ownership.Owner
 	log   *slog.Logger
 	now   func() time.Time
 	queue workqueue.TypedRateLimitingInterface[oomKill]
 }
 
-func newOOMRecorder(cs kubernetes.Interface, owner cluster.Owner, log *slog.Logger) *oomRecorder {
+func newOOMRecorder(cs kubernetes.Interface, owner ownership.Owner, log *slog.Logger) *oomRecorder {
 	return &oomRecorder{cs: cs, owner: owner, log: log, now: time.Now, queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[oomKill](), workqueue.TypedRateLimitingQueueConfig[oomKill]{Name: "oom-events"})}
 }

@@ -11,6 +11,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // TestContainerRuns: a lease pod's view sums its containers' restarts and keeps how each
@@ -77,7 +78,7 @@ func TestContainerRuns(t *testing.T) {
 	deleting := pod.DeepCopy()
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	other := pod.DeepCopy()
-	other.Labels = cluster.Owner{Provider: "akash1other", ChainID: testOwner.ChainID}.LeaseLabels(market.LeaseID{Owner: "akash1oom", DSeq: 5, GSeq: 1, OSeq: 1, Provider: "akash1other"})
+	other.Labels = ownership.Owner{Provider: "akash1other", ChainID: testOwner.ChainID}.LeaseLabels(market.LeaseID{Owner: "akash1oom", DSeq: 5, GSeq: 1, OSeq: 1, Provider: "akash1other"})
 	for what, p := range map[string]*corev1.Pod{"being deleted": deleting, "another provider's": other} {
 		if v := newPodView(p, testOwner); v.restarts != 0 || len(v.exits) != 0 {
 			t.Errorf("a pod %s: %d restarts, exits %+v; want none", what, v.restarts, v.exits)

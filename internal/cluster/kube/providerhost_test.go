@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
@@ -89,7 +90,7 @@ func TestProviderHostProxyBufferSize(t *testing.T) {
 	if err := Apply(ctx, cs, dc, o); err != nil {
 		t.Fatal(err)
 	}
-	hosts := dc.Resource(ProviderHostResource).Namespace(ns)
+	hosts := dc.Resource(berthv1.ProviderHostResource).Namespace(ns)
 	// stored reads a ProviderHost's spec.proxyBufferSize from the API server.
 	stored := func(name string) (int64, bool) {
 		t.Helper()

@@ -11,7 +11,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"berth.dev/berth/internal/cluster"
+	berthv1 "berth.dev/berth/api/v1"
+	"berth.dev/berth/internal/ownership"
 )
 
 // named is a Kubernetes object (a pointer to one).
@@ -64,7 +65,7 @@ func (p *pruner) kind(kind string, want, have []string, listErr error, del func(
 // leaves nothing of it running. Only owner's objects in the lease's namespace are
 // considered. Persistent volume claims are kept: a tenant's data
 // outlives a service's removal until the lease closes.
-func Prune(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects, owner cluster.Owner) error {
+func Prune(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o *LeaseObjects, owner ownership.Owner) error {
 	ns := o.Namespace.Name
 	opts := metav1.ListOptions{LabelSelector: owner.Selector()}
 	bg := metav1.DeletePropagationBackground
@@ -101,13 +102,13 @@ func Prune(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o
 	} else {
 		p.kind("network policy", wanted(o.NetworkPolicies), listed(l.Items), nil, func(n string) error { return pols.Delete(ctx, n, del) })
 	}
-	hosts := dc.Resource(ProviderHostResource).Namespace(ns)
+	hosts := dc.Resource(berthv1.ProviderHostResource).Namespace(ns)
 	if l, err := hosts.List(ctx, opts); err != nil {
 		p.kind("provider host", nil, nil, err, nil)
 	} else {
 		p.kind("provider host", wanted(o.Hosts), listed(l.Items), nil, func(n string) error { return hosts.Delete(ctx, n, del) })
 	}
-	ips := dc.Resource(ProviderLeasedIPResource).Namespace(ns)
+	ips := dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns)
 	if l, err := ips.List(ctx, opts); err != nil {
 		p.kind("provider leased IP", nil, nil, err, nil)
 	} else {

@@ -19,15 +19,17 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
 
 // deployerOf is a deployer playing owner on the test cluster.
-func deployerOf(t *testing.T, kube *testenv.Kube, owner cluster.Owner) *Deployer {
+func deployerOf(t *testing.T, kube *testenv.Kube, owner ownership.Owner) *Deployer {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(kube.RESTConfig())
 	if err != nil {
@@ -65,9 +67,9 @@ func TestProvidersShareACluster(t *testing.T) {
 	cs := kube.Clientset(t)
 	ctx := t.Context()
 	addNodes(t, kube, localenv.NodeSpec{Name: "shared-1", CPU: "8", Memory: "32Gi"})
-	a := cluster.Owner{Provider: "akash1sharea", ChainID: "chain-one"}
-	b := cluster.Owner{Provider: "akash1shareb", ChainID: "chain-one"}
-	a2 := cluster.Owner{Provider: a.Provider, ChainID: "chain-two"} // a's key on another chain
+	a := ownership.Owner{Provider: "akash1sharea", ChainID: "chain-one"}
+	b := ownership.Owner{Provider: "akash1shareb", ChainID: "chain-one"}
+	a2 := ownership.Owner{Provider: a.Provider, ChainID: "chain-two"} // a's key on another chain
 	da, db, da2 := deployerOf(t, kube, a), deployerOf(t, kube, b), deployerOf(t, kube, a2)
 	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
 	if err != nil {
@@ -268,7 +270,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	cs := kube.Clientset(t)
 	ctx := t.Context()
 	addNodes(t, kube, localenv.NodeSpec{Name: "drift-1", CPU: "8", Memory: "32Gi"})
-	owner := cluster.Owner{Provider: "akash1driftprovider", ChainID: "berth-test"}
+	owner := ownership.Owner{Provider: "akash1driftprovider", ChainID: "berth-test"}
 	d := deployerOf(t, kube, owner)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := cluster.NewManager(cluster.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
@@ -361,7 +363,7 @@ func TestDriftIsRepaired(t *testing.T) {
 		_, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, "default-deny", metav1.GetOptions{})
 		return err == nil
 	})
-	if err := d.dc.Resource(ManifestResource).Namespace(ns).Delete(ctx, ManifestName, metav1.DeleteOptions{}); err != nil {
+	if err := d.dc.Resource(berthv1.ManifestResource).Namespace(ns).Delete(ctx, ManifestName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	repaired("manifest resource deleted", func() bool {

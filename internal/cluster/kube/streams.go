@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // Streams serves a lease's tenant what the provider gateway exposes of the lease's
@@ -61,7 +62,7 @@ func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string
 	if err != nil {
 		return "", fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
 	}
-	if got, ok := cluster.LeaseFromLabels(ns.Labels); !ok || got != id {
+	if got, ok := ownership.LeaseFromLabels(ns.Labels); !ok || got != id {
 		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, cluster.ErrNoSuchLease)
 	}
 	return name, nil
@@ -73,7 +74,7 @@ func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, servi
 		// Not a name the manifest could have (and not to be put in a label selector).
 		return fmt.Errorf("lease %s: service %q: %w", id, service, cluster.ErrNoSuchService)
 	}
-	opts := metav1.ListOptions{LabelSelector: cluster.LabelManaged + "=true," + LabelService + "=" + service}
+	opts := metav1.ListOptions{LabelSelector: ownership.LabelManaged + "=true," + LabelService + "=" + service}
 	deps, err := s.cs.AppsV1().Deployments(ns).List(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("lease %s: list deployments: %w", id, err)
@@ -93,7 +94,7 @@ func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, servi
 
 // podSelector selects the lease's pods, or one service's.
 func podSelector(service string) string {
-	sel := cluster.LabelManaged + "=true"
+	sel := ownership.LabelManaged + "=true"
 	if service != "" {
 		sel += "," + LabelService + "=" + service
 	}

@@ -16,9 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -148,7 +148,7 @@ func unstartedPod(t *testing.T, kube *testenv.Kube, ns, service string) string {
 	cs := kube.Clientset(t)
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: service + "-unstarted-", Namespace: ns,
-			Labels: map[string]string{cluster.LabelManaged: "true", LabelService: service}},
+			Labels: map[string]string{ownership.LabelManaged: "true", LabelService: service}},
 		Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: service, Image: "example.invalid/never:1"}}},
 	}
 	got, err := cs.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{})

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/ownership"
 )
 
 // Informer caches hold every watched object for as long as it exists, and berth
@@ -24,11 +25,11 @@ import (
 // environment). Handlers and indexers therefore see views, never Kubernetes objects.
 // An object is a lease's only when it is owner's (its provider and chain): other
 // providers' pods and volumes on a shared cluster are ordinary usage.
-func viewsFor(owner cluster.Owner) func(o any) (any, error) {
+func viewsFor(owner ownership.Owner) func(o any) (any, error) {
 	return func(o any) (any, error) { return toView(o, owner) }
 }
 
-func toView(o any, owner cluster.Owner) (any, error) {
+func toView(o any, owner ownership.Owner) (any, error) {
 	switch v := o.(type) {
 	case *corev1.Node:
 		return newNodeView(v), nil
@@ -61,7 +62,7 @@ type view struct {
 	service string
 }
 
-func newView(m *metav1.ObjectMeta, owner cluster.Owner) view {
+func newView(m *metav1.ObjectMeta, owner ownership.Owner) view {
 	v := view{objectMeta: objectMeta{Name: m.Name, Namespace: m.Namespace, ResourceVersion: m.ResourceVersion}}
 	if id, ok := owner.LeaseOf(m.Labels); ok && m.Namespace == LeaseNamespace(id) {
 		v.lease, v.service = &id, m.Labels[LabelService]
@@ -121,7 +122,7 @@ type containerExit struct {
 	limit string // the container's memory limit ("" without one)
 }
 
-func newPodView(p *corev1.Pod, owner cluster.Owner) *podView {
+func newPodView(p *corev1.Pod, owner ownership.Owner) *podView {
 	v := &podView{view: newView(&p.ObjectMeta, owner), node: p.Spec.NodeName, requests: podRequests(p),
 		finished: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
 		created:  p.CreationTimestamp.Time, errors: podErrors(p)}
@@ -179,7 +180,7 @@ type serviceView struct {
 	lbIPs []string
 }
 
-func newServiceView(s *corev1.Service, owner cluster.Owner) *serviceView {
+func newServiceView(s *corev1.Service, owner ownership.Owner) *serviceView {
 	v := &serviceView{view: newView(&s.ObjectMeta, owner), nodePorts: s.Spec.Type == corev1.ServiceTypeNodePort || s.Spec.Type == corev1.ServiceTypeLoadBalancer}
 	for _, p := range s.Spec.Ports {
 		v.ports = append(v.ports, servicePort{port: p.Port, nodePort: p.NodePort, proto: p.Protocol})
@@ -207,7 +208,7 @@ type pvcView struct {
 	size  int64  // the larger of the request and the provisioned capacity
 }
 
-func newPVCView(c *corev1.PersistentVolumeClaim, owner cluster.Owner) *pvcView {
+func newPVCView(c *corev1.PersistentVolumeClaim, owner ownership.Owner) *pvcView {
 	v := &pvcView{view: newView(&c.ObjectMeta, owner)}
 	if c.Spec.StorageClassName == nil {
 		return v
@@ -233,7 +234,7 @@ type workloadView struct {
 	errors             []string
 }
 
-func newWorkloadView(m *metav1.ObjectMeta, owner cluster.Owner, wanted *int32, available, ready int32) *workloadView {
+func newWorkloadView(m *metav1.ObjectMeta, owner ownership.Owner, wanted *int32, available, ready int32) *workloadView {
 	return &workloadView{view: newView(m, owner), total: replicas(wanted), available: available, ready: ready}
 }
 
@@ -276,7 +277,7 @@ type hostView struct {
 }
 
 // newHostView reads a ProviderHost from the dynamic informer.
-func newHostView(o any, owner cluster.Owner) any {
+func newHostView(o any, owner ownership.Owner) any {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return o // already a view
@@ -299,7 +300,7 @@ type leasedIPView struct {
 }
 
 // newLeasedIPView reads a ProviderLeasedIP from the dynamic informer.
-func newLeasedIPView(o any, owner cluster.Owner) any {
+func newLeasedIPView(o any, owner ownership.Owner) any {
 	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return o

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 )
@@ -103,22 +104,22 @@ func TestViews(t *testing.T) {
 		t.Fatalf("pvc without a class %+v", v)
 	}
 
-	gpu := rl("8", "32Gi")
-	gpu[ResourceGPU] = resource.MustParse("4")
+	gpuRes := rl("8", "32Gi")
+	gpuRes[ResourceGPU] = resource.MustParse("4")
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}},
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Allocatable: gpu, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+		Status: corev1.NodeStatus{Allocatable: gpuRes, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	// Without the capability labels GPU pods' affinity selects on, its GPUs are not
 	// offered; with them, they are.
-	if nv := mustView[*nodeView](t, node); nv.node.Allocatable.GPUs != 0 || nv.node.GPU != (cluster.GPUModel{}) || nv.node.Allocatable.CPU != 8000 {
+	if nv := mustView[*nodeView](t, node); nv.node.Allocatable.GPUs != 0 || nv.node.GPU != (gpu.Model{}) || nv.node.Allocatable.CPU != 8000 {
 		t.Fatalf("unlabelled GPU node view %+v", nv.node)
 	}
-	wantGPU := cluster.GPUModel{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
+	wantGPU := gpu.Model{Vendor: "nvidia", Model: "a100", RAM: "80Gi", Interface: "sxm"}
 	for _, k := range inventory.GPUAffinity(wantGPU) {
 		node.Labels[k] = "true"
 	}
 	nv := mustView[*nodeView](t, node)
-	if nv.node.Name != "n1" || nv.node.Schedulable || nv.node.Allocatable != amounts(gpu) || nv.node.GPU != wantGPU {
+	if nv.node.Name != "n1" || nv.node.Schedulable || nv.node.Allocatable != amounts(gpuRes) || nv.node.GPU != wantGPU {
 		t.Fatalf("node view %+v", nv.node)
 	}
 	node.Spec.Taints = nil

@@ -26,6 +26,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/market"
+	"berth.dev/berth/internal/wait"
 )
 
 // CertLookup finds a certificate the ledger records (ledger.ErrNotFound if none).
@@ -248,7 +249,7 @@ const (
 // *ResponseError. An attempt the provider could not answer (see Client) is made again
 // after a pause until ctx ends; the error then is the last attempt's that says why.
 func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	pause := c.pauseFirst
+	pause := wait.Backoff{First: c.pauseFirst, Longest: c.pauseLongest}
 	var last error
 	for attempt := 1; ; attempt++ {
 		data, err := c.once(ctx, method, path, body)
@@ -263,18 +264,14 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte) ([]by
 			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", last, attempt, ctx.Err())
 		}
 		last = err
-		wait := pause/2 + rand.N(pause/2+1) //nolint:gosec // G404: jitter, not a secret
+		p := pause.Next()
+		p = p/2 + rand.N(p/2+1) //nolint:gosec // G404: jitter, not a secret
 		if c.opts.OnRetry != nil {
-			c.opts.OnRetry(attempt, err, wait)
+			c.opts.OnRetry(attempt, err, p)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !wait.Sleep(ctx, p) {
 			return nil, fmt.Errorf("%w (gave up after %d attempts: %w)", last, attempt, ctx.Err())
-		case <-t.C:
 		}
-		pause = min(2*pause, c.pauseLongest)
 	}
 }
 

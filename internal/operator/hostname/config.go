@@ -13,9 +13,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/yaml"
 )
 
@@ -137,8 +137,8 @@ func DefaultConfig() Config {
 }
 
 // Owner is whose ProviderHosts the operator routes.
-func (c *Config) Owner() cluster.Owner {
-	return cluster.Owner{Provider: c.Provider, ChainID: c.ChainID}
+func (c *Config) Owner() ownership.Owner {
+	return ownership.Owner{Provider: c.Provider, ChainID: c.ChainID}
 }
 
 // Validate checks every setting and says which is wrong.

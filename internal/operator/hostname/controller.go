@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 )
 
 // Conditions of a ProviderHost's status.
@@ -49,7 +49,7 @@ var httpRouteKind = HTTPRouteResource.GroupVersion().WithKind("HTTPRoute")
 // Controller reconciles ProviderHosts, one hostname at a time.
 type Controller struct {
 	cfg   Config
-	owner cluster.Owner
+	owner ownership.Owner
 	log   *slog.Logger
 	m     *Metrics
 

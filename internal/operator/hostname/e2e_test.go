@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
 )
@@ -122,7 +121,7 @@ func TestRoutingThroughIngressController(t *testing.T) {
 		t.Fatalf("during the conflict: %q, %v", body, err)
 	}
 	// The holder lets go (the tenant migrates the hostname): the other lease serves it.
-	if err := e.dc.Resource(kube.ProviderHostResource).Namespace(nsA).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(nsA).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitServed(t, ctl.HTTPAddr, "shop.e2e.test", "lease-b")

@@ -27,12 +27,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -123,7 +123,7 @@ func lease(provider string, dseq uint64) market.LeaseID {
 // createHost creates a ProviderHost as the cluster service writes it.
 func (e *env) createHost(t *testing.T, ns, name, hostname string, id market.LeaseID, edit ...func(*berthv1.ProviderHost)) *berthv1.ProviderHost {
 	t.Helper()
-	labels := cluster.LeaseLabels(id, testChain)
+	labels := ownership.LeaseLabels(id, testChain)
 	labels["berth.dev/service"] = "web"
 	h := &berthv1.ProviderHost{
 		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1.GroupVersion.String(), Kind: "ProviderHost"},
@@ -142,7 +142,7 @@ func (e *env) createHost(t *testing.T, ns, name, hostname string, id market.Leas
 		t.Fatal(err)
 	}
 	delete(u, "status")
-	out, err := e.dc.Resource(kube.ProviderHostResource).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
+	out, err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func (e *env) createHost(t *testing.T, ns, name, hostname string, id market.Leas
 
 func (e *env) host(t *testing.T, ns, name string) (*berthv1.ProviderHost, error) {
 	t.Helper()
-	u, err := e.dc.Resource(kube.ProviderHostResource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +275,7 @@ func TestIngressLifecycle(t *testing.T) {
 	if refs := ing.OwnerReferences; len(refs) != 1 || refs[0].UID != h.UID || refs[0].Kind != "ProviderHost" {
 		t.Errorf("owner references %+v, want the ProviderHost", refs)
 	}
-	owner := cluster.Owner{Provider: prov, ChainID: testChain}
+	owner := ownership.Owner{Provider: prov, ChainID: testChain}
 	if got, ok := owner.LeaseOf(ing.Labels); !ok || got != id {
 		t.Errorf("labels %v name lease %v, want %v", ing.Labels, got, id)
 	}
@@ -296,7 +296,7 @@ func TestIngressLifecycle(t *testing.T) {
 
 	// The manifest changes its options: the annotations follow.
 	patch := []byte(`{"spec":{"readTimeout":5000,"nextCases":["off"]}}`)
-	if _, err := e.dc.Resource(kube.ProviderHostResource).Namespace(ns).Patch(t.Context(), h.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+	if _, err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Patch(t.Context(), h.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitIngress(t, ns, "web.example.test", func(i *networkingv1.Ingress) error {
@@ -337,7 +337,7 @@ func TestIngressLifecycle(t *testing.T) {
 	e.waitPhase(t, ns, h.Name, berthv1.HostUnready)
 
 	// The lease drops the hostname: its Ingress goes.
-	if err := e.dc.Resource(kube.ProviderHostResource).Namespace(ns).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitNoIngress(t, ns, "web.example.test")
@@ -366,7 +366,7 @@ func TestConflictAndMigration(t *testing.T) {
 		t.Fatalf("the conflicting lease has an Ingress (err %v)", err)
 	}
 	// Migration: the holder's ProviderHost goes, the other lease takes the name.
-	if err := e.dc.Resource(kube.ProviderHostResource).Namespace(nsA).Delete(t.Context(), a.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(nsA).Delete(t.Context(), a.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitNoIngress(t, nsA, "shop.example.test")
@@ -377,7 +377,7 @@ func TestConflictAndMigration(t *testing.T) {
 	other := lease("akash1otherprovider", 12)
 	o := e.createHost(t, nsOther, "api.example.test", "api.example.test", other)
 	theirs := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "api.example.test", Namespace: nsOther,
-		Labels:      map[string]string{cluster.LabelManaged: "true", cluster.LabelProvider: other.Provider, cluster.LabelChainID: testChain, LabelComponent: componentName},
+		Labels:      map[string]string{ownership.LabelManaged: "true", ownership.LabelProvider: other.Provider, ownership.LabelChainID: testChain, LabelComponent: componentName},
 		Annotations: map[string]string{AnnotationHostname: "api.example.test"}},
 		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "theirs", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
 	if _, err := e.cs.NetworkingV1().Ingresses(nsOther).Create(t.Context(), theirs, metav1.CreateOptions{}); err != nil {
@@ -521,7 +521,7 @@ func TestGatewayMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitPhase(t, ns, h.Name, berthv1.HostReady)
-	if err := e.dc.Resource(kube.ProviderHostResource).Namespace(ns).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderHostResource).Namespace(ns).Delete(t.Context(), h.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, 30*time.Second, "HTTPRoute deleted", func() error {

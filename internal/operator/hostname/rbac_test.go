@@ -12,14 +12,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/testenv"
 )
 
 const configDir = "../../../config/operators/hostname"
 
-var kubeProviderHosts = kube.ProviderHostResource
+var kubeProviderHosts = berthv1.ProviderHostResource
 
 // TestRBAC runs the operator as its service account with exactly config/operators/
 // hostname/rbac.yaml's permissions, from the example configuration file: it elects a

@@ -17,7 +17,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ownership"
 )
 
 // AnnotationHostname is on every route the operator writes: the hostname it serves
@@ -231,7 +231,7 @@ func nextCases(cases []string) string {
 }
 
 // ownedBy reports whether a route's labels are owner's.
-func ownedBy(owner cluster.Owner, labels map[string]string) bool {
+func ownedBy(owner ownership.Owner, labels map[string]string) bool {
 	return owner.Owns(labels) && labels[LabelComponent] == componentName
 }
 

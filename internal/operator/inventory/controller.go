@@ -29,21 +29,18 @@ import (
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
 )
 
 // FieldManager is the inventory operator's server-side apply field manager.
 const FieldManager = "berth-inventory-operator"
 
-// Resources the operator reads besides the core ones.
-var (
-	InventoryResource   = schema.GroupVersionResource{Group: berthv1.GroupVersion.Group, Version: berthv1.GroupVersion.Version, Resource: "inventories"}
-	CephClusterResource = schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
-)
+// CephClusterResource is Rook's CephCluster, which sizes Ceph storage classes.
+var CephClusterResource = schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
 
 // maxReportBytes bounds the report: etcd takes objects up to 1.5 MiB, and the stored
 // object has metadata besides (about 2,000 nodes fit).
@@ -167,7 +164,7 @@ type pod struct {
 	metav1.ObjectMeta
 	node     string
 	requests corev1.ResourceList
-	owner    *cluster.Owner
+	owner    *ownership.Owner
 	finished bool
 }
 
@@ -180,7 +177,7 @@ type claim struct {
 	class string
 	size  int64
 	bound bool
-	owner *cluster.Owner
+	owner *ownership.Owner
 }
 
 func (p *claim) DeepCopyObject() runtime.Object { c := *p; return &c }
@@ -189,16 +186,16 @@ func (p *claim) DeepCopyObject() runtime.Object { c := *p; return &c }
 type namespace struct {
 	metav1.TypeMeta
 	metav1.ObjectMeta
-	owner *cluster.Owner
+	owner *ownership.Owner
 }
 
 func (n *namespace) DeepCopyObject() runtime.Object { c := *n; return &c }
 
 // ownerOf is the provider (and chain: "" for objects of a berth that did not record
 // it, which their provider takes for its own) whose lease an object is, if it is one.
-func ownerOf(l map[string]string) *cluster.Owner {
-	if id, ok := cluster.LeaseFromLabels(l); ok {
-		return &cluster.Owner{Provider: id.Provider, ChainID: l[cluster.LabelChainID]}
+func ownerOf(l map[string]string) *ownership.Owner {
+	if id, ok := ownership.LeaseFromLabels(l); ok {
+		return &ownership.Owner{Provider: id.Provider, ChainID: l[ownership.LabelChainID]}
 	}
 	return nil
 }
@@ -394,7 +391,7 @@ func (c *Controller) loop(ctx context.Context) error {
 	heartbeat := time.NewTimer(c.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	var lastBuild time.Time
-	backoff := 100 * time.Millisecond
+	backoff := wait.Backoff{First: 100 * time.Millisecond, Longest: 30 * time.Second}
 	pendingForce := false
 	for {
 		force, beat := pendingForce, false
@@ -435,15 +432,15 @@ func (c *Controller) loop(ctx context.Context) error {
 			pendingForce = false
 		}
 		if err == nil {
-			backoff = 100 * time.Millisecond
+			backoff.Reset()
 			continue
 		}
 		pendingForce = force && !wrote
-		c.log.ErrorContext(ctx, "publishing the inventory", slog.Any("error", err), slog.Bool("report_written", wrote), slog.Duration("retry_in", backoff))
-		if !wait.Sleep(ctx, backoff) {
+		pause := backoff.Next()
+		c.log.ErrorContext(ctx, "publishing the inventory", slog.Any("error", err), slog.Bool("report_written", wrote), slog.Duration("retry_in", pause))
+		if !wait.Sleep(ctx, pause) {
 			return nil
 		}
-		backoff = min(2*backoff, 30*time.Second)
 		c.markDirty()
 	}
 }

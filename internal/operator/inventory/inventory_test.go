@@ -29,11 +29,13 @@ import (
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -119,7 +121,7 @@ func (e *env) run(t *testing.T, c *Controller) (stop func()) {
 
 // inventoryOf reads the Inventory resource.
 func (e *env) inventoryOf(ctx context.Context, name string) (*berthv1.Inventory, error) {
-	u, err := e.dc.Resource(InventoryResource).Get(ctx, name, metav1.GetOptions{})
+	u, err := e.dc.Resource(berthv1.InventoryResource).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -193,11 +195,11 @@ func (e *env) labels(t *testing.T, node string) map[string]string {
 }
 
 // leasePod runs a pod of owner's lease on node, requesting cpu.
-func (e *env) leasePod(t *testing.T, ns, name, node, cpu string, owner *cluster.Owner) {
+func (e *env) leasePod(t *testing.T, ns, name, node, cpu string, owner *ownership.Owner) {
 	t.Helper()
 	var labels map[string]string
 	if owner != nil {
-		labels = cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID)
+		labels = ownership.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID)
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
@@ -254,13 +256,13 @@ func TestDiscovery(t *testing.T) {
 	testenv.EditNode(ctx, t, e.cs, e.prefix+"-rtx", false, func(n *corev1.Node) { n.Labels[otherClass] = "true" })
 	// A 10Gi claim of a lease of provider x, bound by the PV controller to a volume of
 	// the class; a 5Gi one of no lease.
-	owner := cluster.Owner{Provider: "akash1" + e.prefix + "x", ChainID: "berth-test-1"}
-	e.boundClaim(t, ns, "lease-claim", csiClass, "10Gi", cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID))
+	owner := ownership.Owner{Provider: "akash1" + e.prefix + "x", ChainID: "berth-test-1"}
+	e.boundClaim(t, ns, "lease-claim", csiClass, "10Gi", ownership.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID))
 	e.boundClaim(t, ns, "other-claim", csiClass, "5Gi", nil)
 	// A 20Gi claim without labels in a namespace of x's lease (a StatefulSet's claim
 	// made before berth labelled claim templates): x's, by its namespace.
 	leaseNS := e.k.Namespace(t)
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": cluster.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 8, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID)}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": ownership.LeaseLabels(market.LeaseID{Owner: "akash1tenant", DSeq: 8, GSeq: 1, OSeq: 1, Provider: owner.Provider}, owner.ChainID)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +447,7 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 	)
 	name := func(n string) string { return e.prefix + "-" + n }
 	ns := e.k.Namespace(t)
-	owner := cluster.Owner{Provider: "akash1" + e.prefix + "p", ChainID: "berth-test-1"}
+	owner := ownership.Owner{Provider: "akash1" + e.prefix + "p", ChainID: "berth-test-1"}
 	lease := market.LeaseID{Owner: "akash1tenant", DSeq: 7, GSeq: 1, OSeq: 1, Provider: owner.Provider}
 	// Others' pod (4 CPUs) and one of our lease's (in the lease's namespace, as the
 	// provider deploys it: 3 CPUs) on the A100 node.
@@ -462,7 +464,7 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 	e.leasePod(t, leaseNS, "web-0", name("a100"), "3", &owner)
 	// A pod (1 CPU) of the same provider's lease on another chain: another's, for
 	// this chain's provider, counted once.
-	e.leasePod(t, ns, "other-chain", name("a100"), "1", &cluster.Owner{Provider: owner.Provider, ChainID: "berth-test-2"})
+	e.leasePod(t, ns, "other-chain", name("a100"), "1", &ownership.Owner{Provider: owner.Provider, ChainID: "berth-test-2"})
 
 	cfg := e.cfg
 	stopOp := e.start(t, cfg)
@@ -471,7 +473,7 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 	capacity, inv := e.providerInventory(t, owner, cfg.Name, maxAge)
 	gpus := func(model string, n uint32) cluster.Demand {
 		return cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: 1000, Memory: 1 << 30, GPUs: int64(n), Pods: 1},
-			GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: model}}}}}
+			GPUs: []gpu.Model{{Vendor: "nvidia", Model: model}}}}}
 	}
 	cpus := func(millis int64) cluster.Demand {
 		return cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: cluster.Amounts{CPU: millis, Memory: 1 << 30, Pods: 1}}}}
@@ -539,7 +541,7 @@ func TestProviderBidsOnTheReport(t *testing.T) {
 
 	// The report deleted (by hand): no bids, saying the Inventory is missing, until the
 	// operator writes it again (it does, at once).
-	if err := e.dc.Resource(InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, 10*time.Second, "the report written again", func() error {
@@ -649,7 +651,7 @@ func TestWatchFailureStopsHeartbeats(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run(t, c)
-	capacity, _ := e.providerInventory(t, cluster.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, cfg.Name, 3*time.Second)
+	capacity, _ := e.providerInventory(t, ownership.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, cfg.Name, 3*time.Second)
 	testenv.Eventually(t, 20*time.Second, "the provider bids on the report", func() bool { return capacity.Unavailable() == "" && c.Ready() == nil })
 
 	// The pods' watch fails, as client-go reports it (to the handler the operator set).
@@ -688,7 +690,7 @@ func TestWatchFailureStopsHeartbeats(t *testing.T) {
 
 // providerInventory runs, until the test ends, a provider's inventory for owner fed
 // by the Inventory name, and waits until it has synced.
-func (e *env) providerInventory(t *testing.T, owner cluster.Owner, name string, maxAge time.Duration) (*cluster.Capacity, *kube.Inventory) {
+func (e *env) providerInventory(t *testing.T, owner ownership.Owner, name string, maxAge time.Duration) (*cluster.Capacity, *kube.Inventory) {
 	t.Helper()
 	capacity := cluster.NewCapacity()
 	inv, err := kube.NewInventory(e.cs, capacity, kube.InventoryConfig{Owner: owner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
@@ -732,12 +734,12 @@ func TestGPUNodePool(t *testing.T) {
 		}
 		return nil
 	})
-	capacity, _ := e.providerInventory(t, cluster.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, e.cfg.Name, time.Minute)
+	capacity, _ := e.providerInventory(t, ownership.Owner{Provider: "akash1" + e.prefix, ChainID: "berth-test-1"}, e.cfg.Name, time.Minute)
 	big := cluster.Amounts{CPU: 90000, Memory: 1 << 30, Pods: 1}
 	testenv.EventuallyNoError(t, 20*time.Second, "a 90-CPU GPU replica placed on the pool node", func() error {
 		each := big
 		each.GPUs = 1
-		_, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: each, GPUs: []cluster.GPUModel{{Vendor: "nvidia", Model: "l40s"}}}}})
+		_, err := capacity.Fit(cluster.Demand{Units: []cluster.Unit{{ID: 1, Count: 1, Each: each, GPUs: []gpu.Model{{Vendor: "nvidia", Model: "l40s"}}}}})
 		return err
 	})
 	var ins *cluster.Insufficient

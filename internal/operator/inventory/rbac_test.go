@@ -157,7 +157,7 @@ func TestRBAC(t *testing.T) {
 	t.Cleanup(func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.dc.Resource(InventoryResource).Delete(dctx, cfg.Name, metav1.DeleteOptions{})
+		_ = e.dc.Resource(berthv1.InventoryResource).Delete(dctx, cfg.Name, metav1.DeleteOptions{})
 	})
 	base, stop := startAs(t, rc, cfg)
 
@@ -230,7 +230,7 @@ func TestRBAC(t *testing.T) {
 	}
 
 	// Deleted by hand, the Inventory is created and written again (its watch, create).
-	if err := e.dc.Resource(InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitReportAs(t, e, calls, cfg.Name, "the Inventory rewritten", func(st *berthv1.InventoryStatus) error {
@@ -268,11 +268,11 @@ func TestRBAC(t *testing.T) {
 			return err
 		},
 		"patch the Inventory's spec": func() error {
-			_, err := asDyn.Resource(InventoryResource).Patch(ctx, cfg.Name, types.MergePatchType, []byte(`{"spec":{}}`), metav1.PatchOptions{})
+			_, err := asDyn.Resource(berthv1.InventoryResource).Patch(ctx, cfg.Name, types.MergePatchType, []byte(`{"spec":{}}`), metav1.PatchOptions{})
 			return err
 		},
 		"delete the Inventory": func() error {
-			return asDyn.Resource(InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{})
+			return asDyn.Resource(berthv1.InventoryResource).Delete(ctx, cfg.Name, metav1.DeleteOptions{})
 		},
 		"create a pod": func() error {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "intruder"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}

@@ -21,8 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/inventory"
+	"berth.dev/berth/internal/ownership"
 )
 
 // build computes the report from the caches (UpdatedAt unset).
@@ -44,13 +44,13 @@ func (c *Controller) build() (berthv1.InventoryStatus, map[string]map[string]str
 	// Whose an object is: its own lease labels, else its namespace's (a lease's claims
 	// made before berth labelled claim templates carry none, and must not count as
 	// anyone else's).
-	nsOwner := map[string]*cluster.Owner{}
+	nsOwner := map[string]*ownership.Owner{}
 	for _, o := range c.namespaces.GetStore().List() {
 		if n, ok := o.(*namespace); ok && n.owner != nil {
 			nsOwner[n.Name] = n.owner
 		}
 	}
-	owner := func(own *cluster.Owner, ns string) *cluster.Owner {
+	owner := func(own *ownership.Owner, ns string) *ownership.Owner {
 		if own != nil {
 			return own
 		}
@@ -196,7 +196,7 @@ func (c *Controller) write(ctx context.Context, st *berthv1.InventoryStatus) (st
 	if len(body) > maxReportBytes {
 		return "", fmt.Errorf("the report is %d KiB, more than the %d KiB an object may hold: the cluster has too many nodes (%d) for one Inventory", len(body)>>10, maxReportBytes>>10, len(st.Nodes))
 	}
-	res := c.dc.Resource(InventoryResource)
+	res := c.dc.Resource(berthv1.InventoryResource)
 	opts := metav1.PatchOptions{FieldManager: FieldManager, Force: new(true)}
 	u, err := res.Patch(ctx, c.cfg.Name, types.ApplyPatchType, body, opts, "status")
 	if apierrors.IsNotFound(err) {

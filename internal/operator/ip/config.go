@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/yaml"
 )
 
@@ -54,8 +54,8 @@ func DecodeConfig(b []byte) (Config, error) {
 }
 
 // Owner is whose ProviderLeasedIPs the operator serves.
-func (c *Config) Owner() cluster.Owner {
-	return cluster.Owner{Provider: c.Provider, ChainID: c.ChainID}
+func (c *Config) Owner() ownership.Owner {
+	return ownership.Owner{Provider: c.Provider, ChainID: c.ChainID}
 }
 
 // Validate checks every setting and names the one that is wrong.

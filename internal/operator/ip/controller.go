@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
@@ -31,12 +30,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/metallb"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 )
-
-// PoolResource is MetalLB's IPAddressPool.
-var PoolResource = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
 
 // ConditionAssigned is the ProviderLeasedIP condition: MetalLB assigned an address.
 const ConditionAssigned = "Assigned"
@@ -53,7 +50,7 @@ const (
 // Controller reconciles ProviderLeasedIPs, one at a time.
 type Controller struct {
 	cfg   Config
-	owner cluster.Owner
+	owner ownership.Owner
 	log   *slog.Logger
 	m     *Metrics
 
@@ -101,7 +98,7 @@ func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
 }
 
 // poolKind is MetalLB's IPAddressPool, read as unstructured.
-var poolKind = PoolResource.GroupVersion().WithKind("IPAddressPool")
+var poolKind = metallb.PoolResource.GroupVersion().WithKind("IPAddressPool")
 
 func poolObject() *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
@@ -197,7 +194,7 @@ func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 func (c *Controller) checkResources(d discovery.DiscoveryInterface) error {
 	return operator.CheckServed(d,
 		operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "providerleasedips", Hint: "install berth's CRDs (config/crd)"},
-		operator.Served{GroupVersion: PoolResource.GroupVersion().String(), Resource: PoolResource.Resource, Hint: "install MetalLB (its CRDs and controller)"})
+		operator.Served{GroupVersion: metallb.PoolResource.GroupVersion().String(), Resource: metallb.PoolResource.Resource, Hint: "install MetalLB (its CRDs and controller)"})
 }
 
 // sync converges one ProviderLeasedIP: its Service exists as it should (or is

@@ -26,12 +26,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
+	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -48,7 +48,7 @@ type env struct {
 	cs    kubernetes.Interface
 	dc    dynamic.Interface
 	lb    *localenv.MetalLB
-	owner cluster.Owner
+	owner ownership.Owner
 	cfg   Config
 }
 
@@ -71,7 +71,7 @@ func newEnv(t *testing.T, pool localenv.IPAddressPool) *env {
 	class := fmt.Sprintf("berth.dev/test-%x", sum[:4])
 	lb := k.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: class})
 	testenv.IPAddressPool(t, lb, pool)
-	owner := cluster.Owner{Provider: fmt.Sprintf("akash1ip%x", sum[:8]), ChainID: testChain}
+	owner := ownership.Owner{Provider: fmt.Sprintf("akash1ip%x", sum[:8]), ChainID: testChain}
 	cfg := DefaultConfig()
 	cfg.Provider, cfg.ChainID, cfg.Listen = owner.Provider, owner.ChainID, ""
 	cfg.LeaderElection.Disabled = true
@@ -98,7 +98,7 @@ var usageURL sync.Map
 // createLeasedIP creates a ProviderLeasedIP as the cluster service writes it.
 func (e *env) createLeasedIP(t *testing.T, ns, name string, id market.LeaseID, endpoint, service string, port int32, proto string) {
 	t.Helper()
-	labels := cluster.LeaseLabels(id, e.owner.ChainID)
+	labels := ownership.LeaseLabels(id, e.owner.ChainID)
 	labels["berth.dev/service"] = service
 	p := &berthv1.ProviderLeasedIP{
 		TypeMeta:   metav1.TypeMeta{APIVersion: berthv1.GroupVersion.String(), Kind: "ProviderLeasedIP"},
@@ -113,14 +113,14 @@ func (e *env) createLeasedIP(t *testing.T, ns, name string, id market.LeaseID, e
 		t.Fatal(err)
 	}
 	delete(u, "status")
-	if _, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
+	if _, err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Create(t.Context(), &unstructured.Unstructured{Object: u}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (e *env) leased(t *testing.T, ns, name string) (*berthv1.ProviderLeasedIP, error) {
 	t.Helper()
-	u, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
+	u, err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +232,7 @@ func TestLeasedIPLifecycle(t *testing.T) {
 	}
 
 	// The other tenant's lease closes: its address goes to the waiting port.
-	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsC).Delete(t.Context(), "db-tcp-5432", metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(nsC).Delete(t.Context(), "db-tcp-5432", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, 30*time.Second, "its Service deleted", func() error {
@@ -303,7 +303,7 @@ func TestEndpointMigration(t *testing.T) {
 		}
 		return nil
 	})
-	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if after := e.waitAssigned(t, nsB, "web-tcp-80"); after.Status.IP != before.Status.IP {
@@ -327,7 +327,7 @@ func TestEndpointMigrationDeleteFirst(t *testing.T) {
 	held := e.waitAssigned(t, ns, "web-tcp-80")
 	del := func(name string) {
 		t.Helper()
-		if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
+		if err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		testenv.EventuallyNoError(t, 30*time.Second, name+"'s Service gone", func() error {
@@ -409,7 +409,7 @@ func TestEndpointMigrationLateRefusal(t *testing.T) {
 	}
 	status("the refusal reported", "MetalLB cannot assign")
 
-	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(nsA).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.EventuallyNoError(t, 30*time.Second, "the old lease's Service gone", func() error {
@@ -419,7 +419,7 @@ func TestEndpointMigrationLateRefusal(t *testing.T) {
 		return nil
 	})
 	// Anything that syncs the new port now (here: a label) must not give up the address.
-	if _, err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(nsB).Patch(t.Context(), "web-tcp-80", types.MergePatchType,
+	if _, err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(nsB).Patch(t.Context(), "web-tcp-80", types.MergePatchType,
 		[]byte(`{"metadata":{"annotations":{"test/touched":"1"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

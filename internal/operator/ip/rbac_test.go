@@ -15,8 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
+	"berth.dev/berth/internal/metallb"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/testenv"
 )
@@ -85,7 +85,7 @@ func TestRBAC(t *testing.T) {
 	if u := c.Usage(t.Context()); len(u.Pools) != 1 || u.Pools[0].Name != "leased-ips" || u.Pools[0].Size != 1 {
 		t.Errorf("usage as the service account: %+v", u)
 	}
-	if err := e.dc.Resource(kube.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
+	if err := e.dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(ns).Delete(t.Context(), "web-tcp-80", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitAssigned(t, ns, "web-tcp-81")
@@ -96,7 +96,7 @@ func TestRBAC(t *testing.T) {
 	if _, err := cs.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the operator may list Secrets (err %v)", err)
 	}
-	if _, err := dc.Resource(PoolResource).Namespace(e.lb.Namespace).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+	if _, err := dc.Resource(metallb.PoolResource).Namespace(e.lb.Namespace).List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the operator may list pools outside metallb-system (err %v)", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/ownership"
 )
 
 // MetalLB's Service annotations.
@@ -38,7 +38,7 @@ const FieldManager = "berth-ip-operator"
 // SharingKey is the MetalLB sharing key of one tenant's SDL IP endpoint on one
 // provider and chain: the tenant's ports naming that endpoint, in any of its
 // deployments, share one address; no two tenants (or providers) have the same key.
-func SharingKey(owner cluster.Owner, tenant, endpoint string) string {
+func SharingKey(owner ownership.Owner, tenant, endpoint string) string {
 	sum := sha256.Sum256([]byte(owner.Provider + "\x00" + owner.ChainID + "\x00" + tenant + "\x00" + endpoint))
 	return "berth-" + hex.EncodeToString(sum[:12])
 }
@@ -58,7 +58,7 @@ func serviceName(plip string) string {
 // MetalLB's sharing key of p's tenant and endpoint; requestIP, when set, is the address
 // the endpoint already has (another Service with the key holds it), asked for again so
 // that the endpoint keeps its address.
-func (c *Config) buildService(p *berthv1.ProviderLeasedIP, owner cluster.Owner, requestIP string) *corev1.Service {
+func (c *Config) buildService(p *berthv1.ProviderLeasedIP, owner ownership.Owner, requestIP string) *corev1.Service {
 	labels := map[string]string{LabelComponent: componentName}
 	for k, v := range p.Labels {
 		if strings.HasPrefix(k, "berth.dev/") {
@@ -86,7 +86,7 @@ func (c *Config) buildService(p *berthv1.ProviderLeasedIP, owner cluster.Owner, 
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{cluster.LabelManaged: "true", labelService: p.Spec.Service},
+			Selector: map[string]string{ownership.LabelManaged: "true", labelService: p.Spec.Service},
 			Ports: []corev1.ServicePort{{
 				Name: strings.ToLower(p.Spec.Protocol) + "-" + strconv.Itoa(int(p.Spec.ExternalPort)), Protocol: proto,
 				Port: p.Spec.ExternalPort, TargetPort: intstr.FromInt32(p.Spec.Port),

@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/metallb"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/ownership"
 )
 
 // PoolUsage is one address pool's use.
@@ -65,7 +65,7 @@ func (c *Controller) Usage(ctx context.Context) Usage {
 		return u
 	}
 	pl := &unstructured.UnstructuredList{}
-	pl.SetGroupVersionKind(PoolResource.GroupVersion().WithKind("IPAddressPoolList"))
+	pl.SetGroupVersionKind(metallb.PoolResource.GroupVersion().WithKind("IPAddressPoolList"))
 	var sl corev1.ServiceList
 	if c.client.List(ctx, pl, client.InNamespace(c.cfg.MetalLBNamespace)) != nil || c.client.List(ctx, &sl) != nil {
 		return u // the cache stopped meanwhile
@@ -106,7 +106,7 @@ func (c *Controller) Usage(ctx context.Context) Usage {
 			byIP[ip] = iu
 		}
 		lease := ""
-		if id, ok := cluster.LeaseFromLabels(s.Labels); ok {
+		if id, ok := ownership.LeaseFromLabels(s.Labels); ok {
 			lease = id.String()
 		}
 		iu.Ports = append(iu.Ports, PortUsed{Namespace: s.Namespace, Service: s.Labels[labelService], Lease: lease,

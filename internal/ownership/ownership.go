@@ -1,4 +1,8 @@
-package cluster
+// Package ownership is how berth marks what it writes on a cluster: the labels of a
+// lease's objects (which lease, which provider, which chain) and Owner, one provider
+// on one chain, which selects, recognizes and describes its own objects. Providers
+// sharing a cluster find their own objects, and only those, by these labels.
+package ownership
 
 import (
 	"errors"

@@ -1,19 +1,26 @@
-package cluster
+// Package gpu names GPUs as berth and Akash do: Model (vendor, model, memory,
+// interface), the node labels a cluster's operator may set to name a node's GPUs, how
+// an NVIDIA product name reads as a Model, and how an order's GPU attributes read as
+// the models it accepts.
+package gpu
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"berth.dev/berth/internal/market"
 )
 
 // Node labels a cluster's operator may set by hand to name a node's GPUs; they win over
 // what the inventory derives from GPU feature discovery's labels
 // (inventory.DescribeGPU).
 const (
-	LabelGPUVendor    = "berth.dev/gpu.vendor"
-	LabelGPUModel     = "berth.dev/gpu.model"
-	LabelGPURAM       = "berth.dev/gpu.ram"
-	LabelGPUInterface = "berth.dev/gpu.interface"
+	LabelVendor    = "berth.dev/gpu.vendor"
+	LabelModel     = "berth.dev/gpu.model"
+	LabelRAM       = "berth.dev/gpu.ram"
+	LabelInterface = "berth.dev/gpu.interface"
 )
 
 var (
@@ -26,7 +33,7 @@ var (
 
 	// akashNames are the names Akash's provider-configs (devices/pcie/gpus.json, which
 	// Akash providers advertise and tenants' SDLs ask for) gives cards whose product
-	// name, read as ParseGPUProduct reads it, says otherwise: by the model read.
+	// name, read as ParseProduct reads it, says otherwise: by the model read.
 	akashNames = map[string]string{
 		"rtxa5000":      "a5000",       // 10de:2231 "a5000" (while 10de:2230 is "rtxa6000")
 		"rtx4000sffada": "rtx4000sada", // 10de:27b0 "rtx4000sada" (renamed from rtx4000sffada)
@@ -44,7 +51,7 @@ var (
 	sxmOnly = []string{"h200", "h20", "b100", "b200"}
 )
 
-// ParseGPUProduct derives vendor, model, memory and interface from an NVIDIA product
+// ParseProduct derives vendor, model, memory and interface from an NVIDIA product
 // name the way Akash's provider-configs names cards: tokens split on '-', '_' or
 // spaces; vendor and family words dropped; "sxm*" and "pcie" give the interface,
 // "<N>gb" the memory; "SUPER" is an "s" suffix (rtx4070s) and "Laptop GPU" an "m" one
@@ -52,8 +59,8 @@ var (
 // differs (akashNames). A card whose name does not say sxm is a PCIe card unless it is
 // made only as an SXM board (the H100 whose name says HBM3, H200 but the NVL, B100,
 // B200), or is a superchip (GH200), which has no interface.
-func ParseGPUProduct(product string) GPUModel {
-	g := GPUModel{Vendor: "nvidia"}
+func ParseProduct(product string) Model {
+	g := Model{Vendor: "nvidia"}
 	var model []string
 	hbm3, laptop := false, false
 	for _, tok := range strings.FieldsFunc(strings.ToLower(product), func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
@@ -99,4 +106,60 @@ func ParseGPUProduct(product string) GPUModel {
 		}
 	}
 	return g
+}
+
+// Model is the GPU a node carries or an order accepts. In an order's alternatives an
+// empty RAM or Interface accepts any, and Model "*" accepts any model of the vendor.
+type Model struct {
+	Vendor    string
+	Model     string
+	RAM       string
+	Interface string
+}
+
+// Accepts reports whether the alternative g (from an order) accepts a node's GPU n.
+func (g Model) Accepts(n Model) bool {
+	return strings.EqualFold(g.Vendor, n.Vendor) &&
+		(g.Model == "*" || strings.EqualFold(g.Model, n.Model)) &&
+		(g.RAM == "" || strings.EqualFold(g.RAM, n.RAM)) &&
+		(g.Interface == "" || strings.EqualFold(g.Interface, n.Interface))
+}
+
+func (g Model) String() string {
+	s := g.Vendor + "/" + g.Model
+	if g.RAM != "" {
+		s += "/ram/" + g.RAM
+	}
+	if g.Interface != "" {
+		s += "/interface/" + g.Interface
+	}
+	return s
+}
+
+// ParseAttributes reads an order's GPU attributes ("vendor/nvidia/model/a100[/ram/80Gi]
+// [/interface/sxm]" = "true") into the alternatives it accepts, in order.
+func ParseAttributes(attrs market.Attributes) ([]Model, error) {
+	out := make([]Model, 0, len(attrs))
+	for _, a := range attrs {
+		if a.Value != "true" {
+			continue
+		}
+		parts := strings.Split(a.Key, "/")
+		if len(parts) < 4 || len(parts)%2 != 0 || parts[0] != "vendor" || parts[2] != "model" || parts[1] == "" || parts[3] == "" {
+			return nil, fmt.Errorf("GPU attribute %q: want vendor/<vendor>/model/<model>[/ram/<size>][/interface/<pcie|sxm>]", a.Key)
+		}
+		g := Model{Vendor: parts[1], Model: parts[3]}
+		for i := 4; i < len(parts); i += 2 {
+			switch parts[i] {
+			case "ram":
+				g.RAM = parts[i+1]
+			case "interface":
+				g.Interface = parts[i+1]
+			default:
+				return nil, fmt.Errorf("GPU attribute %q: unknown qualifier %q", a.Key, parts[i])
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
