@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/internal/chartspec/charttest"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
@@ -77,7 +77,7 @@ func TestChartOnRealNode(t *testing.T) {
 		t.Helper()
 		waitAnswer(t, ingress, host, path, want)
 	}
-	answer(cluster.IngressHost(lease, "echo", dev.IngressDomain), "/", "GREETING=hello from a real container")
+	answer(deploy.IngressHost(lease, "echo", dev.IngressDomain), "/", "GREETING=hello from a real container")
 	answer("echo.example.test", "/", "GREETING=hello from a real container")
 
 	// Logs and a shell, through the provider's pod and its role.
@@ -95,7 +95,7 @@ func TestChartOnRealNode(t *testing.T) {
 	// A stateful service: its claim provisioned, its data kept.
 	dataFile := filepath.Join("..", "..", "examples", "echo-data.yaml")
 	dataRes := deployOne(t, home, dataFile)
-	dataHost := cluster.IngressHost(dataRes.Leases[0].ID, "echo", dev.IngressDomain)
+	dataHost := deploy.IngressHost(dataRes.Leases[0].ID, "echo", dev.IngressDomain)
 	if _, err := askHost(ctx, ingress, dataHost, http.MethodPost, "/data", "kept by the chart's provider"); err != nil {
 		t.Fatal(err)
 	}

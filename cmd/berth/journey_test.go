@@ -23,8 +23,8 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -121,7 +121,7 @@ func TestTenantJourney(t *testing.T) {
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	// The web service is reached by its accepted hostname and by the provider's own.
-	if uris := res.Leases[0].Status.Services["web"].URIs; !slices.Contains(uris, cluster.IngressHost(lease, "web", dev.IngressDomain)) || !slices.Contains(uris, "web.example.test") {
+	if uris := res.Leases[0].Status.Services["web"].URIs; !slices.Contains(uris, deploy.IngressHost(lease, "web", dev.IngressDomain)) || !slices.Contains(uris, "web.example.test") {
 		t.Errorf("web URIs %v, want web.example.test and the provider's hostname", uris)
 	}
 
@@ -151,7 +151,7 @@ func TestTenantJourney(t *testing.T) {
 
 	// The hostname operator routes both hostnames: an Ingress each, and the lease
 	// status says so (routed: berth dev runs no ingress controller to check them).
-	providerHost := cluster.IngressHost(lease, "web", dev.IngressDomain)
+	providerHost := deploy.IngressHost(lease, "web", dev.IngressDomain)
 	testenv.EventuallyNoError(t, time.Minute, "hostnames routed", func() error {
 		out, err := cli("tenant", "lease", "status", dseq)
 		if err != nil {

@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/testenv"
@@ -56,7 +56,7 @@ func TestRealNodeJourney(t *testing.T) {
 	lease := res.Leases[0].ID
 	dseq := strconv.FormatUint(res.DSeq, 10)
 	ns := kube.LeaseNamespace(lease)
-	providerHost := cluster.IngressHost(lease, "echo", dev.IngressDomain)
+	providerHost := deploy.IngressHost(lease, "echo", dev.IngressDomain)
 	// The lease status gives the ingress's port, which tenant deploy adds to its URLs.
 	_, port, _ := strings.Cut(ingress, ":")
 	if got := res.Leases[0].Status.Berth.IngressHTTPPort; strconv.Itoa(got) != port {
@@ -163,7 +163,7 @@ func TestRealNodeJourney(t *testing.T) {
 	}
 	pushedRes := deployOne(t, home, pushedFile)
 	pushedLease := pushedRes.Leases[0].ID
-	answer(cluster.IngressHost(pushedLease, "echo", dev.IngressDomain), "/", "BUILT_AS=pushed")
+	answer(deploy.IngressHost(pushedLease, "echo", dev.IngressDomain), "/", "BUILT_AS=pushed")
 	closeLease(t, must, cs, strconv.FormatUint(pushedRes.DSeq, 10), kube.LeaseNamespace(pushedLease))
 	checkCredentials(t, home, ingress, cs, images, string(sdlData))
 
@@ -173,7 +173,7 @@ func TestRealNodeJourney(t *testing.T) {
 	dataRes := deployOne(t, home, dataFile)
 	dataLease := dataRes.Leases[0].ID
 	dataDSeq, dataNS := strconv.FormatUint(dataRes.DSeq, 10), kube.LeaseNamespace(dataLease)
-	dataHost := cluster.IngressHost(dataLease, "echo", dev.IngressDomain)
+	dataHost := deploy.IngressHost(dataLease, "echo", dev.IngressDomain)
 	answer(dataHost, "/data", "start ")
 	if _, err := askHost(ctx, ingress, dataHost, http.MethodPost, "/data", "a note kept on the volume"); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
@@ -31,7 +32,7 @@ type clusterService struct {
 	capacity *cluster.Capacity
 	inv      *kube.Inventory
 	deploy   *kube.Deployer
-	manager  *cluster.Manager
+	manager  *deploy.Manager
 	monitor  *kube.Monitor
 	drift    *kube.Drift
 }
@@ -40,7 +41,7 @@ type clusterService struct {
 // owner's leases only (the provider and its chain: others may share the cluster).
 // active asks the ledger about a lease; onStatus (may be nil) receives each lease
 // status change and must not block.
-func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
+func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
 	if err := owner.Validate(); err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owne
 	if s.deploy, err = kube.NewDeployer(s.cs, s.dc, settings, log); err != nil {
 		return nil, err
 	}
-	if s.manager, err = cluster.NewManager(cluster.ManagerConfig{Concurrency: cfg.Cluster.DeployConcurrency}, s.deploy, active, log); err != nil {
+	if s.manager, err = deploy.NewManager(deploy.ManagerConfig{Concurrency: cfg.Cluster.DeployConcurrency}, s.deploy, active, log); err != nil {
 		return nil, err
 	}
 	if s.monitor, err = kube.NewMonitor(s.cs, owner, log, onStatus); err != nil {
@@ -145,7 +146,7 @@ type ClusterSide struct {
 
 // NewClusterSide builds the cluster side from cfg for owner's leases (see
 // newClusterService).
-func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active cluster.LeaseActive, onStatus func(cluster.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
+func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
 	s, err := newClusterService(rc, cfg, owner, active, onStatus, log, nil)
 	if err != nil {
 		return nil, err
@@ -180,4 +181,4 @@ func (c *ClusterSide) Demand(g market.GroupSpec) (cluster.Demand, error) {
 func (c *ClusterSide) Capacity() *cluster.Capacity { return c.s.capacity }
 
 // Manager is the deployment manager that runs the leases.
-func (c *ClusterSide) Manager() *cluster.Manager { return c.s.manager }
+func (c *ClusterSide) Manager() *deploy.Manager { return c.s.manager }

@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/rpc"
@@ -247,7 +248,7 @@ func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	s.Berth.Deployments = map[string]int{}
 	for _, d := range p.manager.States() {
 		s.Berth.Deployments[d.Phase]++
-		if d.Phase != cluster.PhaseClosing {
+		if d.Phase != deploy.PhaseClosing {
 			s.Cluster.Leases++
 			s.Manifest.Deployments++
 		}

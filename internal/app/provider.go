@@ -23,8 +23,8 @@ import (
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/market"
@@ -48,8 +48,8 @@ type Provider struct {
 	sweeper *kube.Sweeper
 	// unhealthy tracks leases not ready, for the optional close policy (closer, nil
 	// when off).
-	unhealthy *cluster.Unhealthy
-	closer    *cluster.UnhealthyCloser
+	unhealthy *deploy.Unhealthy
+	closer    *deploy.UnhealthyCloser
 	metrics   net.Listener
 	gw        *gatewayService
 	// balance withdraws earnings and keeps the bid-deposit reserve; balanceEvents is
@@ -167,14 +167,14 @@ func (p *Provider) Broadcaster() *chain.Broadcaster { return p.bcast }
 func (p *Provider) newCluster() error {
 	cfg := p.cfg
 	window := cfg.Cluster.UnhealthyCloseAfter
-	p.unhealthy = cluster.NewUnhealthy(window)
+	p.unhealthy = deploy.NewUnhealthy(window)
 	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
 	rc, err := kubeConfig(cfg)
 	if err != nil {
 		return err
 	}
 	owner := ownership.Owner{Provider: p.bcast.Address(), ChainID: p.client.ChainID()}
-	p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s cluster.LeaseStatus) {
+	p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s deploy.LeaseStatus) {
 		p.readyClock.observe(s)
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
@@ -193,7 +193,7 @@ func (p *Provider) newCluster() error {
 	if window == 0 {
 		return nil
 	}
-	p.closer = &cluster.UnhealthyCloser{Tracker: p.unhealthy, Every: time.Minute, Active: p.leaseActive, Log: p.log,
+	p.closer = &deploy.UnhealthyCloser{Tracker: p.unhealthy, Every: time.Minute, Active: p.leaseActive, Log: p.log,
 		Reachable: func(ctx context.Context) error {
 			return p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		},
@@ -316,7 +316,7 @@ func (p *Provider) leaseActive(ctx context.Context, id market.LeaseID) (bool, er
 }
 
 // Manager is the deployment manager (manifests are handed to it).
-func (p *Provider) Manager() *cluster.Manager { return p.manager }
+func (p *Provider) Manager() *deploy.Manager { return p.manager }
 
 // Monitor is the lease status monitor.
 func (p *Provider) Monitor() *kube.Monitor { return p.monitor }

@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/manifest"
 	"berth.dev/berth/internal/market"
@@ -322,7 +323,7 @@ func DefaultProviderConfig() ProviderConfig {
 	c.Inventory.MaxAge = 2 * time.Minute
 	c.Gateway = GatewayConfig{Listen: "0.0.0.0:8443", GRPCListen: "0.0.0.0:8444", ManifestTimeout: manifest.DefaultTimeout}
 	c.Balance = BalanceConfig{WithdrawPeriod: time.Hour, CheckInterval: time.Minute, LowFundsBlocks: balance.DefaultLowFundsBlocks}
-	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: 10 * time.Minute, FailedPodTTL: 10 * time.Minute, DeployConcurrency: cluster.DefaultDeployConcurrency}
+	c.Cluster = ClusterConfig{InstallCRDs: true, IngressNamespace: "ingress-nginx", OrphanInterval: 10 * time.Minute, FailedPodTTL: 10 * time.Minute, DeployConcurrency: deploy.DefaultDeployConcurrency}
 	return c
 }
 

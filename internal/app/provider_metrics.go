@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -34,7 +34,7 @@ func newLeaseReadyClock(first func(market.LeaseID) (time.Time, bool)) *leaseRead
 }
 
 // observe takes a lease's status from the monitor.
-func (c *leaseReadyClock) observe(s cluster.LeaseStatus) {
+func (c *leaseReadyClock) observe(s deploy.LeaseStatus) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(s.Services) == 0 {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -29,18 +29,18 @@ func TestLeaseReadyClock(t *testing.T) {
 		h := mfs[0].GetMetric()[0].GetHistogram()
 		return h.GetSampleCount(), h.GetSampleSum()
 	}
-	svc := []cluster.ServiceStatus{{}}
-	c.observe(cluster.LeaseStatus{Lease: a, Services: svc, Ready: false})
-	c.observe(cluster.LeaseStatus{Lease: rebuilt, Services: svc, Ready: true})
+	svc := []deploy.ServiceStatus{{}}
+	c.observe(deploy.LeaseStatus{Lease: a, Services: svc, Ready: false})
+	c.observe(deploy.LeaseStatus{Lease: rebuilt, Services: svc, Ready: true})
 	if n, _ := samples(); n != 0 {
 		t.Fatalf("%d observations before a measured lease was ready", n)
 	}
-	c.observe(cluster.LeaseStatus{Lease: a, Services: svc, Ready: true})
-	c.observe(cluster.LeaseStatus{Lease: a, Services: svc, Ready: true}) // again: measured once
+	c.observe(deploy.LeaseStatus{Lease: a, Services: svc, Ready: true})
+	c.observe(deploy.LeaseStatus{Lease: a, Services: svc, Ready: true}) // again: measured once
 	if n, sum := samples(); n != 1 || sum < 3 || sum > 60 {
 		t.Fatalf("%d observations summing %.1fs, want 1 of about 3 s", n, sum)
 	}
-	c.observe(cluster.LeaseStatus{Lease: a}) // gone
+	c.observe(deploy.LeaseStatus{Lease: a}) // gone
 	if len(c.done) != 0 {
 		t.Fatalf("a lease gone is still remembered: %v", c.done)
 	}

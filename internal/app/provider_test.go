@@ -33,8 +33,8 @@ import (
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/localenv"
@@ -260,7 +260,7 @@ func TestProviderRun(t *testing.T) {
 	}
 	waitFor(t, "the update applied", func() bool {
 		st, ok := p.Manager().State(lease)
-		return ok && st.Phase == cluster.PhaseDeployed && bytes.Equal(st.Version, updated.Version())
+		return ok && st.Phase == deploy.PhaseDeployed && bytes.Equal(st.Version, updated.Version())
 	})
 	// gRPC: the status, and the bid engine's answer on a group like the one leased.
 	conn, err := grpc.NewClient(p.GRPCGateway(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{

@@ -33,6 +33,7 @@ import (
 	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -479,7 +480,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	deployed := func(id market.LeaseID, version []byte) func() error {
 		return func() error {
 			st, ok := svc.manager.State(id)
-			if !ok || st.Phase != cluster.PhaseDeployed || !bytes.Equal(st.Version, version) {
+			if !ok || st.Phase != deploy.PhaseDeployed || !bytes.Equal(st.Version, version) {
 				return fmt.Errorf("lease %s: %s %d attempts, %s (requests refused: %q)", id, st.Phase, st.Attempts, st.Error, calls.Refused())
 			}
 			return nil
@@ -522,7 +523,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	// The monitor follows the workloads, the node port and the events.
 	testenv.EventuallyNoError(t, time.Minute, "the lease's status (watch deployments, statefulsets, services, events)", func() error {
 		st, _ := svc.monitor.Status(a)
-		byName := map[string]cluster.ServiceStatus{}
+		byName := map[string]deploy.ServiceStatus{}
 		for _, s := range st.Services {
 			byName[s.Name] = s
 		}
@@ -561,7 +562,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	errFound := errors.New("found")
 	for _, follow := range []bool{false, true} {
 		seen := false
-		err := ls.Logs(ctx, a, cluster.LogOptions{Services: []string{"web"}, Follow: follow}, func(l cluster.LogLine) error {
+		err := ls.Logs(ctx, a, deploy.LogOptions{Services: []string{"web"}, Follow: follow}, func(l deploy.LogLine) error {
 			if l.Message == marker {
 				seen = true
 				return errFound
@@ -573,7 +574,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		}
 	}
 	testenv.EventuallyNoError(t, 30*time.Second, "the lease's events listed", func() error {
-		switch err := ls.Events(ctx, a, cluster.EventOptions{}, func(cluster.Event) error { return errFound }); {
+		switch err := ls.Events(ctx, a, deploy.EventOptions{}, func(deploy.Event) error { return errFound }); {
 		case err == nil:
 			return errors.New("no event yet")
 		case !errors.Is(err, errFound):
@@ -581,13 +582,13 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		}
 		return nil
 	})
-	if err := ls.Events(ctx, a, cluster.EventOptions{Follow: true}, func(cluster.Event) error { return errFound }); !errors.Is(err, errFound) {
+	if err := ls.Events(ctx, a, deploy.EventOptions{Follow: true}, func(deploy.Event) error { return errFound }); !errors.Is(err, errFound) {
 		t.Fatalf("events followed: %v", err)
 	}
 	// A shell goes over a websocket (SPDY is only the fallback): "get pods/exec" is
 	// among the requests used below, and a refused upgrade among those refused.
 	var stdout, stderr bytes.Buffer
-	code, err := ls.Exec(ctx, a, cluster.ExecRequest{Service: "web", Command: []string{"echo", marker}, Stdout: &stdout, Stderr: &stderr})
+	code, err := ls.Exec(ctx, a, deploy.ExecRequest{Service: "web", Command: []string{"echo", marker}, Stdout: &stdout, Stderr: &stderr})
 	if err != nil || code != 0 || stdout.String() != marker+"\n" {
 		t.Fatalf("exec: exit %d, %v, stdout %q, stderr %q", code, err, stdout.String(), stderr.String())
 	}

@@ -3,7 +3,7 @@ package app
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -47,7 +47,7 @@ func (m *seedMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.deploymentManager, prometheus.GaugeValue, float64(len(states)))
 	deployments := map[market.DeploymentID]bool{}
 	for _, s := range states {
-		if s.Phase != cluster.PhaseClosing {
+		if s.Phase != deploy.PhaseClosing {
 			deployments[s.Lease.Deployment()] = true
 		}
 	}

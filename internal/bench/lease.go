@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/internal/app"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
@@ -60,7 +60,7 @@ type LeaseReadyBench struct {
 
 // DefaultLeaseReadyBench is `berth bench lease-ready` without flags.
 func DefaultLeaseReadyBench() LeaseReadyBench {
-	return LeaseReadyBench{Nodes: 1000, Leases: 1000, Burst: 500, Rate: 2, KubeQPS: 2000, KubeBurst: 4000, DeployConcurrency: cluster.DefaultDeployConcurrency,
+	return LeaseReadyBench{Nodes: 1000, Leases: 1000, Burst: 500, Rate: 2, KubeQPS: 2000, KubeBurst: 4000, DeployConcurrency: deploy.DefaultDeployConcurrency,
 		Teardown: true, Timeout: 5 * time.Minute}
 }
 
@@ -147,7 +147,7 @@ func newReadiness() *readiness {
 		gone: map[market.LeaseID]bool{}, changed: make(chan struct{}, 1)}
 }
 
-func (r *readiness) observe(s cluster.LeaseStatus) {
+func (r *readiness) observe(s deploy.LeaseStatus) {
 	now := time.Now()
 	r.mu.Lock()
 	r.last = now
@@ -165,7 +165,7 @@ func (r *readiness) observe(s cluster.LeaseStatus) {
 	}
 }
 
-func (r *readiness) deliver(ctx context.Context, m *cluster.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) error {
+func (r *readiness) deliver(ctx context.Context, m *deploy.Manager, id market.LeaseID, version []byte, group market.ManifestGroup) error {
 	r.mu.Lock()
 	r.sent[id] = time.Now()
 	r.mu.Unlock()
@@ -504,7 +504,7 @@ func (r *leaseBench) teardown(ctx context.Context) error {
 var benchOwner = ownership.Owner{Provider: "akash1benchprovider", ChainID: "berth-bench"}
 
 // waitTornDown waits until the manager holds no lease, checking every 20 ms.
-func waitTornDown(ctx context.Context, m *cluster.Manager, timeout time.Duration) error {
+func waitTornDown(ctx context.Context, m *deploy.Manager, timeout time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := wait.Until(wctx, 20*time.Millisecond, func(context.Context) error {

@@ -16,7 +16,7 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/app"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/status"
@@ -238,20 +238,20 @@ func (noLeases) Manifest(market.LeaseID) ([]byte, market.ManifestGroup, bool) {
 	return nil, market.ManifestGroup{}, false
 }
 
-func (noLeases) State(market.LeaseID) (cluster.DeploymentState, bool) {
-	return cluster.DeploymentState{}, false
+func (noLeases) State(market.LeaseID) (deploy.DeploymentState, bool) {
+	return deploy.DeploymentState{}, false
 }
 
 func (noLeases) MigrateHostnames(string, []string, uint64, uint32) ([]string, error) {
-	return nil, cluster.ErrMigration
+	return nil, deploy.ErrMigration
 }
 
 func (noLeases) MigrateEndpoints(string, []string, uint64, uint32) ([]string, error) {
-	return nil, cluster.ErrMigration
+	return nil, deploy.ErrMigration
 }
 
-func (noLeases) Routes(market.LeaseID) cluster.Routes { return cluster.Routes{} }
+func (noLeases) Routes(market.LeaseID) deploy.Routes { return deploy.Routes{} }
 
-func (noLeases) Status(market.LeaseID) (cluster.LeaseStatus, bool) {
-	return cluster.LeaseStatus{}, false
+func (noLeases) Status(market.LeaseID) (deploy.LeaseStatus, bool) {
+	return deploy.LeaseStatus{}, false
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
 // Errors Submit returns besides *Error (ErrInvalid) and the deployment manager's
-// cluster.ErrHostnameInUse and cluster.ErrLeaseClosed.
+// deploy.ErrHostnameInUse and deploy.ErrLeaseClosed.
 var (
 	// ErrNotFound: the tenant has no active deployment with that sequence, or none
 	// of its leases is with this provider.
@@ -43,7 +43,7 @@ type Config struct {
 	// name, ".example.com" every name under it (not example.com itself).
 	BlockedHostnames []string
 	// IngressDomain, when set, gives every service's HTTP ingress port a hostname of
-	// the provider's under it (cluster.IngressHost), as Akash providers do; tenants may
+	// the provider's under it (deploy.IngressHost), as Akash providers do; tenants may
 	// not ask for names under it themselves.
 	IngressDomain string
 }
@@ -77,10 +77,10 @@ type Ledger interface {
 	BlockTime(ctx context.Context, height int64) (time.Time, error)
 }
 
-// Deployments takes accepted manifests (cluster.Manager). ManifestsReceived returns
+// Deployments takes accepted manifests (deploy.Manager). ManifestsReceived returns
 // nil only once the manifests are durable.
 type Deployments interface {
-	ManifestsReceived(ctx context.Context, version []byte, leases []cluster.LeaseManifest) error
+	ManifestsReceived(ctx context.Context, version []byte, leases []deploy.LeaseManifest) error
 	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
 	// Started is closed once the leases the cluster records are known (before that,
 	// Manifest does not know every lease that has one).
@@ -171,11 +171,11 @@ func (s *Service) Submit(ctx context.Context, owner string, dseq uint64, m marke
 	if err != nil {
 		return fmt.Errorf("leases of %s: %w: %w", did, ErrUnavailable, err)
 	}
-	var batch []cluster.LeaseManifest
+	var batch []deploy.LeaseManifest
 	for _, id := range leases {
 		for i := range m {
 			if gseqs[m[i].Name] == id.GSeq {
-				batch = append(batch, cluster.LeaseManifest{Lease: id, Group: cluster.WithIngressHosts(id, m[i], s.cfg.IngressDomain)})
+				batch = append(batch, deploy.LeaseManifest{Lease: id, Group: deploy.WithIngressHosts(id, m[i], s.cfg.IngressDomain)})
 			}
 		}
 	}
@@ -382,11 +382,11 @@ func outcome(err error) string {
 		return "accepted"
 	case errors.Is(err, ErrInvalid):
 		return "invalid"
-	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
+	case errors.Is(err, ErrNotFound), errors.Is(err, deploy.ErrLeaseClosed):
 		return "no_lease"
-	case errors.Is(err, ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
+	case errors.Is(err, ErrHostnameBlocked), errors.Is(err, deploy.ErrHostnameInUse):
 		return "hostname"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, cluster.ErrStarting):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, deploy.ErrStarting):
 		return "unavailable"
 	}
 	return "error"

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -75,7 +75,7 @@ type fakeDeployments struct {
 
 func (f *fakeDeployments) Started() <-chan struct{} { return f.started }
 
-func (f *fakeDeployments) ManifestsReceived(_ context.Context, _ []byte, leases []cluster.LeaseManifest) error {
+func (f *fakeDeployments) ManifestsReceived(_ context.Context, _ []byte, leases []deploy.LeaseManifest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
@@ -316,14 +316,14 @@ func TestSubmitIngressDomain(t *testing.T) {
 	for _, s := range g.Services {
 		for _, e := range s.Expose {
 			if e.IsIngress() {
-				found = found || slices.Contains(e.Hosts, cluster.IngressHost(f.lease, s.Name, "ingress.example.com"))
+				found = found || slices.Contains(e.Hosts, deploy.IngressHost(f.lease, s.Name, "ingress.example.com"))
 			}
 		}
 	}
 	if !found {
 		t.Fatalf("no provider hostname in the manifest handed over: %+v", g)
 	}
-	if back := cluster.WithoutIngressHosts(f.lease, g, "ingress.example.com"); !reflect.DeepEqual(back, f.m[0]) {
+	if back := deploy.WithoutIngressHosts(f.lease, g, "ingress.example.com"); !reflect.DeepEqual(back, f.m[0]) {
 		t.Fatalf("the tenant's manifest is not recoverable:\n%+v\n%+v", back, f.m[0])
 	}
 	for _, h := range []string{"ingress.example.com", "x.ingress.example.com", "X.Ingress.Example.com"} {

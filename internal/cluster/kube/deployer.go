@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
@@ -54,7 +54,7 @@ func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log 
 // namespace (created if needed, refused if another provider's) and its Manifest
 // resource's spec. Once it returns nil the manifest survives any stop of the provider;
 // Deploy then applies it.
-func (d *Deployer) Record(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) error {
+func (d *Deployer) Record(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes deploy.Routes) error {
 	if err := d.ours(id); err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (d *Deployer) ensureNamespace(ctx context.Context, want *corev1.Namespace) 
 
 // applyManifest server-side applies the lease's Manifest resource's spec and returns
 // the resource as it is now.
-func (d *Deployer) applyManifest(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) (*unstructured.Unstructured, error) {
+func (d *Deployer) applyManifest(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes deploy.Routes) (*unstructured.Unstructured, error) {
 	m, err := NewManifest(id, d.owner, version, group, routes)
 	if err != nil {
 		return nil, err
@@ -143,7 +143,7 @@ func (d *Deployer) applyManifest(ctx context.Context, id market.LeaseID, version
 // Manifest's status says Applied, or Failed with the API server's reason. Applying the
 // same group again changes nothing, or restores what was edited or deleted; a new
 // version is applied in place.
-func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes cluster.Routes) error {
+func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte, group market.ManifestGroup, routes deploy.Routes) error {
 	if err := d.ours(id); err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	// tenant's deployments has stays there until the tenant migrates it.
 	objs.Hosts = slices.DeleteFunc(objs.Hosts, func(h *berthv1.ProviderHost) bool { return !routes.HasHost(h.Spec.Hostname) })
 	objs.LeasedIPs = slices.DeleteFunc(objs.LeasedIPs, func(ip *berthv1.ProviderLeasedIP) bool {
-		return !routes.HasIP(cluster.IPPort{Endpoint: ip.Spec.Name, Port: uint32(ip.Spec.ExternalPort), Proto: ip.Spec.Protocol}) //nolint:gosec // a port, 1–65535
+		return !routes.HasIP(deploy.IPPort{Endpoint: ip.Spec.Name, Port: uint32(ip.Spec.ExternalPort), Proto: ip.Spec.Protocol}) //nolint:gosec // a port, 1–65535
 	})
 	if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
@@ -256,12 +256,12 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 
 // Deployed lists the leases the cluster runs for this provider on this chain, and the
 // routes each has, from their Manifest resources.
-func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
+func (d *Deployer) Deployed(ctx context.Context) ([]deploy.Deployed, error) {
 	ms, err := d.Manifests(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]cluster.Deployed, 0, len(ms))
+	out := make([]deploy.Deployed, 0, len(ms))
 	for _, m := range ms {
 		id, version, group, err := ManifestLease(m)
 		if err != nil {
@@ -276,7 +276,7 @@ func (d *Deployer) Deployed(ctx context.Context) ([]cluster.Deployed, error) {
 		if err := d.restorePasswords(ctx, id, &group); err != nil {
 			return nil, err
 		}
-		out = append(out, cluster.Deployed{Lease: id, Version: version, Group: group, Routes: ManifestRoutes(m)})
+		out = append(out, deploy.Deployed{Lease: id, Version: version, Group: group, Routes: ManifestRoutes(m)})
 	}
 	return out, nil
 }
@@ -360,7 +360,7 @@ type Orphan struct {
 // Other providers' namespaces are never looked at. A namespace whose lease the ledger
 // cannot answer for is kept: an outage never removes a lease. Namespaces labelled as
 // ours but naming no lease are reported as an error, not deleted.
-func (d *Deployer) RemoveOrphans(ctx context.Context, active cluster.LeaseActive, remove func(context.Context, market.LeaseID) error) ([]Orphan, error) {
+func (d *Deployer) RemoveOrphans(ctx context.Context, active deploy.LeaseActive, remove func(context.Context, market.LeaseID) error) ([]Orphan, error) {
 	list, err := d.cs.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: d.owner.Selector()})
 	if err != nil {
 		return nil, fmt.Errorf("list lease namespaces: %w", err)
@@ -449,4 +449,4 @@ func failedAt(p *corev1.Pod) time.Time {
 	return at
 }
 
-var _ cluster.Deployer = (*Deployer)(nil)
+var _ deploy.Deployer = (*Deployer)(nil)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -97,7 +97,7 @@ func TestDeployUpdateTeardown(t *testing.T) {
 	}
 	// The hostname withheld (another of the tenant's deployments holds it): its
 	// ProviderHost goes, the recorded group keeps it; routed again, it comes back.
-	if err := d.Deploy(ctx, id, v1, g1, cluster.Routes{}); err != nil {
+	if err := d.Deploy(ctx, id, v1, g1, deploy.Routes{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := hosts(); n != 0 {
@@ -108,8 +108,8 @@ func TestDeployUpdateTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dl := range deployed {
-		if dl.Lease == id && (len(dl.Routes.Hosts) != 0 || len(cluster.RoutesOf(&dl.Group).Hosts) != 1) {
-			t.Fatalf("recorded routes %+v, group hosts %v", dl.Routes, cluster.RoutesOf(&dl.Group).Hosts)
+		if dl.Lease == id && (len(dl.Routes.Hosts) != 0 || len(deploy.RoutesOf(&dl.Group).Hosts) != 1) {
+			t.Fatalf("recorded routes %+v, group hosts %v", dl.Routes, deploy.RoutesOf(&dl.Group).Hosts)
 		}
 	}
 	if err := d.Deploy(ctx, id, v1, g1, routesOf(g1)); err != nil {
@@ -341,4 +341,4 @@ func TestRebuildRestoresRegistryPasswords(t *testing.T) {
 }
 
 // routesOf routes everything the group asks for (a lease alone with its hostnames).
-func routesOf(g market.ManifestGroup) cluster.Routes { return cluster.RoutesOf(&g) }
+func routesOf(g market.ManifestGroup) deploy.Routes { return deploy.RoutesOf(&g) }

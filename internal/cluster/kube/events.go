@@ -13,13 +13,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
 // newEvent is what berth reports of a Kubernetes event. Events recorded through
 // events.k8s.io carry their time and count in their series, or only an event time.
-func newEvent(e *corev1.Event) cluster.Event {
+func newEvent(e *corev1.Event) deploy.Event {
 	at, count := e.LastTimestamp.Time, e.Count
 	if s := e.Series; s != nil {
 		at, count = s.LastObservedTime.Time, s.Count
@@ -29,7 +29,7 @@ func newEvent(e *corev1.Event) cluster.Event {
 			at = t
 		}
 	}
-	return cluster.Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
+	return deploy.Event{Time: at, Type: e.Type, Reason: e.Reason, Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name,
 		Message: e.Message, Count: max(count, 1), Namespace: e.InvolvedObject.Namespace}
 }
 
@@ -40,7 +40,7 @@ func newEvent(e *corev1.Event) cluster.Event {
 // error). What waits for a slow fn is at most one entry per event of the namespace:
 // an event updated meanwhile is delivered once, as it is then. An unknown lease is
 // ErrNoSuchLease.
-func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts cluster.EventOptions, fn func(cluster.Event) error) error {
+func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts deploy.EventOptions, fn func(deploy.Event) error) error {
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func (s *Streams) Events(ctx context.Context, id market.LeaseID, opts cluster.Ev
 // followEvents runs an informer on the namespace's events: its handlers only queue the
 // event's key, and this goroutine delivers the event as the informer's store has it,
 // unless that version was delivered already.
-func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string, fn func(cluster.Event) error) error {
+func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string, fn func(deploy.Event) error) error {
 	// An informer retries a failing list forever: a list that cannot be made is an
 	// error here rather than a stream that never starts.
 	if _, err := s.cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
@@ -104,7 +104,7 @@ func (s *Streams) followEvents(ctx context.Context, id market.LeaseID, ns string
 
 // deliverEvents waits for the informer's first list, delivers it oldest first, then
 // what the queue names, until the queue shuts down (ctx ended) or fn fails.
-func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced cache.InformerSynced, queue workqueue.TypedInterface[string], fn func(cluster.Event) error) error {
+func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced cache.InformerSynced, queue workqueue.TypedInterface[string], fn func(deploy.Event) error) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced) {
 		return nil // ctx ended; runInformers reports a failure to list
 	}
@@ -134,7 +134,7 @@ func (s *Streams) deliverEvents(ctx context.Context, store cache.Store, synced c
 	}
 }
 
-func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[string]string, fn func(cluster.Event) error) error {
+func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[string]string, fn func(deploy.Event) error) error {
 	o, exists, err := store.GetByKey(key)
 	if err != nil {
 		return fmt.Errorf("event %s: %w", key, err)
@@ -155,7 +155,7 @@ func (s *Streams) deliverEvent(store cache.Store, key string, delivered map[stri
 func oldestFirst(events []*corev1.Event) []*corev1.Event {
 	type timed struct {
 		e  *corev1.Event
-		at cluster.Event
+		at deploy.Event
 	}
 	ts := make([]timed, len(events))
 	for i, e := range events {

@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -26,35 +26,35 @@ func TestEvents(t *testing.T) {
 	l := deployStreamsLease(t, kube)
 	s := newTestStreams(t, kube)
 	cs := kube.Clientset(t)
-	scheduled := func(events []cluster.Event) bool {
-		return slices.ContainsFunc(events, func(e cluster.Event) bool {
+	scheduled := func(events []deploy.Event) bool {
+		return slices.ContainsFunc(events, func(e deploy.Event) bool {
 			return e.Reason == "Scheduled" && e.Object == "Pod/"+l.pods["db"][0] && e.Type == corev1.EventTypeNormal && e.Count >= 1
 		})
 	}
 
 	t.Run("list", func(t *testing.T) {
-		var last []cluster.Event
+		var last []deploy.Event
 		eventually(t, "the scheduler's event about the db pod", func() bool {
-			var c collected[cluster.Event]
-			if err := s.Events(ctx, l.id, cluster.EventOptions{}, c.add); err != nil {
+			var c collected[deploy.Event]
+			if err := s.Events(ctx, l.id, deploy.EventOptions{}, c.add); err != nil {
 				t.Fatal(err)
 			}
 			last = c.all()
 			return scheduled(last)
 		})
-		if !slices.IsSortedFunc(last, func(a, b cluster.Event) int { return a.Time.Compare(b.Time) }) {
+		if !slices.IsSortedFunc(last, func(a, b deploy.Event) int { return a.Time.Compare(b.Time) }) {
 			t.Fatalf("events not oldest first: %+v", last)
 		}
 	})
 
 	t.Run("follow", func(t *testing.T) {
-		var c collected[cluster.Event]
+		var c collected[deploy.Event]
 		runCtx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer stop()
 		wg.Go(func() {
-			if err := s.Events(runCtx, l.id, cluster.EventOptions{Follow: true}, c.add); err != nil {
+			if err := s.Events(runCtx, l.id, deploy.EventOptions{Follow: true}, c.add); err != nil {
 				t.Error(err)
 			}
 		})
@@ -73,7 +73,7 @@ func TestEvents(t *testing.T) {
 		}
 		ours := func(count int32) func() bool {
 			return func() bool {
-				return slices.ContainsFunc(c.all(), func(e cluster.Event) bool {
+				return slices.ContainsFunc(c.all(), func(e deploy.Event) bool {
 					return e.Message == m+"created" && e.Count == count && e.Reason == "BerthTest" &&
 						e.Type == corev1.EventTypeWarning && e.Object == "Pod/"+l.pods["web"][1] && e.Time.Equal(now.Time)
 				})
@@ -102,7 +102,7 @@ func TestEvents(t *testing.T) {
 		errStop := errors.New("enough")
 		for _, follow := range []bool{false, true} {
 			n := 0
-			err := s.Events(ctx, l.id, cluster.EventOptions{Follow: follow}, func(cluster.Event) error {
+			err := s.Events(ctx, l.id, deploy.EventOptions{Follow: follow}, func(deploy.Event) error {
 				n++
 				return errStop
 			})
@@ -114,7 +114,7 @@ func TestEvents(t *testing.T) {
 
 	t.Run("unknown lease", func(t *testing.T) {
 		other := market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
-		if err := s.Events(ctx, other, cluster.EventOptions{Follow: true}, func(cluster.Event) error { return nil }); !errors.Is(err, cluster.ErrNoSuchLease) {
+		if err := s.Events(ctx, other, deploy.EventOptions{Follow: true}, func(deploy.Event) error { return nil }); !errors.Is(err, deploy.ErrNoSuchLease) {
 			t.Fatalf("err %v", err)
 		}
 	})

@@ -17,7 +17,7 @@ import (
 	utilexec "k8s.io/client-go/util/exec"
 	"k8s.io/streaming/pkg/httpstream"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -29,9 +29,9 @@ import (
 //
 // The session goes over a websocket, or SPDY when the API server does not take
 // websockets.
-func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts cluster.ExecRequest) (int, error) {
+func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts deploy.ExecRequest) (int, error) {
 	if opts.Service == "" || len(opts.Command) == 0 || opts.Command[0] == "" {
-		return 0, fmt.Errorf("lease %s: exec needs a service and a command: %w", id, cluster.ErrInvalidRequest)
+		return 0, fmt.Errorf("lease %s: exec needs a service and a command: %w", id, deploy.ErrInvalidRequest)
 	}
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
@@ -75,7 +75,7 @@ func (s *Streams) Exec(ctx context.Context, id market.LeaseID, opts cluster.Exec
 	case errors.As(err, &exit) && exit.Exited():
 		return exit.ExitStatus(), nil
 	case commandNotFound(err):
-		return 0, fmt.Errorf("lease %s: exec %q in %s/%s: %w", id, opts.Command[0], ns, pod.Name, cluster.ErrNoSuchCommand)
+		return 0, fmt.Errorf("lease %s: exec %q in %s/%s: %w", id, opts.Command[0], ns, pod.Name, deploy.ErrNoSuchCommand)
 	default:
 		return 0, fmt.Errorf("lease %s: exec in %s/%s: %w", id, ns, pod.Name, err)
 	}
@@ -109,7 +109,7 @@ func (s *Streams) execPod(ctx context.Context, id market.LeaseID, ns, service st
 		}
 	}
 	if index < 0 || index >= len(running) {
-		return nil, fmt.Errorf("lease %s: service %s has %d running pods, not one at index %d: %w", id, service, len(running), index, cluster.ErrNoSuchPod)
+		return nil, fmt.Errorf("lease %s: service %s has %d running pods, not one at index %d: %w", id, service, len(running), index, deploy.ErrNoSuchPod)
 	}
 	slices.SortFunc(running, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	return running[index], nil
@@ -135,7 +135,7 @@ func (s *Streams) executor(u *url.URL) (remotecommand.Executor, error) {
 // closed or the session is over.
 type resizeQueue struct {
 	ctx   context.Context // the session's: a queue lives for one Exec
-	sizes <-chan cluster.TerminalSize
+	sizes <-chan deploy.TerminalSize
 }
 
 func (q resizeQueue) Next() *remotecommand.TerminalSize {

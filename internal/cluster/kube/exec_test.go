@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -21,7 +21,7 @@ func TestExec(t *testing.T) {
 	l := deployStreamsLease(t, kube)
 	s := newTestStreams(t, kube)
 
-	run := func(t *testing.T, opts cluster.ExecRequest) (code int, stdout, stderr string) {
+	run := func(t *testing.T, opts deploy.ExecRequest) (code int, stdout, stderr string) {
 		t.Helper()
 		var out, errOut bytes.Buffer
 		opts.Stdout, opts.Stderr = &out, &errOut
@@ -33,19 +33,19 @@ func TestExec(t *testing.T) {
 	}
 
 	t.Run("output", func(t *testing.T) {
-		code, out, errOut := run(t, cluster.ExecRequest{Service: "web", Command: []string{"echo", "hello"}})
+		code, out, errOut := run(t, deploy.ExecRequest{Service: "web", Command: []string{"echo", "hello"}})
 		if code != 0 || out != "hello\n" || errOut != "" {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})
 	t.Run("exit code", func(t *testing.T) {
-		code, out, errOut := run(t, cluster.ExecRequest{Service: "db", Command: []string{"sh", "-c", "echo err >&2; exit 3"}})
+		code, out, errOut := run(t, deploy.ExecRequest{Service: "db", Command: []string{"sh", "-c", "echo err >&2; exit 3"}})
 		if code != 3 || out != "" || errOut != "err\n" {
 			t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 		}
 	})
 	t.Run("stdin", func(t *testing.T) {
-		code, out, _ := run(t, cluster.ExecRequest{Service: "web", PodIndex: 1, Command: []string{"cat"}, Stdin: strings.NewReader("piped\nthrough\n")})
+		code, out, _ := run(t, deploy.ExecRequest{Service: "web", PodIndex: 1, Command: []string{"cat"}, Stdin: strings.NewReader("piped\nthrough\n")})
 		if code != 0 || out != "piped\nthrough\n" {
 			t.Fatalf("exit %d, stdout %q", code, out)
 		}
@@ -55,7 +55,7 @@ func TestExec(t *testing.T) {
 	// control plane's node server runs these.
 	t.Run("terminal without input", func(t *testing.T) {
 		var out bytes.Buffer
-		code, err := s.Exec(ctx, l.id, cluster.ExecRequest{Service: "web", TTY: true, Stdout: &out,
+		code, err := s.Exec(ctx, l.id, deploy.ExecRequest{Service: "web", TTY: true, Stdout: &out,
 			Command: []string{"sh", "-c", `[ -t 0 ] && [ -t 1 ] && echo in a terminal; exit 3`}})
 		if err != nil || code != 3 || out.String() != "in a terminal\r\n" {
 			t.Fatalf("exit %d, err %v, output %q", code, err, out.String())
@@ -64,7 +64,7 @@ func TestExec(t *testing.T) {
 	t.Run("terminal without output", func(t *testing.T) {
 		pr, pw := io.Pipe()
 		defer func() { _ = pw.Close() }()
-		code, err := s.Exec(ctx, l.id, cluster.ExecRequest{Service: "web", TTY: true, Stdin: pr,
+		code, err := s.Exec(ctx, l.id, deploy.ExecRequest{Service: "web", TTY: true, Stdin: pr,
 			Command: []string{"sh", "-c", "echo nobody reads this; exit 4"}})
 		_ = pr.Close()
 		if err != nil || code != 4 {
@@ -75,15 +75,15 @@ func TestExec(t *testing.T) {
 		// The shell prints the terminal's size for each line it reads, and stops at "q".
 		pr, pw := io.Pipe()
 		defer func() { _ = pw.Close() }()
-		resize := make(chan cluster.TerminalSize, 1)
-		resize <- cluster.TerminalSize{Width: 100, Height: 40}
+		resize := make(chan deploy.TerminalSize, 1)
+		resize <- deploy.TerminalSize{Width: 100, Height: 40}
 		var out testenv.Buffer
 		var wg sync.WaitGroup
 		var code int
 		var err error
 		wg.Go(func() {
 			defer func() { _ = pr.Close() }() // a write of the test's then fails rather than waits
-			code, err = s.Exec(ctx, l.id, cluster.ExecRequest{Service: "web", TTY: true, Resize: resize, Stdin: pr, Stdout: &out,
+			code, err = s.Exec(ctx, l.id, deploy.ExecRequest{Service: "web", TTY: true, Resize: resize, Stdin: pr, Stdout: &out,
 				Command: []string{"sh", "-c", `while read x; do [ "$x" = q ] && exit 5; stty size; done`}})
 		})
 		eventually(t, "the terminal's size", func() bool {
@@ -104,18 +104,18 @@ func TestExec(t *testing.T) {
 		for _, c := range []struct {
 			name string
 			id   market.LeaseID
-			opts cluster.ExecRequest
+			opts deploy.ExecRequest
 			want error
 		}{
-			{"no command", l.id, cluster.ExecRequest{Service: "web"}, cluster.ErrInvalidRequest},
-			{"no service", l.id, cluster.ExecRequest{Command: []string{"true"}}, cluster.ErrInvalidRequest},
-			{"unknown service", l.id, cluster.ExecRequest{Service: "nope", Command: []string{"true"}}, cluster.ErrNoSuchService},
-			{"index past the replicas", l.id, cluster.ExecRequest{Service: "web", PodIndex: 2, Command: []string{"true"}}, cluster.ErrNoSuchPod},
-			{"negative index", l.id, cluster.ExecRequest{Service: "db", PodIndex: -1, Command: []string{"true"}}, cluster.ErrNoSuchPod},
-			{"unknown command", l.id, cluster.ExecRequest{Service: "web", Command: []string{"berth-no-such-command"}}, cluster.ErrNoSuchCommand},
-			{"unknown command by path", l.id, cluster.ExecRequest{Service: "web", Command: []string{"/no/such/dir/cmd"}}, cluster.ErrNoSuchCommand},
+			{"no command", l.id, deploy.ExecRequest{Service: "web"}, deploy.ErrInvalidRequest},
+			{"no service", l.id, deploy.ExecRequest{Command: []string{"true"}}, deploy.ErrInvalidRequest},
+			{"unknown service", l.id, deploy.ExecRequest{Service: "nope", Command: []string{"true"}}, deploy.ErrNoSuchService},
+			{"index past the replicas", l.id, deploy.ExecRequest{Service: "web", PodIndex: 2, Command: []string{"true"}}, deploy.ErrNoSuchPod},
+			{"negative index", l.id, deploy.ExecRequest{Service: "db", PodIndex: -1, Command: []string{"true"}}, deploy.ErrNoSuchPod},
+			{"unknown command", l.id, deploy.ExecRequest{Service: "web", Command: []string{"berth-no-such-command"}}, deploy.ErrNoSuchCommand},
+			{"unknown command by path", l.id, deploy.ExecRequest{Service: "web", Command: []string{"/no/such/dir/cmd"}}, deploy.ErrNoSuchCommand},
 			{"unknown lease", market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"},
-				cluster.ExecRequest{Service: "web", Command: []string{"true"}}, cluster.ErrNoSuchLease},
+				deploy.ExecRequest{Service: "web", Command: []string{"true"}}, deploy.ErrNoSuchLease},
 		} {
 			if _, err := s.Exec(ctx, c.id, c.opts); !errors.Is(err, c.want) {
 				t.Errorf("%s: err %v, want %v", c.name, err, c.want)

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -42,12 +42,12 @@ const (
 // is logged and left out (one that has not started is streamed when it starts). No
 // pods at all is ErrNoPods; an unknown lease is ErrNoSuchLease, an unknown service
 // ErrNoSuchService.
-func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts cluster.LogOptions, fn func(cluster.LogLine) error) error {
+func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts deploy.LogOptions, fn func(deploy.LogLine) error) error {
 	if opts.TailLines != nil && *opts.TailLines < 0 {
-		return fmt.Errorf("lease %s: negative tail: %w", id, cluster.ErrInvalidRequest)
+		return fmt.Errorf("lease %s: negative tail: %w", id, deploy.ErrInvalidRequest)
 	}
 	if opts.Previous && opts.Follow {
-		return fmt.Errorf("lease %s: previous and follow: a container's ended run writes no more: %w", id, cluster.ErrInvalidRequest)
+		return fmt.Errorf("lease %s: previous and follow: a container's ended run writes no more: %w", id, deploy.ErrInvalidRequest)
 	}
 	ns, err := s.leaseNamespace(ctx, id)
 	if err != nil {
@@ -61,7 +61,7 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts cluster.LogO
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	m := &logMux{s: s, id: id, ns: ns, opts: opts, lines: make(chan cluster.LogLine, logBuffer), started: map[string]bool{}}
+	m := &logMux{s: s, id: id, ns: ns, opts: opts, lines: make(chan deploy.LogLine, logBuffer), started: map[string]bool{}}
 	var findErr error
 	go func() {
 		if opts.Follow {
@@ -95,7 +95,7 @@ func (s *Streams) Logs(ctx context.Context, id market.LeaseID, opts cluster.LogO
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unread > 0 {
-		return fmt.Errorf("lease %s: %d of %d pods: %w", id, m.unread, m.pods, cluster.ErrLogUnreadable)
+		return fmt.Errorf("lease %s: %d of %d pods: %w", id, m.unread, m.pods, deploy.ErrLogUnreadable)
 	}
 	return nil
 }
@@ -105,8 +105,8 @@ type logMux struct {
 	s     *Streams
 	id    market.LeaseID
 	ns    string
-	opts  cluster.LogOptions
-	lines chan cluster.LogLine
+	opts  deploy.LogOptions
+	lines chan deploy.LogLine
 
 	mu      sync.Mutex // guards started, closed, pods and unread, and the Add side of streams
 	started map[string]bool
@@ -143,7 +143,7 @@ func (m *logMux) listPods(ctx context.Context) error {
 		return fmt.Errorf("lease %s: list pods: %w", m.id, err)
 	}
 	if len(pods.Items) == 0 {
-		return fmt.Errorf("lease %s: %w", m.id, cluster.ErrNoPods)
+		return fmt.Errorf("lease %s: %w", m.id, deploy.ErrNoPods)
 	}
 	m.mu.Lock()
 	m.pods = len(pods.Items)
@@ -245,7 +245,7 @@ func (m *logMux) stream(ctx context.Context, pod, service, container string, tai
 			return
 		}
 		select {
-		case m.lines <- cluster.LogLine{Service: service, Pod: pod, Message: string(line)}:
+		case m.lines <- deploy.LogLine{Service: service, Pod: pod, Message: string(line)}:
 		case <-ctx.Done():
 			return
 		}

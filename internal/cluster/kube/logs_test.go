@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
@@ -30,7 +30,7 @@ func TestLogs(t *testing.T) {
 	kube.AppendContainerLog(t, m+"1", m+"2")
 
 	// ours: the lines of this test, by pod.
-	ours := func(lines []cluster.LogLine) map[string][]string {
+	ours := func(lines []deploy.LogLine) map[string][]string {
 		out := map[string][]string{}
 		for _, ln := range lines {
 			if strings.HasPrefix(ln.Message, m) {
@@ -39,7 +39,7 @@ func TestLogs(t *testing.T) {
 		}
 		return out
 	}
-	services := func(lines []cluster.LogLine) map[string]string {
+	services := func(lines []deploy.LogLine) map[string]string {
 		out := map[string]string{}
 		for _, ln := range lines {
 			out[ln.Pod] = ln.Service
@@ -48,8 +48,8 @@ func TestLogs(t *testing.T) {
 	}
 
 	t.Run("every service", func(t *testing.T) {
-		var c collected[cluster.LogLine]
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{}, c.add); err != nil {
+		var c collected[deploy.LogLine]
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{}, c.add); err != nil {
 			t.Fatal(err)
 		}
 		got := ours(c.all())
@@ -68,8 +68,8 @@ func TestLogs(t *testing.T) {
 	})
 
 	t.Run("one service", func(t *testing.T) {
-		var c collected[cluster.LogLine]
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"db"}}, c.add); err != nil {
+		var c collected[deploy.LogLine]
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"db"}}, c.add); err != nil {
 			t.Fatal(err)
 		}
 		got := ours(c.all())
@@ -79,22 +79,22 @@ func TestLogs(t *testing.T) {
 	})
 
 	t.Run("several services", func(t *testing.T) {
-		var c collected[cluster.LogLine]
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"db", "web"}}, c.add); err != nil {
+		var c collected[deploy.LogLine]
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"db", "web"}}, c.add); err != nil {
 			t.Fatal(err)
 		}
 		if got := ours(c.all()); len(got) != 3 {
 			t.Fatalf("lines from %d pods, want web's 2 and db's 1: %v", len(got), got)
 		}
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"db", "nope"}}, c.add); !errors.Is(err, cluster.ErrNoSuchService) {
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"db", "nope"}}, c.add); !errors.Is(err, deploy.ErrNoSuchService) {
 			t.Errorf("a service the lease lacks among others: %v, want ErrNoSuchService", err)
 		}
 	})
 
 	t.Run("tail", func(t *testing.T) {
-		var c collected[cluster.LogLine]
+		var c collected[deploy.LogLine]
 		one := int64(1)
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{TailLines: &one}, c.add); err != nil {
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{TailLines: &one}, c.add); err != nil {
 			t.Fatal(err)
 		}
 		all := c.all()
@@ -109,14 +109,14 @@ func TestLogs(t *testing.T) {
 	})
 
 	t.Run("follow", func(t *testing.T) {
-		var c collected[cluster.LogLine]
+		var c collected[deploy.LogLine]
 		runCtx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer stop()
 		one := int64(1)
 		wg.Go(func() {
-			if err := s.Logs(runCtx, l.id, cluster.LogOptions{Follow: true, TailLines: &one}, c.add); err != nil {
+			if err := s.Logs(runCtx, l.id, deploy.LogOptions{Follow: true, TailLines: &one}, c.add); err != nil {
 				t.Error(err)
 			}
 		})
@@ -145,7 +145,7 @@ func TestLogs(t *testing.T) {
 		}
 		eventually(t, "the new db pod's whole log", func() bool {
 			got := ours(c.all())
-			return len(got) == 4 && slices.ContainsFunc(c.all(), func(ln cluster.LogLine) bool {
+			return len(got) == 4 && slices.ContainsFunc(c.all(), func(ln deploy.LogLine) bool {
 				return ln.Service == "db" && ln.Pod != l.pods["db"][0] && ln.Message == m+"1"
 			})
 		})
@@ -164,7 +164,7 @@ func TestLogs(t *testing.T) {
 	t.Run("the consumer stops it", func(t *testing.T) {
 		errStop := errors.New("enough")
 		n := 0
-		err := s.Logs(ctx, l.id, cluster.LogOptions{Follow: true}, func(cluster.LogLine) error {
+		err := s.Logs(ctx, l.id, deploy.LogOptions{Follow: true}, func(deploy.LogLine) error {
 			n++
 			return errStop
 		})
@@ -178,9 +178,9 @@ func TestLogs(t *testing.T) {
 		running := runningPods(t, kube, l.ns)["db"] // follow added one
 		unstartedPod(t, kube, l.ns, "db")
 		// Without follow: the lines of the pods that run, then ErrLogUnreadable.
-		var c collected[cluster.LogLine]
-		err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"db"}}, c.add)
-		if want := fmt.Sprintf("1 of %d pods", len(running)+1); !errors.Is(err, cluster.ErrLogUnreadable) || !strings.Contains(err.Error(), want) {
+		var c collected[deploy.LogLine]
+		err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"db"}}, c.add)
+		if want := fmt.Sprintf("1 of %d pods", len(running)+1); !errors.Is(err, deploy.ErrLogUnreadable) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("err %v, want ErrLogUnreadable for %s", err, want)
 		}
 		got := ours(c.all())
@@ -196,9 +196,9 @@ func TestLogs(t *testing.T) {
 		runCtx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		var ferr error
-		var fc collected[cluster.LogLine]
+		var fc collected[deploy.LogLine]
 		wg.Go(func() {
-			ferr = s.Logs(runCtx, l.id, cluster.LogOptions{Services: []string{"db"}, Follow: true}, fc.add)
+			ferr = s.Logs(runCtx, l.id, deploy.LogOptions{Services: []string{"db"}, Follow: true}, fc.add)
 		})
 		eventually(t, "the running db pods' lines", func() bool { return len(ours(fc.all())) == len(running) })
 		stop()
@@ -209,28 +209,28 @@ func TestLogs(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		nop := func(cluster.LogLine) error { return nil }
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"nope"}}, nop); !errors.Is(err, cluster.ErrNoSuchService) {
+		nop := func(deploy.LogLine) error { return nil }
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"nope"}}, nop); !errors.Is(err, deploy.ErrNoSuchService) {
 			t.Errorf("unknown service: %v", err)
 		}
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Services: []string{"web,x=y"}}, nop); !errors.Is(err, cluster.ErrNoSuchService) {
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Services: []string{"web,x=y"}}, nop); !errors.Is(err, deploy.ErrNoSuchService) {
 			t.Errorf("a selector as service: %v", err)
 		}
 		neg := int64(-1)
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{TailLines: &neg}, nop); !errors.Is(err, cluster.ErrInvalidRequest) {
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{TailLines: &neg}, nop); !errors.Is(err, deploy.ErrInvalidRequest) {
 			t.Errorf("negative tail: %v", err)
 		}
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Previous: true, Follow: true}, nop); !errors.Is(err, cluster.ErrInvalidRequest) {
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Previous: true, Follow: true}, nop); !errors.Is(err, deploy.ErrInvalidRequest) {
 			t.Errorf("previous and follow: %v", err)
 		}
 		// No container of the lease has restarted: no ended run to read, and no error
 		// (the real node's restart is TestRealNodeJourney's).
-		var c collected[cluster.LogLine]
-		if err := s.Logs(ctx, l.id, cluster.LogOptions{Previous: true}, c.add); err != nil || len(c.all()) != 0 {
+		var c collected[deploy.LogLine]
+		if err := s.Logs(ctx, l.id, deploy.LogOptions{Previous: true}, c.add); err != nil || len(c.all()) != 0 {
 			t.Errorf("previous, nothing restarted: %v, %d lines", err, len(c.all()))
 		}
 		other := market.LeaseID{Owner: "akash1nobody", DSeq: 1, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
-		if err := s.Logs(ctx, other, cluster.LogOptions{}, nop); !errors.Is(err, cluster.ErrNoSuchLease) {
+		if err := s.Logs(ctx, other, deploy.LogOptions{}, nop); !errors.Is(err, deploy.ErrNoSuchLease) {
 			t.Errorf("unknown lease: %v", err)
 		}
 	})

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -45,8 +45,8 @@ func TestManagerOnTheCluster(t *testing.T) {
 		return activeSet[id], nil
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	start := func() (*cluster.Manager, func()) {
-		m, err := cluster.NewManager(cluster.ManagerConfig{RetryMin: 50 * time.Millisecond, RetryMax: time.Second}, d, active, log)
+	start := func() (*deploy.Manager, func()) {
+		m, err := deploy.NewManager(deploy.ManagerConfig{RetryMin: 50 * time.Millisecond, RetryMax: time.Second}, d, active, log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,20 +107,20 @@ func TestManagerOnTheCluster(t *testing.T) {
 	}
 	eventually(t, "the closed lease torn down at start", nsGone(gone))
 	// Only this test's leases: the manager also sees other tests' in the shared cluster.
-	var mine []cluster.DeploymentState
+	var mine []deploy.DeploymentState
 	for _, st := range m.States() {
 		if st.Lease.Owner == keep.Owner {
 			mine = append(mine, st)
 		}
 	}
-	if len(mine) != 1 || mine[0].Lease != keep || mine[0].Phase != cluster.PhaseDeployed {
+	if len(mine) != 1 || mine[0].Lease != keep || mine[0].Phase != deploy.PhaseDeployed {
 		t.Fatalf("states %+v", mine)
 	}
 	m.LeaseClosed(keep)
 	eventually(t, "the closed lease's namespace gone", nsGone(keep))
 }
 
-func countOwner(ds []cluster.Deployed, owner string) int {
+func countOwner(ds []deploy.Deployed, owner string) int {
 	n := 0
 	for _, d := range ds {
 		if d.Lease.Owner == owner {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
@@ -21,7 +21,7 @@ const ManifestName = "lease"
 
 // NewManifest is the Manifest resource recording what a lease runs. Registry passwords
 // are left out (the lease's pull Secrets hold them).
-func NewManifest(id market.LeaseID, owner ownership.Owner, version []byte, group market.ManifestGroup, routes cluster.Routes) (*berthv1.Manifest, error) {
+func NewManifest(id market.LeaseID, owner ownership.Owner, version []byte, group market.ManifestGroup, routes deploy.Routes) (*berthv1.Manifest, error) {
 	clean := group
 	clean.Services = slices.Clone(group.Services)
 	for i := range clean.Services {
@@ -50,7 +50,7 @@ func NewManifest(id market.LeaseID, owner ownership.Owner, version []byte, group
 	}, nil
 }
 
-func manifestRoutes(r cluster.Routes) *berthv1.ManifestRoutes {
+func manifestRoutes(r deploy.Routes) *berthv1.ManifestRoutes {
 	if len(r.Hosts) == 0 && len(r.IPs) == 0 {
 		return nil
 	}
@@ -62,13 +62,13 @@ func manifestRoutes(r cluster.Routes) *berthv1.ManifestRoutes {
 }
 
 // ManifestRoutes reads back the routes a Manifest resource records.
-func ManifestRoutes(m *berthv1.Manifest) cluster.Routes {
+func ManifestRoutes(m *berthv1.Manifest) deploy.Routes {
 	if m.Spec.Routes == nil {
-		return cluster.Routes{}
+		return deploy.Routes{}
 	}
-	r := cluster.Routes{Hosts: slices.Clone(m.Spec.Routes.Hosts)}
+	r := deploy.Routes{Hosts: slices.Clone(m.Spec.Routes.Hosts)}
 	for _, p := range m.Spec.Routes.LeasedIPs {
-		r.IPs = append(r.IPs, cluster.IPPort{Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), Proto: p.Protocol})
+		r.IPs = append(r.IPs, deploy.IPPort{Endpoint: p.Endpoint, Port: uint32(max(p.Port, 0)), Proto: p.Protocol})
 	}
 	return r
 }

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
@@ -39,7 +39,7 @@ func TestManifestResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	version := bytes.Repeat([]byte{0xab}, 32)
-	routes := cluster.Routes{Hosts: []string{"web.example.com"}, IPs: []cluster.IPPort{{Endpoint: "front", Port: 443, Proto: "TCP"}}}
+	routes := deploy.Routes{Hosts: []string{"web.example.com"}, IPs: []deploy.IPPort{{Endpoint: "front", Port: 443, Proto: "TCP"}}}
 	m, err := NewManifest(testLease, testOwner, version, res.Manifest[0], routes)
 	if err != nil {
 		t.Fatal(err)

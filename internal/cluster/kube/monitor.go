@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
@@ -36,7 +36,7 @@ type Monitor struct {
 	cs       kubernetes.Interface
 	owner    ownership.Owner
 	log      *slog.Logger
-	onChange func(cluster.LeaseStatus)
+	onChange func(deploy.LeaseStatus)
 
 	// The informers' stores, indexed by namespace; they hold views (views.go).
 	deployments, statefulSets, pods, services cache.Indexer
@@ -45,23 +45,23 @@ type Monitor struct {
 	hosts, leasedIPs cache.Indexer
 
 	mu       sync.Mutex
-	statuses map[market.LeaseID]cluster.LeaseStatus
-	events   map[market.LeaseID][]cluster.Event
+	statuses map[market.LeaseID]deploy.LeaseStatus
+	events   map[market.LeaseID][]deploy.Event
 	leaseOf  map[string]market.LeaseID // namespace → lease, for events (which carry no labels)
 	synced   chan struct{}
 }
 
 // NewMonitor returns a monitor; onChange (may be nil) is called with each changed
 // status, in order, from the informers' goroutines, and must not block.
-func NewMonitor(cs kubernetes.Interface, owner ownership.Owner, log *slog.Logger, onChange func(cluster.LeaseStatus)) (*Monitor, error) {
+func NewMonitor(cs kubernetes.Interface, owner ownership.Owner, log *slog.Logger, onChange func(deploy.LeaseStatus)) (*Monitor, error) {
 	if cs == nil || log == nil {
 		return nil, errors.New("monitor: client and logger are required")
 	}
 	if err := owner.Validate(); err != nil {
 		return nil, fmt.Errorf("monitor: %w", err)
 	}
-	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]cluster.LeaseStatus{},
-		events: map[market.LeaseID][]cluster.Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
+	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]deploy.LeaseStatus{},
+		events: map[market.LeaseID][]deploy.Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
 }
 
 // WithHosts has the monitor also watch the leases' ProviderHosts through dc, so that
@@ -107,7 +107,7 @@ func (m *Monitor) HostPhases() map[string]int {
 }
 
 // Status returns a lease's last computed status.
-func (m *Monitor) Status(id market.LeaseID) (cluster.LeaseStatus, bool) {
+func (m *Monitor) Status(id market.LeaseID) (deploy.LeaseStatus, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.statuses[id]
@@ -269,15 +269,15 @@ func (m *Monitor) touch(o any) {
 	}
 }
 
-func sameStatus(a, b cluster.LeaseStatus) bool {
-	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y cluster.ServiceStatus) bool {
+func sameStatus(a, b deploy.LeaseStatus) bool {
+	return a.Ready == b.Ready && slices.Equal(a.Hosts, b.Hosts) && slices.Equal(a.IPs, b.IPs) && slices.EqualFunc(a.Services, b.Services, func(x, y deploy.ServiceStatus) bool {
 		return x.Name == y.Name && x.Total == y.Total && x.Available == y.Available && x.Ready == y.Ready &&
 			slices.Equal(x.Forwarded, y.Forwarded) && slices.Equal(x.Errors, y.Errors) &&
 			x.Restarts == y.Restarts && sameExit(x.LastExit, y.LastExit)
 	})
 }
 
-func sameExit(a, b *cluster.ContainerExit) bool {
+func sameExit(a, b *deploy.ContainerExit) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -285,13 +285,13 @@ func sameExit(a, b *cluster.ContainerExit) bool {
 }
 
 // compute builds a lease's status from the caches.
-func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
+func (m *Monitor) compute(id market.LeaseID) deploy.LeaseStatus {
 	ns := LeaseNamespace(id)
-	byName := map[string]*cluster.ServiceStatus{}
-	get := func(name string) *cluster.ServiceStatus {
+	byName := map[string]*deploy.ServiceStatus{}
+	get := func(name string) *deploy.ServiceStatus {
 		s, ok := byName[name]
 		if !ok {
-			s = &cluster.ServiceStatus{Name: name}
+			s = &deploy.ServiceStatus{Name: name}
 			byName[name] = s
 		}
 		return s
@@ -306,7 +306,7 @@ func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 			}
 		}
 	}
-	var hosts []cluster.HostStatus
+	var hosts []deploy.HostStatus
 	if m.hosts != nil {
 
 		for _, o := range byNamespace(m.hosts, ns) {
@@ -314,16 +314,16 @@ func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 				hosts = append(hosts, h.status)
 			}
 		}
-		slices.SortFunc(hosts, func(a, b cluster.HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
+		slices.SortFunc(hosts, func(a, b deploy.HostStatus) int { return cmp.Compare(a.Hostname, b.Hostname) })
 	}
-	var ips []cluster.LeasedIPStatus
+	var ips []deploy.LeasedIPStatus
 	if m.leasedIPs != nil {
 		for _, o := range byNamespace(m.leasedIPs, ns) {
 			if v, ok := o.(*leasedIPView); ok && v.lease != nil {
 				ips = append(ips, v.status)
 			}
 		}
-		slices.SortFunc(ips, func(a, b cluster.LeasedIPStatus) int {
+		slices.SortFunc(ips, func(a, b deploy.LeasedIPStatus) int {
 			return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.ExternalPort, b.ExternalPort), cmp.Compare(a.Protocol, b.Protocol))
 		})
 	}
@@ -362,19 +362,19 @@ func (m *Monitor) compute(id market.LeaseID) cluster.LeaseStatus {
 		}
 		for _, p := range sv.ports {
 			if p.nodePort != 0 {
-				s.Forwarded = append(s.Forwarded, cluster.ForwardedPort{Port: p.port, ExternalPort: p.nodePort, Proto: string(p.proto), Name: s.Name})
+				s.Forwarded = append(s.Forwarded, deploy.ForwardedPort{Port: p.port, ExternalPort: p.nodePort, Proto: string(p.proto), Name: s.Name})
 			}
 		}
 	}
-	out := cluster.LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts, IPs: ips}
+	out := deploy.LeaseStatus{Lease: id, Ready: len(byName) > 0, UpdatedAt: time.Now(), Hosts: hosts, IPs: ips}
 	for _, s := range byName {
-		slices.SortFunc(s.Forwarded, func(a, b cluster.ForwardedPort) int { return int(a.Port) - int(b.Port) })
+		slices.SortFunc(s.Forwarded, func(a, b deploy.ForwardedPort) int { return int(a.Port) - int(b.Port) })
 		out.Services = append(out.Services, *s)
 		if s.Available < s.Total || s.Total == 0 {
 			out.Ready = false
 		}
 	}
-	slices.SortFunc(out.Services, func(a, b cluster.ServiceStatus) int {
+	slices.SortFunc(out.Services, func(a, b deploy.ServiceStatus) int {
 		return cmp.Compare(a.Name, b.Name)
 	})
 	return out

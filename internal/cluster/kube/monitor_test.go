@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
@@ -44,8 +44,8 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	)
 	nvidiaRuntimeClass(t, cs)
 	d := newTestDeployer(t, kube) // installs the CRDs the monitor watches
-	updates := make(chan cluster.LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s cluster.LeaseStatus) {
+	updates := make(chan deploy.LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s deploy.LeaseStatus) {
 		if s.Lease == monLease {
 			updates <- s
 		}
@@ -79,7 +79,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), monLease) })
 
-	await := func(what string, cond func(cluster.LeaseStatus) bool) cluster.LeaseStatus {
+	await := func(what string, cond func(deploy.LeaseStatus) bool) deploy.LeaseStatus {
 		t.Helper()
 		timeout := time.After(60 * time.Second)
 		for {
@@ -94,15 +94,15 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 			}
 		}
 	}
-	svc := func(s cluster.LeaseStatus, name string) cluster.ServiceStatus {
+	svc := func(s deploy.LeaseStatus, name string) deploy.ServiceStatus {
 		for _, x := range s.Services {
 			if x.Name == name {
 				return x
 			}
 		}
-		return cluster.ServiceStatus{}
+		return deploy.ServiceStatus{}
 	}
-	s := await("web and llm available, the worker's reason", func(s cluster.LeaseStatus) bool {
+	s := await("web and llm available, the worker's reason", func(s deploy.LeaseStatus) bool {
 		web, llm, worker := svc(s, "web"), svc(s, "llm"), svc(s, "worker")
 		return web.Available == 2 && llm.Available == 1 && len(web.Forwarded) == 2 && len(worker.Errors) > 0
 	})
@@ -116,16 +116,16 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		t.Fatalf("worker %+v", w)
 	}
 	// The scheduler's event about the worker shows among the lease's recent events.
-	await("the scheduling event", func(s cluster.LeaseStatus) bool {
-		return slices.ContainsFunc(s.Events, func(e cluster.Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
+	await("the scheduling event", func(s deploy.LeaseStatus) bool {
+		return slices.ContainsFunc(s.Events, func(e deploy.Event) bool { return e.Reason == "FailedScheduling" && e.Object == "Pod/worker-0" })
 	})
 	// The hostname operator's report on the lease's hostname shows in its status.
 	hosts := dc.Resource(berthv1.ProviderHostResource).Namespace(LeaseNamespace(monLease))
 	if _, err := hosts.Patch(ctx, "www.example.com", types.MergePatchType, []byte(`{"status":{"phase":"Ready","message":"reached"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	await("the hostname's status", func(s cluster.LeaseStatus) bool {
-		return slices.Equal(s.Hosts, []cluster.HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
+	await("the hostname's status", func(s deploy.LeaseStatus) bool {
+		return slices.Equal(s.Hosts, []deploy.HostStatus{{Hostname: "www.example.com", Service: "web", Phase: "Ready", Message: "reached"}})
 	})
 	// And the IP operator's on its port on a leased IP.
 	ips := dc.Resource(berthv1.ProviderLeasedIPResource).Namespace(LeaseNamespace(monLease))
@@ -136,7 +136,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if _, err := ips.Patch(ctx, l.Items[0].GetName(), types.MergePatchType, []byte(`{"status":{"phase":"Assigned","ip":"192.0.2.7"}}`), metav1.PatchOptions{}, "status"); err != nil {
 		t.Fatal(err)
 	}
-	await("the leased IP's status", func(s cluster.LeaseStatus) bool {
+	await("the leased IP's status", func(s deploy.LeaseStatus) bool {
 		return len(s.IPs) == 1 && s.IPs[0].IP == "192.0.2.7" && s.IPs[0].Phase == "Assigned" && s.IPs[0].Endpoint == "pub" && s.IPs[0].ExternalPort > 0
 	})
 	checkOOMReported(t, mon, updates, svc)
@@ -147,7 +147,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if err := d.Teardown(ctx, monLease); err != nil {
 		t.Fatal(err)
 	}
-	await("the lease gone", func(s cluster.LeaseStatus) bool { return len(s.Services) == 0 })
+	await("the lease gone", func(s deploy.LeaseStatus) bool { return len(s.Services) == 0 })
 	if _, ok := mon.Status(monLease); ok {
 		t.Fatal("a torn-down lease still has a status")
 	}
@@ -158,7 +158,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 // The lease's status counts the restarts and names the kill, and the monitor records
 // the kill as one event of the pod, with the lease's labels, however often it sees it.
 // (The worker's memory limit is its 1Gi and its 256Mi of RAM-backed /dev/shm.)
-func checkOOMReported(t *testing.T, mon *Monitor, updates <-chan cluster.LeaseStatus, svc func(cluster.LeaseStatus, string) cluster.ServiceStatus) {
+func checkOOMReported(t *testing.T, mon *Monitor, updates <-chan deploy.LeaseStatus, svc func(deploy.LeaseStatus, string) deploy.ServiceStatus) {
 	t.Helper()
 	ctx := t.Context()
 	cs := testenv.Cluster(t).Clientset(t)
@@ -186,9 +186,9 @@ func checkOOMReported(t *testing.T, mon *Monitor, updates <-chan cluster.LeaseSt
 		select {
 		case s := <-updates:
 			w := svc(s, "worker")
-			done = w.Restarts == 2 && w.LastExit != nil && slices.ContainsFunc(s.Events, func(e cluster.Event) bool { return e.Reason == ReasonOOMKilled })
+			done = w.Restarts == 2 && w.LastExit != nil && slices.ContainsFunc(s.Events, func(e deploy.Event) bool { return e.Reason == ReasonOOMKilled })
 			if done {
-				want := cluster.ContainerExit{Pod: "worker-0", Container: "worker", Reason: ReasonOOMKilled, ExitCode: 137, Time: killed.Time}
+				want := deploy.ContainerExit{Pod: "worker-0", Container: "worker", Reason: ReasonOOMKilled, ExitCode: 137, Time: killed.Time}
 				if !sameExit(w.LastExit, &want) {
 					t.Errorf("worker's last exit %+v, want %+v", *w.LastExit, want)
 				}

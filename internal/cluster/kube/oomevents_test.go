@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
@@ -41,8 +41,8 @@ func TestContainerRuns(t *testing.T) {
 	}
 	v := newPodView(pod, testOwner)
 	want := []containerExit{
-		{ContainerExit: cluster.ContainerExit{Pod: "web-1", Container: "web", Reason: ReasonOOMKilled, ExitCode: 137, Time: now.Add(-time.Minute)}, id: "containerd://aaaabbbbccccddddeeee", limit: "64Mi"},
-		{ContainerExit: cluster.ContainerExit{Pod: "web-1", Container: "side", Reason: "Error", ExitCode: 2, Time: now.Add(-time.Second)}, id: "containerd://1111"},
+		{ContainerExit: deploy.ContainerExit{Pod: "web-1", Container: "web", Reason: ReasonOOMKilled, ExitCode: 137, Time: now.Add(-time.Minute)}, id: "containerd://aaaabbbbccccddddeeee", limit: "64Mi"},
+		{ContainerExit: deploy.ContainerExit{Pod: "web-1", Container: "side", Reason: "Error", ExitCode: 2, Time: now.Add(-time.Second)}, id: "containerd://1111"},
 	}
 	if v.restarts != 3 || len(v.exits) != len(want) {
 		t.Fatalf("view: %d restarts, exits %+v; want 3 and %+v", v.restarts, v.exits, want)

@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
@@ -33,8 +33,8 @@ func TestAPIServerOutage(t *testing.T) {
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-	updates := make(chan cluster.LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, log, func(s cluster.LeaseStatus) {
+	updates := make(chan deploy.LeaseStatus, 1024)
+	mon, err := NewMonitor(cs, testOwner, log, func(s deploy.LeaseStatus) {
 		if s.Lease == id {
 			updates <- s
 		}
@@ -42,7 +42,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := cluster.NewManager(cluster.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
+	m, err := deploy.NewManager(deploy.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
 		func(context.Context, market.LeaseID) (bool, error) { return true, nil }, log)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := res.Manifest[0]
-	await := func(what string, timeout time.Duration, cond func(cluster.LeaseStatus) bool) {
+	await := func(what string, timeout time.Duration, cond func(deploy.LeaseStatus) bool) {
 		t.Helper()
 		deadline := time.After(timeout)
 		for {
@@ -79,7 +79,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{1}, 32), group); err != nil {
 		t.Fatal(err)
 	}
-	await("the lease ready", time.Minute, func(s cluster.LeaseStatus) bool { return s.Ready })
+	await("the lease ready", time.Minute, func(s deploy.LeaseStatus) bool { return s.Ready })
 
 	if err := kube.RestartAPIServer(ctx, 60*time.Second); err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// (The manager also rebuilds other tests' leases from the shared cluster: only this
 	// one is the test's.)
 	states := m.States()
-	if i := slices.IndexFunc(states, func(s cluster.DeploymentState) bool { return s.Lease == id }); i < 0 || states[i].Phase != cluster.PhaseDeployed {
+	if i := slices.IndexFunc(states, func(s deploy.DeploymentState) bool { return s.Lease == id }); i < 0 || states[i].Phase != deploy.PhaseDeployed {
 		t.Fatalf("manager states after the outage %+v", states)
 	}
 	// An update after the outage is applied and seen through the recovered informers.
@@ -100,7 +100,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := m.ManifestReceived(ctx, id, bytes.Repeat([]byte{2}, 32), group); err != nil {
 		t.Fatal(err)
 	}
-	await("the update rolled out after the outage", 4*time.Minute, func(s cluster.LeaseStatus) bool {
+	await("the update rolled out after the outage", 4*time.Minute, func(s deploy.LeaseStatus) bool {
 		if !s.Ready {
 			return false
 		}

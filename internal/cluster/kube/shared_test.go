@@ -21,6 +21,7 @@ import (
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
@@ -84,10 +85,10 @@ func TestProvidersShareACluster(t *testing.T) {
 		id market.LeaseID
 	}{{da, idA}, {db, idB}} {
 		t.Cleanup(func() { _ = c.d.Teardown(context.WithoutCancel(ctx), c.id) })
-		if err := c.d.Record(ctx, c.id, v, group, cluster.Routes{}); err != nil {
+		if err := c.d.Record(ctx, c.id, v, group, deploy.Routes{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.d.Deploy(ctx, c.id, v, group, cluster.Routes{}); err != nil {
+		if err := c.d.Deploy(ctx, c.id, v, group, deploy.Routes{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +108,7 @@ func TestProvidersShareACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range []error{da2.Record(ctx, idA, v, group, cluster.Routes{}), da2.Deploy(ctx, idA, v, group, cluster.Routes{})} {
+	for _, err := range []error{da2.Record(ctx, idA, v, group, deploy.Routes{}), da2.Deploy(ctx, idA, v, group, deploy.Routes{})} {
 		if !errors.Is(err, ErrForeign) {
 			t.Fatalf("writing into another chain's lease namespace: %v, want ErrForeign", err)
 		}
@@ -115,7 +116,7 @@ func TestProvidersShareACluster(t *testing.T) {
 	if err := da2.Teardown(ctx, idA); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Deploy(ctx, idA, v, group, cluster.Routes{}); !errors.Is(err, ErrForeign) {
+	if err := db.Deploy(ctx, idA, v, group, deploy.Routes{}); !errors.Is(err, ErrForeign) {
 		t.Fatalf("provider b deploying provider a's lease: %v", err)
 	}
 	after, err := cs.CoreV1().Namespaces().Get(ctx, LeaseNamespace(idA), metav1.GetOptions{})
@@ -200,7 +201,7 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer capacity.Unreserve(id.Order())
-	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0], cluster.Routes{}); err != nil {
+	if err := d.Deploy(ctx, id, bytes.Repeat([]byte{1}, 32), res.Manifest[0], deploy.Routes{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the claim made, with the lease's labels", func() bool {
@@ -273,7 +274,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	owner := ownership.Owner{Provider: "akash1driftprovider", ChainID: "berth-test"}
 	d := deployerOf(t, kube, owner)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	m, err := cluster.NewManager(cluster.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
+	m, err := deploy.NewManager(deploy.ManagerConfig{RetryMin: 100 * time.Millisecond, RetryMax: 2 * time.Second}, d,
 		func(context.Context, market.LeaseID) (bool, error) { return true, nil }, log)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	deployed := func() bool {
 		dep, err := cs.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		s, _ := m.State(id)
-		return err == nil && *dep.Spec.Replicas == 2 && dep.DeletionTimestamp == nil && s.Phase == cluster.PhaseDeployed
+		return err == nil && *dep.Spec.Replicas == 2 && dep.DeletionTimestamp == nil && s.Phase == deploy.PhaseDeployed
 	}
 	eventually(t, "deployed", deployed)
 	repaired := func(what string, cond func() bool) {

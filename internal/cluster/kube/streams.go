@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
@@ -57,13 +57,13 @@ func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string
 	name := LeaseNamespace(id)
 	ns, err := s.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("lease %s: %w", id, cluster.ErrNoSuchLease)
+		return "", fmt.Errorf("lease %s: %w", id, deploy.ErrNoSuchLease)
 	}
 	if err != nil {
 		return "", fmt.Errorf("lease %s: get namespace %s: %w", id, name, err)
 	}
 	if got, ok := ownership.LeaseFromLabels(ns.Labels); !ok || got != id {
-		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, cluster.ErrNoSuchLease)
+		return "", fmt.Errorf("lease %s: namespace %s is not its: %w", id, name, deploy.ErrNoSuchLease)
 	}
 	return name, nil
 }
@@ -72,7 +72,7 @@ func (s *Streams) leaseNamespace(ctx context.Context, id market.LeaseID) (string
 func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, service string) error {
 	if len(validation.IsValidLabelValue(service)) > 0 || service == "" {
 		// Not a name the manifest could have (and not to be put in a label selector).
-		return fmt.Errorf("lease %s: service %q: %w", id, service, cluster.ErrNoSuchService)
+		return fmt.Errorf("lease %s: service %q: %w", id, service, deploy.ErrNoSuchService)
 	}
 	opts := metav1.ListOptions{LabelSelector: ownership.LabelManaged + "=true," + LabelService + "=" + service}
 	deps, err := s.cs.AppsV1().Deployments(ns).List(ctx, opts)
@@ -89,7 +89,7 @@ func (s *Streams) checkService(ctx context.Context, id market.LeaseID, ns, servi
 	if len(sets.Items) > 0 {
 		return nil
 	}
-	return fmt.Errorf("lease %s: service %q: %w", id, service, cluster.ErrNoSuchService)
+	return fmt.Errorf("lease %s: service %q: %w", id, service, deploy.ErrNoSuchService)
 }
 
 // podSelector selects the lease's pods, or one service's.

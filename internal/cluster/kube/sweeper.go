@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
@@ -17,7 +17,7 @@ import (
 // are logged; nothing is retried sooner than the next pass.
 type Sweeper struct {
 	Deployer     *Deployer
-	Active       cluster.LeaseActive
+	Active       deploy.LeaseActive
 	Close        func(context.Context, market.LeaseID) error
 	Every        time.Duration
 	FailedPodTTL time.Duration // 0: failed pods are left

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
@@ -117,7 +118,7 @@ type podView struct {
 
 // containerExit is how the latest ended run of a container of a pod did.
 type containerExit struct {
-	cluster.ContainerExit
+	deploy.ContainerExit
 	id    string // the runtime's ID of that run
 	limit string // the container's memory limit ("" without one)
 }
@@ -145,7 +146,7 @@ func containerRuns(p *corev1.Pod) (restarts int32, exits []containerExit) {
 		if t == nil {
 			continue
 		}
-		e := containerExit{ContainerExit: cluster.ContainerExit{Pod: p.Name, Container: c.Name, Reason: t.Reason, ExitCode: t.ExitCode, Time: t.FinishedAt.Time}, id: t.ContainerID}
+		e := containerExit{ContainerExit: deploy.ContainerExit{Pod: p.Name, Container: c.Name, Reason: t.Reason, ExitCode: t.ExitCode, Time: t.FinishedAt.Time}, id: t.ContainerID}
 		for j := range p.Spec.Containers {
 			if sc := &p.Spec.Containers[j]; sc.Name == c.Name {
 				if m, ok := sc.Resources.Limits[corev1.ResourceMemory]; ok {
@@ -248,7 +249,7 @@ func (v *workloadView) DeepCopyObject() runtime.Object {
 // ignores them) keep only their names.
 type eventView struct {
 	view
-	event *cluster.Event
+	event *deploy.Event
 }
 
 func newEventView(e *corev1.Event) *eventView {
@@ -273,7 +274,7 @@ func (v *eventView) DeepCopyObject() runtime.Object {
 // hostView is a ProviderHost as the monitor keeps it: its lease and its status.
 type hostView struct {
 	view
-	status cluster.HostStatus
+	status deploy.HostStatus
 }
 
 // newHostView reads a ProviderHost from the dynamic informer.
@@ -296,7 +297,7 @@ func (v *hostView) DeepCopyObject() runtime.Object { c := *v; return &c }
 // leasedIPView is a ProviderLeasedIP as the monitor keeps it.
 type leasedIPView struct {
 	view
-	status cluster.LeasedIPStatus
+	status deploy.LeasedIPStatus
 }
 
 // newLeasedIPView reads a ProviderLeasedIP from the dynamic informer.
@@ -312,7 +313,7 @@ func newLeasedIPView(o any, owner ownership.Owner) any {
 		n, _, _ := unstructured.NestedInt64(u.Object, f...)
 		return int32(min(max(n, 0), 65535))
 	}
-	v.status = cluster.LeasedIPStatus{
+	v.status = deploy.LeasedIPStatus{
 		Service: str("spec", "service"), Endpoint: str("spec", "name"), Port: num("spec", "port"), ExternalPort: num("spec", "externalPort"),
 		Protocol: str("spec", "protocol"), IP: str("status", "ip"), Phase: str("status", "phase"), Message: str("status", "message"),
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/market"
@@ -130,7 +130,7 @@ func TestViews(t *testing.T) {
 	ev := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web-1.abc", Namespace: LeaseNamespace(id)},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "web-1"}, Type: corev1.EventTypeWarning, Reason: "BackOff", Message: "back-off pulling",
 		LastTimestamp: metav1.NewTime(time.Unix(1700000100, 0))}
-	want := cluster.Event{Time: time.Unix(1700000100, 0), Type: "Warning", Reason: "BackOff", Object: "Pod/web-1", Message: "back-off pulling"}
+	want := deploy.Event{Time: time.Unix(1700000100, 0), Type: "Warning", Reason: "BackOff", Object: "Pod/web-1", Message: "back-off pulling"}
 	if v := mustView[*eventView](t, ev); v.event == nil || !v.event.Time.Equal(want.Time) || v.event.Object != want.Object || v.event.Message != want.Message {
 		t.Fatalf("event view %+v", v.event)
 	}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
@@ -46,17 +46,17 @@ func statusOf(err error) (int, string) {
 		return http.StatusUnauthorized, err.Error()
 	case errors.Is(err, errForbidden):
 		return http.StatusForbidden, err.Error()
-	case errors.Is(err, ErrBadRequest), errors.Is(err, manifest.ErrMalformed), errors.Is(err, cluster.ErrMigration):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, manifest.ErrMalformed), errors.Is(err, deploy.ErrMigration):
 		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, manifest.ErrInvalid), errors.Is(err, manifest.ErrHostnameBlocked), errors.Is(err, cluster.ErrHostnameInUse):
+	case errors.Is(err, manifest.ErrInvalid), errors.Is(err, manifest.ErrHostnameBlocked), errors.Is(err, deploy.ErrHostnameInUse):
 		return http.StatusUnprocessableEntity, err.Error()
-	case errors.Is(err, ErrNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, cluster.ErrLeaseClosed):
+	case errors.Is(err, ErrNotFound), errors.Is(err, manifest.ErrNotFound), errors.Is(err, deploy.ErrLeaseClosed):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, err.Error()
-	case errors.Is(err, cluster.ErrStarting):
-		return http.StatusServiceUnavailable, cluster.ErrStarting.Error()
-	case errors.Is(err, cluster.ErrNotRecorded):
+	case errors.Is(err, deploy.ErrStarting):
+		return http.StatusServiceUnavailable, deploy.ErrStarting.Error()
+	case errors.Is(err, deploy.ErrNotRecorded):
 		return http.StatusServiceUnavailable, "the provider could not record the manifest; send it again"
 	case errors.Is(err, auth.ErrUnavailable), errors.Is(err, manifest.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, "the provider cannot answer right now; try again"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
@@ -201,7 +201,7 @@ func (s *Server) serviceStatus(w http.ResponseWriter, r *http.Request, id market
 	s.writeError(w, r, notFound(fmt.Sprintf("lease %d/%d/%d has no service %q", id.DSeq, id.GSeq, id.OSeq, name)))
 }
 
-func findService(st cluster.LeaseStatus, name string) *cluster.ServiceStatus {
+func findService(st deploy.LeaseStatus, name string) *deploy.ServiceStatus {
 	for i := range st.Services {
 		if st.Services[i].Name == name {
 			return &st.Services[i]
@@ -220,7 +220,7 @@ func (s *Server) leaseManifest(w http.ResponseWriter, r *http.Request, id market
 		return
 	}
 	// As the tenant sent it: without the provider's hostnames under its ingress domain.
-	g = cluster.WithoutIngressHosts(id, g, s.cfg.IngressDomain)
+	g = deploy.WithoutIngressHosts(id, g, s.cfg.IngressDomain)
 	out := g
 	out.Services = make([]market.Service, len(g.Services))
 	for i := range g.Services {

@@ -6,11 +6,11 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
-func leaseStatusOf(g *market.ManifestGroup, st cluster.LeaseStatus, dep cluster.DeploymentState, routes cluster.Routes, host string) api.LeaseStatus {
+func leaseStatusOf(g *market.ManifestGroup, st deploy.LeaseStatus, dep deploy.DeploymentState, routes deploy.Routes, host string) api.LeaseStatus {
 	out := api.LeaseStatus{Services: map[string]api.ServiceStatus{}, Berth: api.BerthLeaseStatus{Ready: st.Ready, Phase: dep.Phase}}
 	if dep.Error != "" {
 		// The cause stays in the provider's log: it can name the cluster's addresses
@@ -79,7 +79,7 @@ func leaseStatusOf(g *market.ManifestGroup, st cluster.LeaseStatus, dep cluster.
 // serviceStatusOf reports a service; its URIs are the hostnames its HTTP ports
 // accept and the lease holds (not those withheld). A service the cluster has no workload for yet counts its manifest replicas
 // as wanted, none available.
-func serviceStatusOf(svc *market.Service, ks *cluster.ServiceStatus, routes cluster.Routes) api.ServiceStatus {
+func serviceStatusOf(svc *market.Service, ks *deploy.ServiceStatus, routes deploy.Routes) api.ServiceStatus {
 	out := api.ServiceStatus{Name: svc.Name, Total: int32(svc.Count), Replicas: 0} //nolint:gosec // count ≤ the ledger's limit
 	var uris []string
 	for i := range svc.Expose {
@@ -102,7 +102,7 @@ func serviceStatusOf(svc *market.Service, ks *cluster.ServiceStatus, routes clus
 
 // hostStatusOf reports a hostname to its tenant. A failure's cause (the API server's
 // words) stays with the operator.
-func hostStatusOf(h cluster.HostStatus) api.HostStatus {
+func hostStatusOf(h deploy.HostStatus) api.HostStatus {
 	out := api.HostStatus{Hostname: h.Hostname, Service: h.Service, Phase: h.Phase, Ready: h.Phase == berthv1.HostReady, Message: h.Message}
 	switch h.Phase {
 	case berthv1.HostFailed:

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -16,15 +16,15 @@ import (
 // provider.
 func TestLeaseStatusRoutes(t *testing.T) {
 	g := market.ManifestGroup{Name: "g", Services: []market.Service{{Name: "web", Count: 1}}}
-	st := cluster.LeaseStatus{
-		Hosts: []cluster.HostStatus{{Hostname: "a.example.com", Service: "web", Phase: "Ready", Message: "reached"},
+	st := deploy.LeaseStatus{
+		Hosts: []deploy.HostStatus{{Hostname: "a.example.com", Service: "web", Phase: "Ready", Message: "reached"},
 			{Hostname: "b.example.com", Service: "web", Phase: "Failed", Message: "ingresses.networking.k8s.io is forbidden: secret detail"}},
-		IPs: []cluster.LeasedIPStatus{
+		IPs: []deploy.LeasedIPStatus{
 			{Service: "web", Endpoint: "pub", Port: 8080, ExternalPort: 80, Protocol: "TCP", IP: "192.0.2.7", Phase: "Assigned", Message: "MetalLB assigned 192.0.2.7"},
 			{Service: "web", Endpoint: "pub2", Port: 53, ExternalPort: 53, Protocol: "UDP", Phase: "Pending", Message: "MetalLB cannot assign an address: no available IPs"},
 		},
 	}
-	out := leaseStatusOf(&g, st, cluster.DeploymentState{}, cluster.Routes{}, "provider.example.com")
+	out := leaseStatusOf(&g, st, deploy.DeploymentState{}, deploy.Routes{}, "provider.example.com")
 	if want := map[string][]api.LeasedIP{"web": {{Port: 8080, ExternalPort: 80, Protocol: "TCP", IP: "192.0.2.7"}}}; !reflect.DeepEqual(out.IPs, want) {
 		t.Errorf("ips %+v, want %+v", out.IPs, want)
 	}
@@ -44,11 +44,11 @@ func TestLeaseStatusRoutes(t *testing.T) {
 func TestLeaseStatusRuns(t *testing.T) {
 	g := market.ManifestGroup{Name: "g", Services: []market.Service{{Name: "web", Count: 1}, {Name: "db", Count: 1}}}
 	at := time.Unix(1800000000, 0).UTC()
-	st := cluster.LeaseStatus{Services: []cluster.ServiceStatus{
-		{Name: "web", Total: 1, Available: 1, Restarts: 2, LastExit: &cluster.ContainerExit{Pod: "web-1", Container: "web", Reason: "OOMKilled", ExitCode: 137, Time: at}},
+	st := deploy.LeaseStatus{Services: []deploy.ServiceStatus{
+		{Name: "web", Total: 1, Available: 1, Restarts: 2, LastExit: &deploy.ContainerExit{Pod: "web-1", Container: "web", Reason: "OOMKilled", ExitCode: 137, Time: at}},
 		{Name: "db", Total: 1, Available: 1},
 	}}
-	out := leaseStatusOf(&g, st, cluster.DeploymentState{}, cluster.Routes{}, "provider.example.com")
+	out := leaseStatusOf(&g, st, deploy.DeploymentState{}, deploy.Routes{}, "provider.example.com")
 	want := map[string]api.ServiceRuns{"web": {Restarts: 2, LastExit: &api.ContainerExit{Pod: "web-1", Container: "web", Reason: "OOMKilled", ExitCode: 137, Time: at}}}
 	if !reflect.DeepEqual(out.Berth.Runs, want) {
 		t.Errorf("service_runs %+v, want %+v", out.Berth.Runs, want)

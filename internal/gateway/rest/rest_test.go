@@ -24,7 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/manifest"
@@ -67,14 +67,14 @@ func (f *fakeDeployments) Manifest(id market.LeaseID) ([]byte, market.ManifestGr
 	return []byte{1}, g, ok
 }
 
-func (f *fakeDeployments) State(id market.LeaseID) (cluster.DeploymentState, bool) {
+func (f *fakeDeployments) State(id market.LeaseID) (deploy.DeploymentState, bool) {
 	if _, ok := f.groups[id]; !ok {
-		return cluster.DeploymentState{}, false
+		return deploy.DeploymentState{}, false
 	}
 	if f.failed != "" {
-		return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeploying, Attempts: 3, Error: f.failed}, true
+		return deploy.DeploymentState{Lease: id, Phase: deploy.PhaseDeploying, Attempts: 3, Error: f.failed}, true
 	}
-	return cluster.DeploymentState{Lease: id, Phase: cluster.PhaseDeployed}, true
+	return deploy.DeploymentState{Lease: id, Phase: deploy.PhaseDeployed}, true
 }
 
 func (f *fakeDeployments) MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error) {
@@ -84,19 +84,19 @@ func (f *fakeDeployments) MigrateHostnames(owner string, hosts []string, dseq ui
 		}
 		for _, h := range hosts {
 			if h == "taken.example.com" {
-				return nil, &cluster.HostnameError{Hostname: h}
+				return nil, &deploy.HostnameError{Hostname: h}
 			}
 			listed := false
 			for _, e := range g.Services[0].Expose {
 				listed = listed || slices.Contains(e.Hosts, h)
 			}
 			if !listed {
-				return nil, fmt.Errorf("%w: not listed", cluster.ErrMigration)
+				return nil, fmt.Errorf("%w: not listed", deploy.ErrMigration)
 			}
 		}
 		return hosts, nil
 	}
-	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
+	return nil, fmt.Errorf("%w: no destination", deploy.ErrMigration)
 }
 
 func (f *fakeDeployments) MigrateEndpoints(owner string, names []string, dseq uint64, gseq uint32) ([]string, error) {
@@ -106,25 +106,25 @@ func (f *fakeDeployments) MigrateEndpoints(owner string, names []string, dseq ui
 		}
 		for _, n := range names {
 			if !slices.ContainsFunc(g.Services[0].Expose, func(e market.ServiceExpose) bool { return e.IP == n }) {
-				return nil, fmt.Errorf("%w: no port on %s", cluster.ErrMigration, n)
+				return nil, fmt.Errorf("%w: no port on %s", deploy.ErrMigration, n)
 			}
 		}
 		return names, nil
 	}
-	return nil, fmt.Errorf("%w: no destination", cluster.ErrMigration)
+	return nil, fmt.Errorf("%w: no destination", deploy.ErrMigration)
 }
 
 // Routes: everything the group asks for, except withheld.example.com.
-func (f *fakeDeployments) Routes(id market.LeaseID) cluster.Routes {
+func (f *fakeDeployments) Routes(id market.LeaseID) deploy.Routes {
 	g := f.groups[id]
-	r := cluster.RoutesOf(&g)
+	r := deploy.RoutesOf(&g)
 	r.Hosts = slices.DeleteFunc(r.Hosts, func(h string) bool { return h == "withheld.example.com" })
 	return r
 }
 
-type fakeStatuses map[market.LeaseID]cluster.LeaseStatus
+type fakeStatuses map[market.LeaseID]deploy.LeaseStatus
 
-func (f fakeStatuses) Status(id market.LeaseID) (cluster.LeaseStatus, bool) {
+func (f fakeStatuses) Status(id market.LeaseID) (deploy.LeaseStatus, bool) {
 	s, ok := f[id]
 	return s, ok
 }
@@ -185,13 +185,13 @@ func newEnv(t *testing.T, certs ...func(own tls.Certificate) func(*tls.ClientHel
 		getCert = c(tc)
 	}
 	reg := prometheus.NewRegistry()
-	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []cluster.ServiceStatus{{
+	st := fakeStatuses{e.lease: {Lease: e.lease, Ready: true, Services: []deploy.ServiceStatus{{
 		Name: "web", Total: 2, Available: 2, Ready: 2, Replicas: 2, Updated: 2, ObservedGeneration: 3,
-		Forwarded: []cluster.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
+		Forwarded: []deploy.ForwardedPort{{Port: 9000, ExternalPort: 31000, Proto: "UDP", Name: "web"}},
 	}}}}
 	srv, err := New(Config{Provider: providerAddr, PublicHostname: "provider.example.com", IngressDomain: testIngressDomain, PingPeriod: 200 * time.Millisecond, Version: Version{Berth: BuildInfo{Name: "berth", Version: "v0.test"}},
 		Certificate: getCert},
-		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: cluster.WithIngressHosts(e.lease, webGroup(), testIngressDomain)}},
+		Deps{Auth: a, Manifests: e.manifest, Deployments: &fakeDeployments{groups: map[market.LeaseID]market.ManifestGroup{e.lease: deploy.WithIngressHosts(e.lease, webGroup(), testIngressDomain)}},
 			Statuses: st, Status: staticStatus(`{"address":"akash1provider"}`), Streams: &fakeStreams{}, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), Registerer: reg},
 		slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -435,7 +435,7 @@ func TestLeaseRoutes(t *testing.T) {
 	}
 	web := st.Services["web"]
 	if web.Available != 2 || web.Total != 2 || web.ObservedGeneration != 3 || !st.Berth.Ready ||
-		!slices.Equal(web.URIs, []string{"web.example.com", cluster.IngressHost(e.lease, "web", testIngressDomain)}) {
+		!slices.Equal(web.URIs, []string{"web.example.com", deploy.IngressHost(e.lease, "web", testIngressDomain)}) {
 		t.Fatalf("status: %s", a.body)
 	}
 	if fp := st.ForwardedPorts["web"]; len(fp) != 1 || fp[0].ExternalPort != 31000 || fp[0].Host != "provider.example.com" || fp[0].Proto != "UDP" {
@@ -503,7 +503,7 @@ func TestPutManifest(t *testing.T) {
 		{"unknown field", []byte(`[{"name":"a","services":[],"x":1}]`), nil, 400, "unknown field"},
 		{"too large", bytes.Repeat([]byte(" "), manifest.MaxBytes+1), nil, 400, "larger than"},
 		{"invalid", validManifest(t), fmt.Errorf("check: %w", &manifest.Error{Path: "[0].name", Msg: "bad"}), 422, "[0].name: bad"},
-		{"hostname held", validManifest(t), &cluster.HostnameError{Hostname: "web.example.com"}, 422, "another tenant"},
+		{"hostname held", validManifest(t), &deploy.HostnameError{Hostname: "web.example.com"}, 422, "another tenant"},
 		{"blocked", validManifest(t), fmt.Errorf("host: %w", manifest.ErrHostnameBlocked), 422, "blocked"},
 		{"no lease", validManifest(t), fmt.Errorf("deployment 7 has no lease: %w", manifest.ErrNotFound), 404, "no lease"},
 		{"ledger down", validManifest(t), fmt.Errorf("query: %w: dial tcp 10.0.0.1:26657: connection refused", manifest.ErrUnavailable), 503, "try again"},
@@ -593,7 +593,7 @@ func TestLeaseStatusHidesDeployErrors(t *testing.T) {
 	fd.failed = `Post "https://10.0.0.1:6443/apis/apps/v1/namespaces/lease-x/deployments": dial tcp 10.0.0.1:6443: connect: connection refused`
 	a := e.do(t, e.client(nil), "GET", "/lease/7/1/1/status", e.owner.Token(t, time.Now(), auth.Leases{Access: auth.AccessFull}), nil)
 	var st api.LeaseStatus
-	if a.code != 200 || json.Unmarshal(a.body, &st) != nil || st.Berth.Phase != cluster.PhaseDeploying || !strings.Contains(st.Berth.Error, "3 attempts") {
+	if a.code != 200 || json.Unmarshal(a.body, &st) != nil || st.Berth.Phase != deploy.PhaseDeploying || !strings.Contains(st.Berth.Error, "3 attempts") {
 		t.Fatalf("status: %d %s", a.code, a.body)
 	}
 	if strings.Contains(string(a.body), "10.0.0.1") {

@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/market"
@@ -32,18 +32,18 @@ type Manifests interface {
 	Submit(ctx context.Context, owner string, dseq uint64, m market.Manifest) error
 }
 
-// Deployments is what the deployment manager knows of a lease (cluster.Manager).
+// Deployments is what the deployment manager knows of a lease (deploy.Manager).
 type Deployments interface {
 	Manifest(id market.LeaseID) ([]byte, market.ManifestGroup, bool)
-	State(id market.LeaseID) (cluster.DeploymentState, bool)
+	State(id market.LeaseID) (deploy.DeploymentState, bool)
 	MigrateHostnames(owner string, hosts []string, dseq uint64, gseq uint32) ([]string, error)
 	MigrateEndpoints(owner string, endpoints []string, dseq uint64, gseq uint32) ([]string, error)
-	Routes(id market.LeaseID) cluster.Routes
+	Routes(id market.LeaseID) deploy.Routes
 }
 
 // Statuses are the leases' cluster status (kube.Monitor).
 type Statuses interface {
-	Status(id market.LeaseID) (cluster.LeaseStatus, bool)
+	Status(id market.LeaseID) (deploy.LeaseStatus, bool)
 }
 
 // StatusSource is the provider's status snapshot: its JSON, served as it is.

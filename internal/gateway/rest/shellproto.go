@@ -9,7 +9,7 @@ import (
 	"strconv"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 )
 
 // Shell websocket frame codes, as Akash's provider and tenant tools use them.
@@ -76,7 +76,7 @@ func parseShellQuery(q url.Values) (shellRequest, error) {
 type clientFrame struct {
 	code   byte
 	stdin  []byte
-	resize cluster.TerminalSize
+	resize deploy.TerminalSize
 }
 
 // parseClientFrame reads a binary message from a shell client. Empty messages are
@@ -93,7 +93,7 @@ func parseClientFrame(msg []byte) (clientFrame, bool, error) {
 		if len(msg) != 5 {
 			return f, false, fmt.Errorf("resize frame of %d bytes: want the code and 4 (width, height as uint16 big-endian)", len(msg))
 		}
-		f.resize = cluster.TerminalSize{Width: binary.BigEndian.Uint16(msg[1:3]), Height: binary.BigEndian.Uint16(msg[3:5])}
+		f.resize = deploy.TerminalSize{Width: binary.BigEndian.Uint16(msg[1:3]), Height: binary.BigEndian.Uint16(msg[3:5])}
 	default:
 		return f, false, fmt.Errorf("frame code %d: a client sends %d (stdin) or %d (resize)", f.code, frameStdin, frameResize)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 )
 
@@ -38,7 +38,7 @@ func TestClientFrames(t *testing.T) {
 		t.Fatalf("stdin: %+v %v %v", f, ok, err)
 	}
 	f, ok, err = parseClientFrame([]byte{frameResize, 0, 80, 0, 24})
-	if err != nil || !ok || f.resize != (cluster.TerminalSize{Width: 80, Height: 24}) {
+	if err != nil || !ok || f.resize != (deploy.TerminalSize{Width: 80, Height: 24}) {
 		t.Fatalf("resize: %+v %v %v", f, ok, err)
 	}
 	if _, ok, err := parseClientFrame(nil); ok || err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
@@ -30,12 +30,12 @@ type Streams interface {
 	// Logs sends each log line of the lease's pods (of the services named, or all) to
 	// emit; without Follow it returns when the logs are read, with ErrLogUnreadable if
 	// a pod's could not be (after the others' lines) and ErrNoPods if there are none.
-	Logs(ctx context.Context, id market.LeaseID, opts cluster.LogOptions, emit func(cluster.LogLine) error) error
+	Logs(ctx context.Context, id market.LeaseID, opts deploy.LogOptions, emit func(deploy.LogLine) error) error
 	// Events sends the lease's Kubernetes events to emit; with Follow it then sends
 	// new ones until ctx ends.
-	Events(ctx context.Context, id market.LeaseID, opts cluster.EventOptions, emit func(cluster.Event) error) error
+	Events(ctx context.Context, id market.LeaseID, opts deploy.EventOptions, emit func(deploy.Event) error) error
 	// Exec runs a command in one of a service's pods and returns its exit code.
-	Exec(ctx context.Context, id market.LeaseID, req cluster.ExecRequest) (int, error)
+	Exec(ctx context.Context, id market.LeaseID, req deploy.ExecRequest) (int, error)
 }
 
 // Close reasons and result messages the tenant sees. msgCommandNotFound is Akash's
@@ -204,13 +204,13 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 		ws.close(websocket.CloseProtocolError, *ws.violation.Load())
 	case err == nil, ws.ctx.Err() != nil:
 		ws.close(websocket.CloseNormalClosure, "")
-	case errors.Is(err, cluster.ErrNoPods):
+	case errors.Is(err, deploy.ErrNoPods):
 		ws.close(closeInternal, "no running pods")
-	case errors.Is(err, cluster.ErrLogUnreadable):
+	case errors.Is(err, deploy.ErrLogUnreadable):
 		ws.close(closeInternal, reasonLogUnread)
-	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrNoSuchLease), errors.Is(err, cluster.ErrNoSuchService):
+	case errors.Is(err, ErrNotFound), errors.Is(err, deploy.ErrNoSuchLease), errors.Is(err, deploy.ErrNoSuchService):
 		ws.close(closeNotFound, "lease or service not found (not deployed yet?)")
-	case errors.Is(err, ErrBadRequest), errors.Is(err, cluster.ErrInvalidRequest):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, deploy.ErrInvalidRequest):
 		ws.close(closeInternal, "invalid request")
 	default:
 		code, msg := statusOf(err)
@@ -226,8 +226,8 @@ func (s *Server) closeFor(ws *wsConn, r *http.Request, err error) {
 // streamParams reads the logs and events routes' query: service (comma-separated,
 // each in the lease's manifest), follow, tail, previous (logs: the containers' runs
 // before their last restart; not with follow).
-func streamParams(r *http.Request, g *market.ManifestGroup) (cluster.LogOptions, error) {
-	var o cluster.LogOptions
+func streamParams(r *http.Request, g *market.ManifestGroup) (deploy.LogOptions, error) {
+	var o deploy.LogOptions
 	q := r.URL.Query()
 	if v := q.Get("service"); v != "" {
 		if strings.HasSuffix(v, ",") {
@@ -271,7 +271,7 @@ func streamParams(r *http.Request, g *market.ManifestGroup) (cluster.LogOptions,
 
 // stream checks a logs or events request, upgrades it and runs stream on the socket
 // until it ends, closing with the code its error calls for.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseID, stream func(ws *wsConn, o cluster.LogOptions) error) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseID, stream func(ws *wsConn, o deploy.LogOptions) error) {
 	g, err := s.leaseGroup(id)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -290,16 +290,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, id market.LeaseI
 }
 
 func (s *Server) leaseLogs(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
-	s.stream(w, r, id, func(ws *wsConn, o cluster.LogOptions) error {
-		return s.deps.Streams.Logs(ws.ctx, id, o, func(l cluster.LogLine) error {
+	s.stream(w, r, id, func(ws *wsConn, o deploy.LogOptions) error {
+		return s.deps.Streams.Logs(ws.ctx, id, o, func(l deploy.LogLine) error {
 			return ws.writeJSON(api.LogMessage{Name: l.Pod, Message: l.Message})
 		})
 	})
 }
 
 func (s *Server) leaseEvents(w http.ResponseWriter, r *http.Request, id market.LeaseID) {
-	s.stream(w, r, id, func(ws *wsConn, o cluster.LogOptions) error {
-		return s.deps.Streams.Events(ws.ctx, id, cluster.EventOptions{Follow: o.Follow}, func(e cluster.Event) error {
+	s.stream(w, r, id, func(ws *wsConn, o deploy.LogOptions) error {
+		return s.deps.Streams.Events(ws.ctx, id, deploy.EventOptions{Follow: o.Follow}, func(e deploy.Event) error {
 			kind, name, _ := strings.Cut(e.Object, "/")
 			return ws.writeJSON(api.LeaseEvent{Type: e.Type, Reason: e.Reason, Note: e.Message, Object: api.EventObject{Kind: kind, Namespace: e.Namespace, Name: name}})
 		})
@@ -350,9 +350,9 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	if req.Stdin {
 		stdinR, stdinW = io.Pipe()
 	}
-	var resize chan cluster.TerminalSize
+	var resize chan deploy.TerminalSize
 	if req.TTY {
-		resize = make(chan cluster.TerminalSize, 4)
+		resize = make(chan deploy.TerminalSize, 4)
 	}
 	ws, err := s.upgrade(w, r, id.Owner, func(kind int, msg []byte) error {
 		if kind != websocket.BinaryMessage {
@@ -379,7 +379,7 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 	if err != nil {
 		return
 	}
-	er := cluster.ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
+	er := deploy.ExecRequest{Service: req.Service, PodIndex: req.PodIndex, Command: req.Command, TTY: req.TTY,
 		Stdout: frameWriter{ws, frameStdout}, Stderr: frameWriter{ws, frameStderr}}
 	var writer sync.WaitGroup
 	defer writer.Wait()
@@ -417,11 +417,11 @@ func (s *Server) leaseShell(w http.ResponseWriter, r *http.Request, id market.Le
 		// ended it), and closeFor says why.
 	case err == nil:
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code}))
-	case errors.Is(err, cluster.ErrNoPods), errors.Is(err, cluster.ErrNoSuchPod):
+	case errors.Is(err, deploy.ErrNoPods), errors.Is(err, deploy.ErrNoSuchPod):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "no running pod at that index (pod index out of range)"}))
-	case errors.Is(err, ErrNotFound), errors.Is(err, cluster.ErrNoSuchLease), errors.Is(err, cluster.ErrNoSuchService):
+	case errors.Is(err, ErrNotFound), errors.Is(err, deploy.ErrNoSuchLease), errors.Is(err, deploy.ErrNoSuchService):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: "the lease's service is not deployed (yet)"}))
-	case errors.Is(err, cluster.ErrNoSuchCommand):
+	case errors.Is(err, deploy.ErrNoSuchCommand):
 		_ = ws.write(websocket.BinaryMessage, resultFrame(shellResult{ExitCode: code, Message: msgCommandNotFound}))
 	default:
 		s.log.WarnContext(r.Context(), "lease shell failed", slog.String("lease", id.String()), slog.String("error", err.Error()))

@@ -17,7 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
@@ -26,32 +26,32 @@ import (
 // fakeStreams behaves like a lease with a web service of two pods.
 type fakeStreams struct {
 	mu      sync.Mutex
-	resizes []cluster.TerminalSize
+	resizes []deploy.TerminalSize
 }
 
-func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o cluster.LogOptions, emit func(cluster.LogLine) error) error {
+func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o deploy.LogOptions, emit func(deploy.LogLine) error) error {
 	tail := int64(-1)
 	if o.TailLines != nil {
 		tail = *o.TailLines
 	}
 	if tail == 99 { // the lease's namespace is not there yet
-		return fmt.Errorf("%w: lease akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/7/1/1/akash1provider: the lease runs nothing on this provider (namespace lease-abcdef)", cluster.ErrNoSuchLease)
+		return fmt.Errorf("%w: lease akash1qqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqq/7/1/1/akash1provider: the lease runs nothing on this provider (namespace lease-abcdef)", deploy.ErrNoSuchLease)
 	}
 	if tail == 98 {
-		return cluster.ErrNoPods
+		return deploy.ErrNoPods
 	}
 	if tail == 97 { // one pod's container has not started
-		if err := emit(cluster.LogLine{Pod: "web-0", Service: "web", Message: "hello from web-0"}); err != nil {
+		if err := emit(deploy.LogLine{Pod: "web-0", Service: "web", Message: "hello from web-0"}); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", cluster.ErrLogUnreadable)
+		return fmt.Errorf("%w: 1 of 2 pods (pod lease-abcdef/web-1)", deploy.ErrLogUnreadable)
 	}
 	for _, pod := range []string{"web-0", "web-1"} {
 		msg := "hello from " + pod + " tail=" + strconv.FormatInt(tail, 10)
 		if o.Previous {
 			msg += " (previous run)"
 		}
-		if err := emit(cluster.LogLine{Pod: pod, Service: "web", Message: msg}); err != nil {
+		if err := emit(deploy.LogLine{Pod: pod, Service: "web", Message: msg}); err != nil {
 			return err
 		}
 	}
@@ -61,8 +61,8 @@ func (f *fakeStreams) Logs(ctx context.Context, _ market.LeaseID, o cluster.LogO
 	return nil
 }
 
-func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, o cluster.EventOptions, emit func(cluster.Event) error) error {
-	if err := emit(cluster.Event{Type: "Normal", Reason: "Scheduled", Message: "assigned", Object: "Pod/web-0", Namespace: "lease-abcdef", Count: 1}); err != nil {
+func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, o deploy.EventOptions, emit func(deploy.Event) error) error {
+	if err := emit(deploy.Event{Type: "Normal", Reason: "Scheduled", Message: "assigned", Object: "Pod/web-0", Namespace: "lease-abcdef", Count: 1}); err != nil {
 		return err
 	}
 	if o.Follow {
@@ -71,12 +71,12 @@ func (f *fakeStreams) Events(ctx context.Context, _ market.LeaseID, o cluster.Ev
 	return nil
 }
 
-func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r cluster.ExecRequest) (int, error) {
+func (f *fakeStreams) Exec(ctx context.Context, _ market.LeaseID, r deploy.ExecRequest) (int, error) {
 	switch {
 	case r.PodIndex == 9:
-		return 0, cluster.ErrNoSuchPod
+		return 0, deploy.ErrNoSuchPod
 	case r.Command[0] == "no-such-command":
-		return 0, fmt.Errorf("%w: exec in lease-abcdef/web-0", cluster.ErrNoSuchCommand)
+		return 0, fmt.Errorf("%w: exec in lease-abcdef/web-0", deploy.ErrNoSuchCommand)
 	case r.Command[0] == "boom":
 		return 0, errors.New("kube: stream reset by peer at 10.0.0.3")
 	case r.Command[0] == "exit":
@@ -298,7 +298,7 @@ func TestShell(t *testing.T) {
 	}
 	_ = c.Close()
 	e.srv.sessions.Wait()
-	if fs, _ := e.srv.deps.Streams.(*fakeStreams); len(fs.resizes) != 1 || fs.resizes[0] != (cluster.TerminalSize{Width: 120, Height: 40}) {
+	if fs, _ := e.srv.deps.Streams.(*fakeStreams); len(fs.resizes) != 1 || fs.resizes[0] != (deploy.TerminalSize{Width: 120, Height: 40}) {
 		t.Fatalf("resizes %v", fs.resizes)
 	}
 	// A pod index past the pods: a result with the reason; an internal failure: 103,

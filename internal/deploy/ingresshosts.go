@@ -1,4 +1,4 @@
-package cluster
+package deploy
 
 import (
 	"crypto/sha1" //nolint:gosec // G505: UUID version 5 is defined on SHA-1; it names, it does not protect
