@@ -30,6 +30,7 @@ type clusterService struct {
 	cs       kubernetes.Interface
 	dc       dynamic.Interface
 	capacity *cluster.Capacity
+	cache    *kube.Cache
 	inv      *kube.Inventory
 	deploy   *kube.Deployer
 	manager  *deploy.Manager
@@ -53,7 +54,11 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owne
 	if s.dc, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	if s.inv, err = kube.NewInventory(s.cs, s.capacity, kube.InventoryConfig{Owner: owner, Storage: cfg.inventoryPools(), LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
+	// One watch of each kind for the inventory, the monitor and the drift watcher.
+	if s.cache, err = kube.NewCache(s.cs, s.dc, owner); err != nil {
+		return nil, err
+	}
+	if s.inv, err = kube.NewInventory(s.cache, s.cs, s.capacity, kube.InventoryConfig{Storage: cfg.inventoryPools(), LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
 	if cfg.Inventory.Operator != "" {
@@ -72,11 +77,11 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owne
 	if s.manager, err = deploy.NewManager(deploy.ManagerConfig{Concurrency: cfg.Cluster.DeployConcurrency}, s.deploy, active, log); err != nil {
 		return nil, err
 	}
-	if s.monitor, err = kube.NewMonitor(s.cs, owner, log, onStatus); err != nil {
+	if s.monitor, err = kube.NewMonitor(s.cache, s.cs, log, onStatus); err != nil {
 		return nil, err
 	}
-	s.monitor.WithHosts(s.dc)
-	if s.drift, err = kube.NewDrift(s.cs, s.dc, owner, s.manager.Drifted, log, reg); err != nil {
+	s.monitor.WithHosts()
+	if s.drift, err = kube.NewDrift(s.cache, s.manager.Drifted, log, reg); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -84,13 +89,14 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owne
 
 // start runs, in g until ctx ends, the CRD install when configured to (retried while
 // the API server does not answer: a provider started during an outage waits for it),
-// the inventory, the manager, the monitor and the drift watcher. Those wait for the
+// the cache, the inventory, the manager, the monitor and the drift watcher. Those wait for the
 // cluster on their own; the manager takes manifests once it has read the Manifest
 // resources, so none is accepted before the CRDs are there.
 func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCRDs bool, log *slog.Logger) {
 	if installCRDs {
 		g.Go(func() error { return installCRDsWithRetry(ctx, s.dc, log) })
 	}
+	g.Go(func() error { return s.cache.Run(ctx) })
 	g.Go(func() error { return s.inv.Run(ctx) })
 	g.Go(func() error { return s.manager.Run(ctx) })
 	g.Go(func() error { return s.monitor.Run(ctx) })

@@ -420,6 +420,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g.Go(func() error { return opSvc.cache.Run(gctx) })
 	g.Go(func() error { return opSvc.inv.Run(gctx) })
 	testenv.EventuallyNoError(t, time.Minute, "the inventory with the operator synced (services, the leases' pods and claims, the Inventory)", func() error {
 		select {

@@ -42,7 +42,20 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	bc := l.Broadcaster(t, c, "provider")
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	capacity := cluster.NewCapacity()
-	inv, err := kube.NewInventory(k.Clientset(t), capacity, kube.InventoryConfig{Owner: ownership.Owner{Provider: "akash1bidengineprovider", ChainID: "berth-test"}, NodePorts: 100}, log)
+	kc, err := kube.NewCache(k.Clientset(t), nil, ownership.Owner{Provider: "akash1bidengineprovider", ChainID: "berth-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheCtx, stopCache := context.WithCancel(context.Background())
+	cacheDone := make(chan error, 1)
+	go func() { cacheDone <- kc.Run(cacheCtx) }()
+	t.Cleanup(func() {
+		stopCache()
+		if err := <-cacheDone; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+	inv, err := kube.NewInventory(kc, k.Clientset(t), capacity, kube.InventoryConfig{NodePorts: 100}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	berthv1 "berth.dev/berth/api/v1"
@@ -36,11 +32,10 @@ import (
 // are not drift. Objects being created are not drift either (berth creates them);
 // after a watch reconnects, the relist reports what changed or went away meanwhile.
 //
-// The informers keep a small view per object (its lease and a hash), not the object.
+// It reads the process's Cache, whose views carry a hash of what berth sets in each of
+// the owner's objects (drift).
 type Drift struct {
-	cs      kubernetes.Interface
-	dc      dynamic.Interface
-	owner   ownership.Owner
+	cache   *Cache
 	onDrift func(market.LeaseID) bool
 	log     *slog.Logger
 	drifted *prometheus.CounterVec
@@ -48,17 +43,14 @@ type Drift struct {
 	once    sync.Once
 }
 
-// NewDrift returns a drift watcher calling onDrift (which must not block) with each
-// lease whose objects drifted, which reports whether that queued a sync; it starts
-// nothing.
-func NewDrift(cs kubernetes.Interface, dc dynamic.Interface, owner ownership.Owner, onDrift func(market.LeaseID) bool, log *slog.Logger, reg prometheus.Registerer) (*Drift, error) {
-	if cs == nil || dc == nil || onDrift == nil || log == nil {
-		return nil, errors.New("drift: clients, handler and logger are required")
+// NewDrift returns a drift watcher reading c, calling onDrift (which must not block)
+// with each lease whose objects drifted, which reports whether that queued a sync; it
+// starts nothing.
+func NewDrift(c *Cache, onDrift func(market.LeaseID) bool, log *slog.Logger, reg prometheus.Registerer) (*Drift, error) {
+	if c == nil || onDrift == nil || log == nil {
+		return nil, errors.New("drift: cache, handler and logger are required")
 	}
-	if err := owner.Validate(); err != nil {
-		return nil, fmt.Errorf("drift: %w", err)
-	}
-	d := &Drift{cs: cs, dc: dc, owner: owner, onDrift: onDrift, log: log, synced: make(chan struct{}),
+	d := &Drift{cache: c, onDrift: onDrift, log: log, synced: make(chan struct{}),
 		drifted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "berth_lease_object_changes_total",
 			Help: "Edits and deletions of lease objects that queued a sync of a lease berth runs, by kind and change (edited, deleted); berth's own updates and teardowns count too.",
@@ -74,56 +66,74 @@ func NewDrift(cs kubernetes.Interface, dc dynamic.Interface, owner ownership.Own
 // Synced is closed once every informer has listed its objects.
 func (d *Drift) Synced() <-chan struct{} { return d.synced }
 
-// driftView is what the drift informers keep of an object: its lease (nil when the
-// object is not one of the owner's leases') and a hash of what berth sets in it.
-type driftView struct {
-	view
+// drift is what the drift watcher compares of one of the owner's lease objects: its
+// kind and a hash of what berth sets in it (zero for objects not the owner's leases').
+type drift struct {
 	kind string
 	hash uint64
 }
 
+func (d *drift) driftOf() *drift { return d }
+
+// drifting is a view the drift watcher compares.
+type drifting interface {
+	base() *view
+	driftOf() *drift
+}
+
+// driftOfObject is the drift of an object of v's (its lease known) with labels and
+// the content berth sets.
+func driftOfObject(v *view, kind string, labels map[string]string, content any) drift {
+	if v.lease == nil {
+		return drift{kind: kind}
+	}
+	return drift{kind: kind, hash: hashOf(labels, content)}
+}
+
+// driftView is the view of a kind only the drift watcher reads.
+type driftView struct {
+	view
+	drift
+}
+
 func (v *driftView) DeepCopyObject() runtime.Object { c := *v; return &c }
 
-// driftTransform turns objects into driftViews.
-func (d *Drift) driftTransform(o any) (any, error) {
+// newDriftView is the view of a namespace, service account, network policy, secret or
+// Manifest; nil for other objects.
+func newDriftView(o any, owner ownership.Owner) *driftView {
 	var (
 		meta    *metav1.ObjectMeta
 		kind    string
 		content any
 	)
 	switch v := o.(type) {
-	case *driftView:
-		return v, nil
 	case *corev1.Namespace:
-		return d.namespaceView(&v.ObjectMeta, v.DeletionTimestamp != nil), nil
+		return namespaceView(&v.ObjectMeta, v.DeletionTimestamp != nil, owner)
 	case *corev1.ServiceAccount:
 		meta, kind, content = &v.ObjectMeta, "service account", []any{v.AutomountServiceAccountToken, v.ImagePullSecrets}
 	case *networkingv1.NetworkPolicy:
 		meta, kind, content = &v.ObjectMeta, "network policy", v.Spec
 	case *corev1.Secret:
 		meta, kind, content = &v.ObjectMeta, "secret", []any{v.Type, v.Data}
-	case *appsv1.Deployment:
-		meta, kind, content = &v.ObjectMeta, "deployment", v.Spec
-	case *appsv1.StatefulSet:
-		meta, kind, content = &v.ObjectMeta, "statefulset", v.Spec
-	case *corev1.Service:
-		meta, kind, content = &v.ObjectMeta, "service", v.Spec
 	case *unstructured.Unstructured:
 		m := metav1.ObjectMeta{Name: v.GetName(), Namespace: v.GetNamespace(), ResourceVersion: v.GetResourceVersion(), Labels: v.GetLabels()}
 		meta, kind, content = &m, v.GetKind(), v.Object["spec"]
 	default:
-		return o, nil
+		return nil
 	}
-	return &driftView{view: newView(meta, d.owner), kind: kind, hash: hashOf(meta.Labels, content)}, nil
+	dv := &driftView{view: newView(meta, owner)}
+	dv.drift = driftOfObject(&dv.view, kind, meta.Labels, content)
+	return dv
 }
 
 // namespaceView: a lease's namespace is its own object (newView only knows objects in
 // it).
-func (d *Drift) namespaceView(m *metav1.ObjectMeta, deleting any) *driftView {
-	v := &driftView{view: view{objectMeta: objectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}, kind: "namespace", hash: hashOf(m.Labels, deleting)}
-	if id, ok := d.owner.LeaseOf(m.Labels); ok && m.Name == LeaseNamespace(id) {
+func namespaceView(m *metav1.ObjectMeta, deleting bool, owner ownership.Owner) *driftView {
+	v := &driftView{view: view{objectMeta: objectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}}
+	if id, ok := owner.LeaseOf(m.Labels); ok && m.Name == LeaseNamespace(id) {
 		v.lease = &id
 	}
+	v.drift = driftOfObject(&v.view, "namespace", m.Labels, deleting)
 	return v
 }
 
@@ -136,72 +146,58 @@ func hashOf(labels map[string]string, content any) uint64 {
 
 // Run watches until ctx ends.
 func (d *Drift) Run(ctx context.Context) error {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = d.owner.Selector() }
-	f := informers.NewSharedInformerFactoryWithOptions(d.cs, 0, informers.WithTransform(d.driftTransform), informers.WithTweakListOptions(tweak))
-	// Nothing reads these stores by namespace: they have no namespace index (the
-	// factory's informers have one, a set per namespace and kind, per lease).
-	var typed []cache.SharedIndexInformer
+	var infs []cache.SharedIndexInformer
 	for _, obj := range []runtime.Object{&corev1.Namespace{}, &corev1.ServiceAccount{}, &networkingv1.NetworkPolicy{},
 		&corev1.Secret{}, &appsv1.Deployment{}, &appsv1.StatefulSet{}, &corev1.Service{}} {
-		typed = append(typed, unindexedInformer(f, obj, tweak))
+		infs = append(infs, d.cache.Informer(obj))
 	}
-	var crds []cache.SharedIndexInformer
 	for _, r := range []schema.GroupVersionResource{berthv1.ManifestResource, berthv1.ProviderHostResource, berthv1.ProviderLeasedIPResource} {
-		inf := dynamicinformer.NewFilteredDynamicInformer(d.dc, r, metav1.NamespaceAll, 0, cache.Indexers{}, tweak).Informer()
-		if err := inf.SetTransform(d.driftTransform); err != nil {
-			return fmt.Errorf("drift: %w", err)
-		}
-		crds = append(crds, inf)
-	}
-	handler := cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(old, cur any) {
-			o, ok1 := old.(*driftView)
-			c, ok2 := cur.(*driftView)
-			if ok1 && ok2 && o.hash != c.hash {
-				if c.lease == nil { // its labels were edited away: it was the lease's
-					c = &driftView{view: o.view, kind: c.kind}
-				}
-				d.report(c, "edited")
-			}
-		},
-		DeleteFunc: func(o any) {
-			if v, ok := tombstone(o).(*driftView); ok {
-				d.report(v, "deleted")
-			}
-		},
-	}
-	var regs []cache.ResourceEventHandlerRegistration
-	for _, inf := range append(typed, crds...) {
-		reg, err := inf.AddEventHandler(handler)
+		inf, err := d.cache.Resource(r)
 		if err != nil {
 			return fmt.Errorf("drift: %w", err)
 		}
-		regs = append(regs, reg)
+		infs = append(infs, inf)
 	}
-	dctx, stop := context.WithCancel(ctx)
-	defer stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, inf := range crds {
-		wg.Go(func() { inf.RunWithContext(dctx) })
-	}
-	for _, inf := range crds {
-		if !cache.WaitForCacheSync(dctx.Done(), inf.HasSynced) {
-			if ctx.Err() != nil {
-				return nil
+	handler := cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			o, ok1 := old.(drifting)
+			c, ok2 := cur.(drifting)
+			if !ok1 || !ok2 || o.driftOf().hash == c.driftOf().hash {
+				return
 			}
-			return errors.New("drift: an informer of berth's resources did not sync")
+			if c.base().lease == nil { // its labels were edited away: it was the lease's
+				d.report(o.base(), c.driftOf().kind, "edited")
+				return
+			}
+			d.report(c.base(), c.driftOf().kind, "edited")
+		},
+		DeleteFunc: func(o any) {
+			if v, ok := tombstone(o).(drifting); ok {
+				d.report(v.base(), v.driftOf().kind, "deleted")
+			}
+		},
+	}
+	var hs Handlers
+	defer hs.Remove()
+	for _, inf := range infs {
+		if err := hs.Add(inf, handler); err != nil {
+			return fmt.Errorf("drift: %w", err)
 		}
 	}
-	return runInformers(ctx, f, "drift", regs, func() { d.once.Do(func() { close(d.synced) }) })
+	if !d.cache.Wait(ctx, &hs) {
+		return nil // ctx ended
+	}
+	d.once.Do(func() { close(d.synced) })
+	<-ctx.Done()
+	return nil
 }
 
 // report hands a drifted object's lease to the manager.
-func (d *Drift) report(v *driftView, what string) {
+func (d *Drift) report(v *view, kind, what string) {
 	if v.lease == nil || !d.onDrift(*v.lease) {
 		return
 	}
-	d.drifted.WithLabelValues(v.kind, what).Inc()
-	d.log.Debug("lease object changed; syncing the lease", slog.String("lease", v.lease.String()), slog.String("kind", v.kind),
+	d.drifted.WithLabelValues(kind, what).Inc()
+	d.log.Debug("lease object changed; syncing the lease", slog.String("lease", v.lease.String()), slog.String("kind", kind),
 		slog.String("object", v.Namespace+"/"+v.Name), slog.String("change", what))
 }

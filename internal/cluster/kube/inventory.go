@@ -32,9 +32,6 @@ const ResourceGPU = inventory.ResourceGPU
 
 // InventoryConfig sizes what nodes do not tell: the pools.
 type InventoryConfig struct {
-	// Owner is the provider and chain whose leases' pods and volumes count against
-	// their reservations; everything else running on the nodes is ordinary usage.
-	Owner ownership.Owner
 	// Storage is the capacity in bytes of each persistent storage class offered.
 	Storage map[string]int64
 	// LeasedIPs is the size of the leased IP pool.
@@ -48,6 +45,7 @@ type InventoryConfig struct {
 
 // Inventory keeps a cluster.Capacity in step with the cluster.
 type Inventory struct {
+	cache  *Cache
 	client kubernetes.Interface
 	cap    *cluster.Capacity
 	log    *slog.Logger
@@ -73,13 +71,12 @@ func (inv *Inventory) WithMetalLBPool(dc dynamic.Interface, pool MetalLBPool) *I
 	return inv
 }
 
-// NewInventory returns an inventory feeding capacity; it sets the pool sizes now.
-func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg InventoryConfig, log *slog.Logger) (*Inventory, error) {
-	if client == nil || capacity == nil || log == nil {
-		return nil, errors.New("inventory: client, capacity and logger are required")
-	}
-	if err := cfg.Owner.Validate(); err != nil {
-		return nil, fmt.Errorf("inventory: %w", err)
+// NewInventory returns an inventory feeding capacity from c (the leases' pods and
+// volumes of c's owner count against their reservations, not as others' usage); it
+// sets the pool sizes now.
+func NewInventory(c *Cache, client kubernetes.Interface, capacity *cluster.Capacity, cfg InventoryConfig, log *slog.Logger) (*Inventory, error) {
+	if c == nil || client == nil || capacity == nil || log == nil {
+		return nil, errors.New("inventory: cache, client, capacity and logger are required")
 	}
 	for class, n := range cfg.Storage {
 		if n < 0 {
@@ -97,7 +94,7 @@ func NewInventory(client kubernetes.Interface, capacity *cluster.Capacity, cfg I
 	}
 	capacity.SetPoolCapacity(cluster.PoolLeasedIPs, cfg.LeasedIPs)
 	capacity.SetPoolCapacity(cluster.PoolNodePorts, cfg.NodePorts)
-	return &Inventory{client: client, cap: capacity, log: log, owner: cfg.Owner, synced: make(chan struct{}), sdlClass: sdlClass, storageClasses: maps.Clone(cfg.StorageClasses)}, nil
+	return &Inventory{cache: c, client: client, cap: capacity, log: log, owner: c.owner, synced: make(chan struct{}), sdlClass: sdlClass, storageClasses: maps.Clone(cfg.StorageClasses)}, nil
 }
 
 // Synced is closed once the informers have listed everything.
@@ -113,6 +110,9 @@ func (inv *Inventory) NotSynced() string {
 	default:
 	}
 	if why, _ := inv.listErr.Load().(string); why != "" {
+		return "the cluster's inventory has not been read: " + why
+	}
+	if why := inv.cache.ListError(); why != "" {
 		return "the cluster's inventory has not been read: " + why
 	}
 	return "the cluster's inventory has not been read yet"
@@ -142,63 +142,50 @@ func (inv *Inventory) Run(ctx context.Context) error {
 	// What Run starts stops when it returns, whichever way: a factory's Shutdown waits
 	// for its stop channel, so the context is cancelled first.
 	ctx, cancel := context.WithCancel(ctx)
-	type factory interface {
+	var started []interface {
 		Start(stopCh <-chan struct{})
 		Shutdown()
 	}
-	var started []factory
 	defer func() {
 		cancel()
 		for _, f := range started {
 			f.Shutdown()
 		}
 	}()
-	f := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
 	type handler struct {
 		informer cache.SharedIndexInformer
-		what     string
 		set      func(any)
 		del      func(any)
 	}
-	// The inventory reads its stores by key only: no namespace index.
-	handlers := []handler{{unindexedInformer(f, &corev1.Service{}, nil), "services", inv.setService, inv.deleteService}}
-	var regs []cache.ResourceEventHandlerRegistration
+	// The report has the nodes and everyone else's usage (with an operator); our own
+	// leases' pods and claims are watched in any case, so that they count the moment
+	// they exist (the cache watches only those then: OwnPodsOnly).
+	handlers := []handler{{inv.cache.Informer(&corev1.Service{}), inv.setService, inv.deleteService},
+		{inv.cache.Informer(&corev1.Pod{}), inv.setPod, inv.deletePod},
+		{inv.cache.Informer(&corev1.PersistentVolumeClaim{}), inv.setPVC, inv.deletePVC}}
 	if inv.op == nil {
-		handlers = append(handlers,
-			handler{unindexedInformer(f, &corev1.Node{}, nil), "nodes", inv.setNode, inv.deleteNode},
-			handler{unindexedInformer(f, &corev1.Pod{}, nil), "pods", inv.setPod, inv.deletePod},
-			handler{unindexedInformer(f, &corev1.PersistentVolumeClaim{}, nil), "persistentvolumeclaims", inv.setPVC, inv.deletePVC})
-	} else {
-		// The report has the nodes and everyone else's usage; our own leases' pods
-		// and claims are watched here, so that they count the moment they exist.
-		own := informers.NewSharedInformerFactoryWithOptions(inv.client, 0, informers.WithTransform(viewsFor(inv.owner)))
-		ownOnly := func(o *metav1.ListOptions) { o.LabelSelector = inv.owner.Selector() }
-		handlers = append(handlers,
-			handler{unindexedInformer(own, &corev1.Pod{}, ownOnly), "the leases' pods", inv.setPod, inv.deletePod},
-			handler{unindexedInformer(own, &corev1.PersistentVolumeClaim{}, ownOnly), "the leases' persistentvolumeclaims", inv.setPVC, inv.deletePVC})
+		handlers = append(handlers, handler{inv.cache.Informer(&corev1.Node{}), inv.setNode, inv.deleteNode})
+	}
+	var hs Handlers
+	defer hs.Remove()
+	for _, h := range handlers {
+		if err := hs.Add(h.informer, cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(o any) { h.set(o) },
+			UpdateFunc: func(_, o any) { h.set(o) },
+			DeleteFunc: func(o any) { h.del(o) },
+		}); err != nil {
+			return fmt.Errorf("inventory: %w", err)
+		}
+	}
+	// The operator's report and MetalLB's pool: kinds only the inventory reads.
+	var regs []cache.InformerSynced
+	if inv.op != nil {
 		reg, rf, err := inv.watchReport(ctx)
 		if err != nil {
 			return fmt.Errorf("inventory: %w", err)
 		}
-		regs = append(regs, reg)
-		started = append(started, own, rf) // started below, their handlers set
-	}
-	for _, h := range handlers {
-		if err := inv.noteListErrors(h.informer, "listing "+h.what); err != nil {
-			return fmt.Errorf("inventory: %w", err)
-		}
-		reg, err := h.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(o any) { h.set(o) },
-			UpdateFunc: func(_, o any) { h.set(o) },
-			DeleteFunc: func(o any) { h.del(o) },
-		})
-		if err != nil {
-			return fmt.Errorf("inventory: %w", err)
-		}
-		regs = append(regs, reg)
-	}
-	for _, f := range started {
-		f.Start(ctx.Done())
+		rf.Start(ctx.Done())
+		started, regs = append(started, rf), append(regs, reg.HasSynced)
 	}
 	if inv.ips != nil {
 		// A cluster without MetalLB is a mistake of the configuration, said at once;
@@ -215,15 +202,17 @@ func (inv *Inventory) Run(ctx context.Context) error {
 			return fmt.Errorf("inventory: %w", err)
 		}
 		pf.Start(ctx.Done())
-		started = append(started, pf)
-		regs = append(regs, reg)
+		started, regs = append(started, pf), append(regs, reg.HasSynced)
 	}
-	return runInformers(ctx, f, "inventory", regs, func() {
-		close(inv.synced)
-		t := inv.cap.Totals()
-		inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
-			slog.Int64("memory_bytes", t.Allocatable.Memory), slog.Int64("gpus", t.Allocatable.GPUs))
-	})
+	if !inv.cache.Wait(ctx, &hs) || !cache.WaitForCacheSync(ctx.Done(), regs...) {
+		return nil // ctx ended
+	}
+	close(inv.synced)
+	t := inv.cap.Totals()
+	inv.log.InfoContext(ctx, "inventory synced", slog.Int("nodes", t.Nodes), slog.Int64("cpu_millis", t.Allocatable.CPU),
+		slog.Int64("memory_bytes", t.Allocatable.Memory), slog.Int64("gpus", t.Allocatable.GPUs))
+	<-ctx.Done()
+	return nil
 }
 
 // runInformers starts a factory's informers, calls synced once their caches are full

@@ -55,6 +55,7 @@ func (inv *Inventory) FromOperator(dc dynamic.Interface, name string, maxAge tim
 	// Until the report is first read (Run), nothing is bid on and /status says why.
 	why := fmt.Sprintf("the inventory operator's report (Inventory %s) is not read yet", name)
 	inv.op = &fromOperator{dc: dc, name: name, maxAge: maxAge, nodes: map[string]bool{}, pools: map[string]string{}, stale: why}
+	inv.cache.OwnPodsOnly()
 	inv.cap.SetUnavailable(why)
 	return inv
 }

@@ -60,8 +60,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // SDL class; a cluster class named like an SDL class mapped elsewhere fills no pool
 // (found when another test's unmapped beta3 claims used a mapped beta3's room).
 func TestInventoryPoolOfAClaim(t *testing.T) {
-	inv, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{Owner: testOwner,
-		StorageClasses: map[string]string{"beta3": "fast-ssd", "beta2": "beta2"}}, slog.New(slog.DiscardHandler))
+	inv, err := NewInventory(idleCache(t), fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{StorageClasses: map[string]string{"beta3": "fast-ssd", "beta2": "beta2"}}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +74,7 @@ func TestInventoryPoolOfAClaim(t *testing.T) {
 }
 
 func TestInventoryStorageClassesMapOneToOne(t *testing.T) {
-	_, err := NewInventory(fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{Owner: testOwner, StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
+	_, err := NewInventory(idleCache(t), fake.NewClientset(), cluster.NewCapacity(), InventoryConfig{StorageClasses: map[string]string{"beta2": "ssd", "beta3": "ssd"}}, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), `"beta2" and "beta3" both map to the cluster's "ssd"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -91,7 +90,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	)
 	capacity := cluster.NewCapacity()
 	// SDL class beta3 is the cluster's fast-ssd: claims of fast-ssd fill beta3's pool.
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner, Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10,
+	inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 100 * gi}, NodePorts: 10,
 		StorageClasses: map[string]string{"beta3": "fast-ssd"}}, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +239,7 @@ func TestInventoryNodesThatTakeNoPods(t *testing.T) {
 		})
 	}
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, capacity, InventoryConfig{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}

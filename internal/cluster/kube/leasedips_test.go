@@ -34,7 +34,7 @@ func TestInventoryLeasedIPPool(t *testing.T) {
 	lb := kube.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: "berth.dev/test-inventory"})
 	testenv.IPAddressPool(t, lb, localenv.IPAddressPool{Name: "inventory", Addresses: []string{"192.0.2.120/31"}})
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, capacity, InventoryConfig{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestInventoryLeasedIPPoolWithoutMetalLB(t *testing.T) {
 	// returns the error at once either way (it once waited, in the second, for its
 	// informers to stop, which only the end of its context did).
 	for _, fromOperator := range []bool{false, true} {
-		inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
+		inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, cluster.NewCapacity(), InventoryConfig{}, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestInventoryNotSyncedSaysWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := NewInventory(cs, cluster.NewCapacity(), InventoryConfig{Owner: testOwner}, slog.New(slog.DiscardHandler))
+	inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, cluster.NewCapacity(), InventoryConfig{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

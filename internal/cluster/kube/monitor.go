@@ -12,11 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -33,6 +29,7 @@ const eventsKept = 10
 // informers (no polling) and keeps each lease's status up to date, calling OnChange with each new status. Status reads are
 // from memory.
 type Monitor struct {
+	cache    *Cache
 	cs       kubernetes.Interface
 	owner    ownership.Owner
 	log      *slog.Logger
@@ -40,8 +37,8 @@ type Monitor struct {
 
 	// The informers' stores, indexed by namespace; they hold views (views.go).
 	deployments, statefulSets, pods, services cache.Indexer
-	// dc, when set, has the monitor watch ProviderHosts and ProviderLeasedIPs too.
-	dc               dynamic.Interface
+	// withHosts has the monitor watch ProviderHosts and ProviderLeasedIPs too.
+	withHosts        bool
 	hosts, leasedIPs cache.Indexer
 
 	mu       sync.Mutex
@@ -51,23 +48,22 @@ type Monitor struct {
 	synced   chan struct{}
 }
 
-// NewMonitor returns a monitor; onChange (may be nil) is called with each changed
+// NewMonitor returns a monitor reading c (whose owner's leases it follows); cs
+// records the events of OOM kills. onChange (may be nil) is called with each changed
 // status, in order, from the informers' goroutines, and must not block.
-func NewMonitor(cs kubernetes.Interface, owner ownership.Owner, log *slog.Logger, onChange func(deploy.LeaseStatus)) (*Monitor, error) {
-	if cs == nil || log == nil {
-		return nil, errors.New("monitor: client and logger are required")
+func NewMonitor(c *Cache, cs kubernetes.Interface, log *slog.Logger, onChange func(deploy.LeaseStatus)) (*Monitor, error) {
+	if c == nil || cs == nil || log == nil {
+		return nil, errors.New("monitor: cache, client and logger are required")
 	}
-	if err := owner.Validate(); err != nil {
-		return nil, fmt.Errorf("monitor: %w", err)
-	}
-	return &Monitor{cs: cs, owner: owner, log: log, onChange: onChange, statuses: map[market.LeaseID]deploy.LeaseStatus{},
+	return &Monitor{cache: c, cs: cs, owner: c.owner, log: log, onChange: onChange, statuses: map[market.LeaseID]deploy.LeaseStatus{},
 		events: map[market.LeaseID][]deploy.Event{}, leaseOf: map[string]market.LeaseID{}, synced: make(chan struct{})}, nil
 }
 
-// WithHosts has the monitor also watch the leases' ProviderHosts through dc, so that
-// lease statuses report how their hostnames are routed. Call it before Run.
-func (m *Monitor) WithHosts(dc dynamic.Interface) *Monitor {
-	m.dc = dc
+// WithHosts has the monitor also watch the leases' ProviderHosts and
+// ProviderLeasedIPs (berth's CRDs must be installed), so that lease statuses report
+// how their hostnames and leased IPs are routed. Call it before Run.
+func (m *Monitor) WithHosts() *Monitor {
+	m.withHosts = true
 	return m
 }
 
@@ -116,31 +112,25 @@ func (m *Monitor) Status(id market.LeaseID) (deploy.LeaseStatus, bool) {
 
 // Run watches until ctx ends.
 func (m *Monitor) Run(ctx context.Context) error {
-	f := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)), informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = m.owner.Selector()
-	}))
-	dep := f.Apps().V1().Deployments()
-	sts := f.Apps().V1().StatefulSets()
-	pod := f.Core().V1().Pods()
-	svc := f.Core().V1().Services()
-	m.deployments, m.statefulSets = dep.Informer().GetIndexer(), sts.Informer().GetIndexer()
-	m.pods, m.services = pod.Informer().GetIndexer(), svc.Informer().GetIndexer()
+	dep, sts := m.cache.Informer(&appsv1.Deployment{}), m.cache.Informer(&appsv1.StatefulSet{})
+	pod, svc := m.cache.Informer(&corev1.Pod{}), m.cache.Informer(&corev1.Service{})
+	m.deployments, m.statefulSets = dep.GetIndexer(), sts.GetIndexer()
+	m.pods, m.services = pod.GetIndexer(), svc.GetIndexer()
 	handler := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.touch(o) },
 		UpdateFunc: func(_, o any) { m.touch(o) },
 		DeleteFunc: func(o any) { m.touch(tombstone(o)) },
 	}
-	var regs []cache.ResourceEventHandlerRegistration
-	for _, inf := range []cache.SharedIndexInformer{dep.Informer(), sts.Informer(), pod.Informer(), svc.Informer()} {
-		reg, err := inf.AddEventHandler(handler)
-		if err != nil {
+	var hs Handlers
+	defer hs.Remove()
+	for _, inf := range []cache.SharedIndexInformer{dep, sts, pod, svc} {
+		if err := hs.Add(inf, handler); err != nil {
 			return fmt.Errorf("monitor: %w", err)
 		}
-		regs = append(regs, reg)
 	}
 	// Containers killed at their memory limit: recorded as events of their leases.
 	oom := newOOMRecorder(m.cs, m.owner, m.log)
-	if _, err := pod.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if err := hs.Add(pod, cache.ResourceEventHandlerFuncs{
 		AddFunc:    oom.observe,
 		UpdateFunc: func(_, o any) { oom.observe(o) },
 	}); err != nil {
@@ -156,61 +146,36 @@ func (m *Monitor) Run(ctx context.Context) error {
 		stopOOM()
 		<-oomDone
 	}()
-	if m.dc != nil {
+	if m.withHosts {
 		// The leases' routes: ProviderHosts and ProviderLeasedIPs, with the operators'
 		// reports.
-		rf := dynamicinformer.NewFilteredDynamicSharedInformerFactory(m.dc, 0, metav1.NamespaceAll, func(o *metav1.ListOptions) {
-			o.LabelSelector = m.owner.Selector()
-		})
 		for _, r := range []struct {
 			gvr   schema.GroupVersionResource
-			view  func(any, ownership.Owner) any
 			store *cache.Indexer
-		}{{berthv1.ProviderHostResource, newHostView, &m.hosts}, {berthv1.ProviderLeasedIPResource, newLeasedIPView, &m.leasedIPs}} {
-			inf := rf.ForResource(r.gvr).Informer()
-			view := r.view
-			if err := inf.SetTransform(func(o any) (any, error) { return view(o, m.owner), nil }); err != nil {
-				return fmt.Errorf("monitor: %w", err)
-			}
-			*r.store = inf.GetIndexer()
-			reg, err := inf.AddEventHandler(handler)
+		}{{berthv1.ProviderHostResource, &m.hosts}, {berthv1.ProviderLeasedIPResource, &m.leasedIPs}} {
+			inf, err := m.cache.Resource(r.gvr)
 			if err != nil {
 				return fmt.Errorf("monitor: %w", err)
 			}
-			regs = append(regs, reg)
+			*r.store = inf.GetIndexer()
+			if err := hs.Add(inf, handler); err != nil {
+				return fmt.Errorf("monitor: %w", err)
+			}
 		}
-		rf.Start(ctx.Done())
-		defer rf.Shutdown()
 	}
-	// Events carry no labels: watch them all and keep those in lease namespaces.
-	// Nothing reads their store: it has no namespace index.
-	ef := informers.NewSharedInformerFactoryWithOptions(m.cs, 0, informers.WithTransform(viewsFor(m.owner)))
-	evInf := unindexedInformer(ef, &corev1.Event{}, nil)
-	evReg, err := evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// Events carry no labels: all are watched, and those in lease namespaces kept.
+	if err := hs.Add(m.cache.Informer(&corev1.Event{}), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { m.event(o) },
 		UpdateFunc: func(_, o any) { m.event(o) },
-	})
-	if err != nil {
+	}); err != nil {
 		return fmt.Errorf("monitor: %w", err)
 	}
-	evCtx, stopEvents := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	evSynced := make(chan struct{})
-	go func() {
-		errc <- runInformers(evCtx, ef, "monitor events", []cache.ResourceEventHandlerRegistration{evReg}, func() { close(evSynced) })
-	}()
-	err = runInformers(ctx, f, "monitor", regs, func() {
-		select {
-		case <-evSynced:
-		case <-ctx.Done():
-		}
-		close(m.synced)
-	})
-	stopEvents()
-	if eerr := <-errc; err == nil {
-		err = eerr
+	if !m.cache.Wait(ctx, &hs) {
+		return nil // ctx ended
 	}
-	return err
+	close(m.synced)
+	<-ctx.Done()
+	return nil
 }
 
 // event records a Kubernetes event in its lease's recent events.

@@ -45,7 +45,11 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	nvidiaRuntimeClass(t, cs)
 	d := newTestDeployer(t, kube) // installs the CRDs the monitor watches
 	updates := make(chan deploy.LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s deploy.LeaseStatus) {
+	dc, err := dynamic.NewForConfig(kube.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon, err := NewMonitor(startCache(t, cs, dc, testOwner), cs, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), func(s deploy.LeaseStatus) {
 		if s.Lease == monLease {
 			updates <- s
 		}
@@ -53,11 +57,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc, err := dynamic.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mon.WithHosts(dc)
+	mon.WithHosts()
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -34,7 +34,7 @@ func TestAPIServerOutage(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
 	updates := make(chan deploy.LeaseStatus, 1024)
-	mon, err := NewMonitor(cs, testOwner, log, func(s deploy.LeaseStatus) {
+	mon, err := NewMonitor(startCache(t, cs, nil, testOwner), cs, log, func(s deploy.LeaseStatus) {
 		if s.Lease == id {
 			updates <- s
 		}

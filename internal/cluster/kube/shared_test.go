@@ -141,7 +141,7 @@ func TestProvidersShareACluster(t *testing.T) {
 		t.Fatalf("another provider's orphan pass deleted provider a's lease: %v %v", err, ns.DeletionTimestamp)
 	}
 	// Provider a's monitor reports its lease, never b's.
-	mon, err := NewMonitor(cs, a, slog.New(slog.DiscardHandler), nil)
+	mon, err := NewMonitor(startCache(t, cs, nil, a), cs, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	id := market.LeaseID{Owner: "akash1claims", DSeq: 1, GSeq: 1, OSeq: 1, Provider: testOwner.Provider}
 	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(ctx), id) })
 	capacity := cluster.NewCapacity()
-	inv, err := NewInventory(cs, capacity, InventoryConfig{Owner: testOwner, Storage: map[string]int64{"beta3": 30 * gi}, NodePorts: 10,
+	inv, err := NewInventory(startCache(t, cs, nil, testOwner), cs, capacity, InventoryConfig{Storage: map[string]int64{"beta3": 30 * gi}, NodePorts: 10,
 		StorageClasses: d.settings.StorageClasses}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +279,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drift, err := NewDrift(cs, d.dc, owner, m.Drifted, log, nil)
+	drift, err := NewDrift(startCache(t, cs, d.dc, owner), m.Drifted, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

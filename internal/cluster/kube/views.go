@@ -19,17 +19,13 @@ import (
 )
 
 // Informer caches hold every watched object for as long as it exists, and berth
-// watches every node and pod of the cluster. viewsFor's transform is the transform of
-// every informer here: it turns each object into a view holding what berth computes
-// from it, worked out once, and the names the caches index by. A pod's view is a few
-// hundred bytes where the pod is kilobytes (managed fields, annotations, volumes,
-// environment). Handlers and indexers therefore see views, never Kubernetes objects.
-// An object is a lease's only when it is owner's (its provider and chain): other
-// providers' pods and volumes on a shared cluster are ordinary usage.
-func viewsFor(owner ownership.Owner) func(o any) (any, error) {
-	return func(o any) (any, error) { return toView(o, owner) }
-}
-
+// watches every node and pod of the cluster. toView is the transform of every typed
+// informer of the Cache: it turns each object into a view holding what berth computes
+// from it, worked out once for every reader, and the names the caches index by. A
+// pod's view is a few hundred bytes where the pod is kilobytes (managed fields,
+// annotations, volumes, environment). Handlers and indexers therefore see views, never
+// Kubernetes objects. An object is a lease's only when it is owner's (its provider and
+// chain): other providers' pods and volumes on a shared cluster are ordinary usage.
 func toView(o any, owner ownership.Owner) (any, error) {
 	switch v := o.(type) {
 	case *corev1.Node:
@@ -37,20 +33,27 @@ func toView(o any, owner ownership.Owner) (any, error) {
 	case *corev1.Pod:
 		return newPodView(v, owner), nil
 	case *corev1.Service:
-		return newServiceView(v, owner), nil
+		sv := newServiceView(v, owner)
+		sv.drift = driftOfObject(&sv.view, "service", v.Labels, v.Spec)
+		return sv, nil
 	case *corev1.PersistentVolumeClaim:
 		return newPVCView(v, owner), nil
 	case *appsv1.Deployment:
 		w := newWorkloadView(&v.ObjectMeta, owner, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
 		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
 		w.errors = deploymentErrors(v)
+		w.drift = driftOfObject(&w.view, "deployment", v.Labels, v.Spec)
 		return w, nil
 	case *appsv1.StatefulSet:
 		w := newWorkloadView(&v.ObjectMeta, owner, v.Spec.Replicas, v.Status.AvailableReplicas, v.Status.ReadyReplicas)
 		w.replicas, w.updated, w.observedGeneration = v.Status.Replicas, v.Status.UpdatedReplicas, v.Status.ObservedGeneration
+		w.drift = driftOfObject(&w.view, "statefulset", v.Labels, v.Spec)
 		return w, nil
 	case *corev1.Event:
 		return newEventView(v), nil
+	}
+	if dv := newDriftView(o, owner); dv != nil {
+		return dv, nil
 	}
 	return o, nil // already a view (a transform may see its own output again)
 }
@@ -72,6 +75,8 @@ func newView(m *metav1.ObjectMeta, owner ownership.Owner) view {
 }
 
 func (v *view) key() string { return v.Namespace + "/" + v.Name }
+
+func (v *view) base() *view { return v }
 
 type nodeView struct {
 	view
@@ -173,6 +178,7 @@ type servicePort struct {
 
 type serviceView struct {
 	view
+	drift
 	// nodePorts: a NodePort or LoadBalancer service, whose ports with a node port
 	// take from the node port pool.
 	nodePorts bool
@@ -227,6 +233,7 @@ func (v *pvcView) DeepCopyObject() runtime.Object { c := *v; return &c }
 // workloadView is a Deployment or a StatefulSet.
 type workloadView struct {
 	view
+	drift
 	total, available, ready int32
 	// replicas and updated are the workload's status counts: pods that exist, and
 	// those of the current template.
@@ -274,6 +281,7 @@ func (v *eventView) DeepCopyObject() runtime.Object {
 // hostView is a ProviderHost as the monitor keeps it: its lease and its status.
 type hostView struct {
 	view
+	drift
 	status deploy.HostStatus
 }
 
@@ -285,6 +293,7 @@ func newHostView(o any, owner ownership.Owner) any {
 	}
 	m := metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion(), Labels: u.GetLabels()}
 	v := &hostView{view: newView(&m, owner)}
+	v.drift = driftOfObject(&v.view, u.GetKind(), m.Labels, u.Object["spec"])
 	v.status.Hostname, _, _ = unstructured.NestedString(u.Object, "spec", "hostname")
 	v.status.Service, _, _ = unstructured.NestedString(u.Object, "spec", "service")
 	v.status.Phase, _, _ = unstructured.NestedString(u.Object, "status", "phase")
@@ -297,6 +306,7 @@ func (v *hostView) DeepCopyObject() runtime.Object { c := *v; return &c }
 // leasedIPView is a ProviderLeasedIP as the monitor keeps it.
 type leasedIPView struct {
 	view
+	drift
 	status deploy.LeasedIPStatus
 }
 
@@ -308,6 +318,7 @@ func newLeasedIPView(o any, owner ownership.Owner) any {
 	}
 	m := metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), ResourceVersion: u.GetResourceVersion(), Labels: u.GetLabels()}
 	v := &leasedIPView{view: newView(&m, owner)}
+	v.drift = driftOfObject(&v.view, u.GetKind(), m.Labels, u.Object["spec"])
 	str := func(f ...string) string { s, _, _ := unstructured.NestedString(u.Object, f...); return s }
 	num := func(f ...string) int32 {
 		n, _, _ := unstructured.NestedInt64(u.Object, f...)

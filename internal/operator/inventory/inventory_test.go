@@ -693,7 +693,11 @@ func TestWatchFailureStopsHeartbeats(t *testing.T) {
 func (e *env) providerInventory(t *testing.T, owner ownership.Owner, name string, maxAge time.Duration) (*cluster.Capacity, *kube.Inventory) {
 	t.Helper()
 	capacity := cluster.NewCapacity()
-	inv, err := kube.NewInventory(e.cs, capacity, kube.InventoryConfig{Owner: owner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	kc, err := kube.NewCache(e.cs, nil, owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := kube.NewInventory(kc, e.cs, capacity, kube.InventoryConfig{}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -703,12 +707,15 @@ func (e *env) providerInventory(t *testing.T, owner ownership.Owner, name string
 		t.Fatalf("before Run: stale %q, capacity unavailable %q; want both to say the report is not read yet", why, capacity.Unavailable())
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
+	done := make(chan error, 2)
+	go func() { done <- kc.Run(ctx) }()
 	go func() { done <- inv.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("provider inventory: %v", err)
+		for range 2 {
+			if err := <-done; err != nil {
+				t.Errorf("provider inventory: %v", err)
+			}
 		}
 	})
 	if err := inv.WaitSynced(t.Context()); err != nil {
