@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -85,6 +87,21 @@ func Informer(ctx context.Context, mgr manager.Manager, obj client.Object) (tool
 		return nil, fmt.Errorf("the cache's informer of %T is a %T, not a shared index informer", obj, inf)
 	}
 	return si, nil
+}
+
+// Clients are a typed and a dynamic client on mgr's configuration and connections,
+// for writes the manager's client does not make (server-side applies of typed
+// objects, discovery).
+func Clients(mgr manager.Manager) (kubernetes.Interface, dynamic.Interface, error) {
+	cs, err := kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, err := dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, nil, err
+	}
+	return cs, dc, nil
 }
 
 // Runnable adds f to mgr to run, while leading, once the cache has synced.

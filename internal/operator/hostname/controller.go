@@ -105,10 +105,7 @@ func (c *Controller) Cache(o *cache.Options) error {
 // mode's routes once synced.
 func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 	var err error
-	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
-		return err
-	}
-	if c.dc, err = dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+	if c.cs, c.dc, err = operator.Clients(mgr); err != nil {
 		return err
 	}
 	if err := c.checkResources(c.cs.Discovery()); err != nil {

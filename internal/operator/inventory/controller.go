@@ -254,10 +254,7 @@ func (c *Controller) Cache(o *cache.Options) error {
 // handlers and the loop that publishes, while leading, until ctx ends.
 func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 	var err error
-	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
-		return err
-	}
-	if c.dc, err = dynamic.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+	if c.cs, c.dc, err = operator.Clients(mgr); err != nil {
 		return err
 	}
 	if err := operator.CheckServed(c.cs.Discovery(), operator.Served{GroupVersion: berthv1.GroupVersion.String(), Resource: "inventories", Hint: "install berth's CRDs (config/crd)"}); err != nil {

@@ -134,7 +134,7 @@ func (c *Controller) Cache(o *cache.Options) error {
 // CRD; it registers the reconciler.
 func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 	var err error
-	if c.cs, err = kubernetes.NewForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient()); err != nil {
+	if c.cs, _, err = operator.Clients(mgr); err != nil {
 		return err
 	}
 	if err := c.checkResources(c.cs.Discovery()); err != nil {
