@@ -13,29 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/kubeconfig"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
 )
-
-// operatorRESTConfig loads an operator's kubeconfig ("": in-cluster).
-func operatorRESTConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig == "" {
-		rc, err := rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig: empty, and not running in a cluster: %w", err)
-		}
-		return rc, nil
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	return rc, nil
-}
 
 // Operator is one of berth's operators ready to run.
 type Operator struct {
@@ -59,7 +43,7 @@ type operatorSpec struct {
 // newOperator loads the cluster's configuration, makes the registry of the operator's
 // metrics and builds its controller.
 func newOperator(spec operatorSpec) (*Operator, error) {
-	rc, err := operatorRESTConfig(spec.kubeconfig)
+	rc, err := kubeconfig.Load(spec.kubeconfig)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/balance"
@@ -27,6 +26,7 @@ import (
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/kubeconfig"
 	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/ownership"
@@ -267,15 +267,9 @@ func dialLedger(ctx context.Context, addr string, log *slog.Logger, waiting func
 // kubeConfig loads the kubeconfig (or the in-cluster configuration) with berth's
 // explicit rate limit.
 func kubeConfig(cfg ProviderConfig) (*rest.Config, error) {
-	var rc *rest.Config
-	var err error
-	if cfg.Kubeconfig == "" {
-		rc, err = rest.InClusterConfig()
-		if err != nil {
-			return nil, fmt.Errorf("kubeconfig: empty, and not running in a cluster: %w", err)
-		}
-	} else if rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig); err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", cfg.Kubeconfig, err)
+	rc, err := kubeconfig.Load(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
 	}
 	rc.QPS, rc.Burst = float32(cfg.KubeQPS), cfg.KubeBurst
 	return rc, nil

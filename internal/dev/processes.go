@@ -14,13 +14,13 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/keys"
+	"berth.dev/berth/internal/kubeconfig"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/wait"
@@ -101,7 +101,7 @@ func (d *devProcesses) stop() {
 // cluster: it installs berth's CRDs and the operators' namespace, registers the
 // provider with its gateway's address, writes each process's file under
 // HOME/cluster/processes, and starts them. On error nothing it started is left.
-func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, rpc, chainID, kubeconfig, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
+func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, rpc, chainID, kubeconfigPath, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
 	bin, err := devExecutable(cfg, "--redis")
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 		return nil, err
 	}
 	bus := "redis://" + d.redisAddr
-	if err := prepareDevCluster(ctx, kubeconfig); err != nil {
+	if err := prepareDevCluster(ctx, kubeconfigPath); err != nil {
 		return nil, err
 	}
 
@@ -145,7 +145,7 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 	if err := registerDevProvider(ctx, d.client, bcast, d.hostURI, attrs); err != nil {
 		return nil, err
 	}
-	pc.Node, pc.Kubeconfig, pc.LogLevel = rpc, kubeconfig, "info"
+	pc.Node, pc.Kubeconfig, pc.LogLevel = rpc, kubeconfigPath, "info"
 	pc.Gateway.Listen, pc.Gateway.GRPCListen = addr(0), addr(1)
 	pc.Bus.Redis = bus
 	d.manifestTimeout = pc.Gateway.ManifestTimeout
@@ -161,10 +161,10 @@ func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, r
 	}
 
 	// The operators, on the CRDs installed above.
-	hc := devHostnameConfig(pc, d.providerAddr, chainID, kubeconfig)
+	hc := devHostnameConfig(pc, d.providerAddr, chainID, kubeconfigPath)
 	hc.Listen = addr(3)
-	ic := devIPConfig(d.providerAddr, chainID, kubeconfig, addr(4))
-	vc := devInventoryConfig(kubeconfig, addr(5))
+	ic := devIPConfig(d.providerAddr, chainID, kubeconfigPath, addr(4))
+	vc := devInventoryConfig(kubeconfigPath, addr(5))
 	vc.Bus.Redis = bus
 	for i, op := range []struct {
 		name string
@@ -217,18 +217,12 @@ func devBroadcaster(ctx context.Context, rpc string, pc app.ProviderConfig) (*ch
 	return client, bcast, err
 }
 
-// restConfig is the client configuration of the dev cluster's kubeconfig.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("kubeconfig %s: %w", kubeconfig, err)
-	}
-	return rc, nil
-}
+// restConfig is the client configuration of the dev cluster's kubeconfig at path.
+func restConfig(path string) (*rest.Config, error) { return kubeconfig.Load(path) }
 
 // kubeClient is a client of the dev cluster's kubeconfig.
-func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
-	rc, err := restConfig(kubeconfig)
+func kubeClient(path string) (kubernetes.Interface, error) {
+	rc, err := restConfig(path)
 	if err != nil {
 		return nil, err
 	}
@@ -237,8 +231,8 @@ func kubeClient(kubeconfig string) (kubernetes.Interface, error) {
 
 // prepareDevCluster installs berth's CRDs and the operators' namespace, so that the
 // provider and the operators, starting together, find them.
-func prepareDevCluster(ctx context.Context, kubeconfig string) error {
-	rc, err := restConfig(kubeconfig)
+func prepareDevCluster(ctx context.Context, path string) error {
+	rc, err := restConfig(path)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"berth.dev/berth/internal/kubeconfig"
 )
 
 // ControlPlaneOptions configures StartControlPlane.
@@ -273,7 +275,7 @@ func (st *cpStart) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	cp.procs = append(cp.procs, apiserver)
-	cfg, err := clientcmd.BuildConfigFromFlags("", cp.KubeconfigPath)
+	cfg, err := kubeconfig.Load(cp.KubeconfigPath)
 	if err != nil {
 		return fmt.Errorf("load admin kubeconfig: %w", err)
 	}
@@ -583,20 +585,20 @@ func writeControlPlaneFiles(dir, binDir, serverURL string, throughput bool) (con
 	if f.saKey, f.saPub, err = serviceAccountKeys(pkiDir); err != nil {
 		return f, err
 	}
-	kubeconfig := func(name string, c certPair) (string, error) {
+	writeKubeconfig := func(name string, c certPair) (string, error) {
 		path := filepath.Join(dir, name+".kubeconfig")
 		return path, writeKubeconfig(path, serverURL, p.CAFile, c)
 	}
-	if f.adminKubeconfig, err = kubeconfig("admin", f.admin); err != nil {
+	if f.adminKubeconfig, err = writeKubeconfig("admin", f.admin); err != nil {
 		return f, err
 	}
-	if f.kcmKubeconfig, err = kubeconfig("kube-controller-manager", kcm); err != nil {
+	if f.kcmKubeconfig, err = writeKubeconfig("kube-controller-manager", kcm); err != nil {
 		return f, err
 	}
-	if f.schedKubeconfig, err = kubeconfig("kube-scheduler", sched); err != nil {
+	if f.schedKubeconfig, err = writeKubeconfig("kube-scheduler", sched); err != nil {
 		return f, err
 	}
-	if f.kwokKubeconfig, err = kubeconfig("kwok", kwok); err != nil {
+	if f.kwokKubeconfig, err = writeKubeconfig("kwok", kwok); err != nil {
 		return f, err
 	}
 	f.kwokHome = filepath.Join(dir, "kwok")

@@ -18,8 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"berth.dev/berth/internal/kubeconfig"
 )
 
 // IngressDirEnv names the environment variable holding the directory hack/ingress.sh
@@ -192,9 +193,9 @@ var (
 // installIngressResources applies the CRDs the controller's providers watch and the
 // classes it serves.
 func installIngressResources(ctx context.Context, opts IngressControllerOptions) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	cfg, err := kubeconfig.Load(opts.Kubeconfig)
 	if err != nil {
-		return fmt.Errorf("ingress controller: kubeconfig %s: %w", opts.Kubeconfig, err)
+		return fmt.Errorf("ingress controller: %w", err)
 	}
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {

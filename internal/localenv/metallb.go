@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 
+	"berth.dev/berth/internal/kubeconfig"
 	"berth.dev/berth/internal/metallb"
 )
 
@@ -119,9 +119,9 @@ func StartMetalLB(ctx context.Context, opts MetalLBOptions) (*MetalLB, error) {
 		}
 		opts.BinDir = dir
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	cfg, err := kubeconfig.Load(opts.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("metallb: kubeconfig %s: %w", opts.Kubeconfig, err)
+		return nil, fmt.Errorf("metallb: %w", err)
 	}
 	dc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
