@@ -1,12 +1,14 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +39,20 @@ type Deployer struct {
 	settings Settings
 	owner    ownership.Owner
 	log      *slog.Logger
+
+	// recorded is, by lease, what Record did for the manifest it recorded last, which
+	// the lease's next Deploy of that very manifest does not do again (a manifest is
+	// built and recorded once per change).
+	mu       sync.Mutex
+	recorded map[market.LeaseID]*recordedManifest
+}
+
+// recordedManifest is what Record built and wrote for one manifest of a lease.
+type recordedManifest struct {
+	version []byte
+	routes  deploy.Routes
+	objs    *LeaseObjects
+	applied *unstructured.Unstructured // the Manifest resource as written
 }
 
 // NewDeployer returns a deployer; it starts nothing.
@@ -47,7 +63,7 @@ func NewDeployer(cs kubernetes.Interface, dc dynamic.Interface, s Settings, log 
 	if err := s.Owner.Validate(); err != nil {
 		return nil, fmt.Errorf("deployer: %w", err)
 	}
-	return &Deployer{cs: cs, dc: dc, settings: s, owner: s.Owner, log: log}, nil
+	return &Deployer{cs: cs, dc: dc, settings: s, owner: s.Owner, log: log, recorded: map[market.LeaseID]*recordedManifest{}}, nil
 }
 
 // Record writes what a lease must run, durably, and nothing else: the lease's
@@ -65,8 +81,27 @@ func (d *Deployer) Record(ctx context.Context, id market.LeaseID, version []byte
 	if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
 		return fmt.Errorf("lease %s: %w", id, err)
 	}
-	_, err = d.applyManifest(ctx, id, version, group, routes)
+	applied, err := d.applyManifest(ctx, id, version, group, routes)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.recorded, id)
+	if err == nil {
+		d.recorded[id] = &recordedManifest{version: bytes.Clone(version), routes: routes, objs: objs, applied: applied}
+	}
 	return err
+}
+
+// takeRecorded is what Record did for this very manifest and routes of the lease, if
+// it was the last thing done for it; the lease's record is forgotten in any case.
+func (d *Deployer) takeRecorded(id market.LeaseID, version []byte, routes deploy.Routes) *recordedManifest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.recorded[id]
+	delete(d.recorded, id)
+	if r == nil || !bytes.Equal(r.version, version) || !slices.Equal(r.routes.Hosts, routes.Hosts) || !slices.Equal(r.routes.IPs, routes.IPs) {
+		return nil
+	}
+	return r
 }
 
 // ours refuses leases of another provider.
@@ -147,9 +182,17 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	if err := d.ours(id); err != nil {
 		return err
 	}
-	objs, err := BuildLease(id, group, d.settings)
-	if err != nil {
-		return fmt.Errorf("lease %s: %w", id, err)
+	// Right after Record of this manifest, its objects are built and its namespace and
+	// Manifest resource written: they are not again.
+	rec := d.takeRecorded(id, version, routes)
+	var objs *LeaseObjects
+	if rec != nil {
+		objs = rec.objs
+	} else {
+		var err error
+		if objs, err = BuildLease(id, group, d.settings); err != nil {
+			return fmt.Errorf("lease %s: %w", id, err)
+		}
 	}
 	// Only the routes the lease holds: a hostname or leased-IP port another of the
 	// tenant's deployments has stays there until the tenant migrates it.
@@ -157,12 +200,17 @@ func (d *Deployer) Deploy(ctx context.Context, id market.LeaseID, version []byte
 	objs.LeasedIPs = slices.DeleteFunc(objs.LeasedIPs, func(ip *berthv1.ProviderLeasedIP) bool {
 		return !routes.HasIP(deploy.IPPort{Endpoint: ip.Spec.Name, Port: uint32(ip.Spec.ExternalPort), Proto: ip.Spec.Protocol}) //nolint:gosec // a port, 1–65535
 	})
-	if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
-		return fmt.Errorf("lease %s: %w", id, err)
-	}
-	applied, err := d.applyManifest(ctx, id, version, group, routes)
-	if err != nil {
-		return err
+	var applied *unstructured.Unstructured
+	if rec != nil {
+		applied = rec.applied
+	} else {
+		if err := d.ensureNamespace(ctx, objs.Namespace); err != nil {
+			return fmt.Errorf("lease %s: %w", id, err)
+		}
+		var err error
+		if applied, err = d.applyManifest(ctx, id, version, group, routes); err != nil {
+			return err
+		}
 	}
 	ns := objs.Namespace.Name
 	if err := applyInNamespace(ctx, d.cs, d.dc, objs); err != nil {
@@ -219,6 +267,7 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 	if err := d.ours(id); err != nil {
 		return err
 	}
+	d.takeRecorded(id, nil, deploy.Routes{}) // forgotten: the lease goes
 	name := LeaseNamespace(id)
 	ns, err := d.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	switch {

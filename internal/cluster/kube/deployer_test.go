@@ -5,15 +5,19 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/deploy"
@@ -342,3 +346,67 @@ func TestRebuildRestoresRegistryPasswords(t *testing.T) {
 
 // routesOf routes everything the group asks for (a lease alone with its hostnames).
 func routesOf(g market.ManifestGroup) deploy.Routes { return deploy.RoutesOf(&g) }
+
+// TestRecordThenDeployWritesOnce: a manifest accepted (Record) and then applied
+// (Deploy) reads the namespace and writes the Manifest resource once; a later Deploy of
+// the same manifest (a resync, a drift repair) checks both again.
+func TestRecordThenDeployWritesOnce(t *testing.T) {
+	kube := testenv.Cluster(t)
+	newTestDeployer(t, kube) // the CRDs
+	rc := rest.CopyConfig(kube.RESTConfig())
+	var mu sync.Mutex
+	calls := map[string]int{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTrip(func(req *http.Request) (*http.Response, error) {
+			verb, what := testenv.AuthorizedAs(req)
+			mu.Lock()
+			calls[verb+" "+what]++
+			mu.Unlock()
+			return rt.RoundTrip(req)
+		})
+	})
+	count := func(call string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls[call]
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDeployer(cs, dc, Settings{Owner: testOwner}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := res.Manifest[0]
+	id := market.LeaseID{Owner: "akash1once", DSeq: 1, GSeq: 1, OSeq: 1, Provider: testOwner.Provider}
+	t.Cleanup(func() { _ = d.Teardown(context.WithoutCancel(t.Context()), id) })
+	v := bytes.Repeat([]byte{7}, 32)
+	if err := d.Record(t.Context(), id, v, g, routesOf(g)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Deploy(t.Context(), id, v, g, routesOf(g)); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := count("get namespaces"), count("patch berth.dev/manifests"); n != 1 || m != 1 {
+		t.Errorf("record and deploy: namespace read %d times, Manifest written %d times; want once each", n, m)
+	}
+	if err := d.Deploy(t.Context(), id, v, g, routesOf(g)); err != nil {
+		t.Fatal(err)
+	}
+	if n, m := count("get namespaces"), count("patch berth.dev/manifests"); n != 2 || m != 2 {
+		t.Errorf("a second deploy: namespace read %d times, Manifest written %d times in all; want twice each", n, m)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
