@@ -79,14 +79,13 @@ type ControlPlane struct {
 
 	// Supervision (supervise.go): one goroutine per process from the end of start-up
 	// until Stop, which closes stopping and waits for them.
-	restart   RestartPolicy
-	stopping  chan struct{}
-	wg        sync.WaitGroup
-	failed    chan struct{}
-	smu       sync.Mutex // guards err, recent, restarted
-	err       error
-	recent    map[string][]time.Time // restarts within the policy's window, by process
-	restarted map[string]int
+	restart  RestartPolicy
+	stopping chan struct{}
+	wg       sync.WaitGroup
+	failed   chan struct{}
+	smu      sync.Mutex // guards err, history
+	err      error
+	history  map[string]*restartHistory // restarts, by process
 
 	stopOnce sync.Once
 }
@@ -127,7 +126,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 func newControlPlane(dir string, removeDir bool, log *slog.Logger, restart RestartPolicy) *ControlPlane {
 	restart.defaults()
 	return &ControlPlane{Dir: dir, removed: removeDir, log: log, restart: restart,
-		stopping: make(chan struct{}), failed: make(chan struct{}), recent: map[string][]time.Time{}, restarted: map[string]int{}}
+		stopping: make(chan struct{}), failed: make(chan struct{}), history: map[string]*restartHistory{}}
 }
 
 func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *ControlPlane, retErr error) {

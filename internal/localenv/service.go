@@ -1,12 +1,9 @@
 package localenv
 
 import (
-	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"syscall"
-	"time"
 )
 
 // Service is a long-running child process kept running: its output goes to
@@ -23,11 +20,10 @@ type Service struct {
 	wg       sync.WaitGroup
 	failed   chan struct{}
 
-	mu        sync.Mutex // guards proc, err, recent, restarts
+	mu        sync.Mutex // guards proc, err, restarted
 	proc      *process
 	err       error
-	recent    []time.Time
-	restarts  int
+	history   restartHistory
 	restarted chan struct{} // closed at the next restart
 }
 
@@ -85,7 +81,7 @@ func (s *Service) Err() error {
 func (s *Service) Restarts() (int, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.restarts, s.restarted
+	return s.history.total(), s.restarted
 }
 
 // Kill sends SIGKILL to the current process, as a crash would end it (it is then
@@ -128,49 +124,24 @@ func (s *Service) supervise() {
 // fails the service; false when supervision ends.
 func (s *Service) restart(p *process) bool {
 	o := s.opts
-	status, tail := p.exitStatus(), p.tail(2000)
-	attrs := []any{slog.String("process", o.Name), slog.String("status", status), slog.String("log", p.logPath), slog.String("log_tail", tail)}
-	now := time.Now()
-	s.mu.Lock()
-	s.recent = slices.DeleteFunc(s.recent, func(t time.Time) bool { return now.Sub(t) > o.Restart.Window })
-	recent := len(s.recent)
-	s.mu.Unlock()
-	var why string
-	switch {
-	case o.Restart.Max < 0:
-		why = "it is not restarted"
-	case recent >= o.Restart.Max:
-		why = fmt.Sprintf("it was restarted %d times in the last %s", recent, o.Restart.Window)
-	}
-	if why != "" {
-		o.Log.Error("process exited; not restarting it", append(attrs, slog.String("reason", why))...)
-		s.fail(fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", o.Name, status, why, p.logPath, tail))
-		return false
-	}
-	backoff := o.Restart.pause(recent)
-	o.Log.Error("process exited; restarting it", append(attrs, slog.Duration("in", backoff))...)
-	t := time.NewTimer(backoff)
-	defer t.Stop()
-	select {
-	case <-s.stopping:
-		return false
-	case <-t.C:
-	}
-	np, err := startProcessEnv(o.Name, o.LogDir, o.Bin, o.Env, o.Args...)
+	np, err := restartExited(exitedProcess{p: p}, o.Restart, &s.history, s.stopping, o.Log,
+		func() (*process, bool, error) {
+			np, err := startProcessEnv(o.Name, o.LogDir, o.Bin, o.Env, o.Args...)
+			if err != nil {
+				return nil, false, err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.proc = np
+			s.history.add()
+			close(s.restarted)
+			s.restarted = make(chan struct{})
+			return np, true, nil
+		})
 	if err != nil {
-		o.Log.Error("restart process", slog.String("process", o.Name), slog.String("error", err.Error()))
-		s.fail(fmt.Errorf("%s exited (%s) and could not be restarted: %w", o.Name, status, err))
-		return false
+		s.fail(err)
 	}
-	s.mu.Lock()
-	s.proc = np
-	s.recent = append(s.recent, time.Now())
-	s.restarts++
-	close(s.restarted)
-	s.restarted = make(chan struct{})
-	s.mu.Unlock()
-	o.Log.Info("process restarted", slog.String("process", o.Name), slog.Int("pid", np.cmd.Process.Pid))
-	return true
+	return np != nil
 }
 
 func (s *Service) fail(err error) {

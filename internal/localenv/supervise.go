@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -79,9 +80,11 @@ func (cp *ControlPlane) Err() error {
 func (cp *ControlPlane) Restarts() map[string]int {
 	cp.smu.Lock()
 	defer cp.smu.Unlock()
-	out := make(map[string]int, len(cp.restarted))
-	for name, n := range cp.restarted {
-		out[name] = n
+	out := map[string]int{}
+	for name, h := range cp.history {
+		if n := h.total(); n > 0 {
+			out[name] = n
+		}
 	}
 	return out
 }
@@ -119,64 +122,139 @@ func (cp *ControlPlane) exited(p *process) *process {
 	if p.stopping.Load() {
 		return nil
 	}
-	status, tail := p.exitStatus(), p.tail(2000)
-	now := time.Now()
 	cp.smu.Lock()
-	recent := slices.DeleteFunc(cp.recent[p.name], func(t time.Time) bool { return now.Sub(t) > cp.restart.Window })
-	cp.recent[p.name] = recent
+	h := cp.history[p.name]
+	if h == nil {
+		h = &restartHistory{}
+		cp.history[p.name] = h
+	}
 	cp.smu.Unlock()
-	attrs := []any{slog.String("process", p.name), slog.String("status", status), slog.String("log", p.logPath), slog.String("log_tail", tail)}
+	never := ""
+	if !slices.Contains(restartable, p.name) {
+		never = "it is not restarted"
+	}
+	np, err := restartExited(exitedProcess{p: p, controlPlane: true, never: never},
+		cp.restart, h, cp.stopping, cp.log, func() (*process, bool, error) {
+			cp.mu.Lock()
+			defer cp.mu.Unlock()
+			// Stop closes stopping before it takes the lock to stop the processes: a
+			// process started here before that is among those it stops.
+			select {
+			case <-cp.stopping:
+				return nil, false, nil
+			default:
+			}
+			i := slices.Index(cp.procs, p)
+			if i < 0 {
+				return nil, false, nil // replaced meanwhile (RestartAPIServer)
+			}
+			np, err := startProcess(p.name, p.logDir, p.bin, p.args...)
+			if err != nil {
+				return nil, false, err
+			}
+			cp.procs[i] = np
+			h.add()
+			return np, true, nil
+		})
+	if err != nil {
+		cp.fail(err)
+	}
+	return np
+}
 
-	var why string
+// restartHistory is one process's restarts: when, within the policy's window, and how
+// many in all.
+type restartHistory struct {
+	mu    sync.Mutex
+	at    []time.Time
+	count int
+}
+
+// recent is how many restarts happened within window of now.
+func (h *restartHistory) recent(now time.Time, window time.Duration) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.at = slices.DeleteFunc(h.at, func(t time.Time) bool { return now.Sub(t) > window })
+	return len(h.at)
+}
+
+func (h *restartHistory) add() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.at = append(h.at, time.Now())
+	h.count++
+}
+
+func (h *restartHistory) total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count
+}
+
+// exitedProcess is a process that exited without being asked to: whether it is one of
+// the control plane's (whose failure is the control plane's), and why it is never
+// restarted ("" when the policy decides).
+type exitedProcess struct {
+	p            *process
+	controlPlane bool
+	never        string
+}
+
+// restartExited is what every supervisor here does when a process exits unasked: it
+// logs the exit (status and the log's last lines), and either starts the process again
+// after the policy's pause (start: the new process and true, or false when the
+// process is no longer wanted, or the error starting it; start records the restart in
+// h), or returns the error its owner fails with, saying why it is not restarted.
+// Nothing happens once stopping is closed.
+func restartExited(e exitedProcess, policy RestartPolicy, h *restartHistory, stopping <-chan struct{}, log *slog.Logger,
+	start func() (*process, bool, error)) (*process, error) {
+	p := e.p
+	status, tail := p.exitStatus(), p.tail(2000)
+	recent := h.recent(time.Now(), policy.Window)
+	attrs := []any{slog.String("process", p.name), slog.String("status", status), slog.String("log", p.logPath), slog.String("log_tail", tail)}
+	why := e.never
 	switch {
-	case !slices.Contains(restartable, p.name):
-		why = "it is not restarted"
-	case cp.restart.Max < 0:
+	case why != "":
+	case policy.Max < 0 && e.controlPlane:
 		why = "this control plane restarts nothing"
-	case len(recent) >= cp.restart.Max:
-		why = fmt.Sprintf("it was restarted %d times in the last %s", len(recent), cp.restart.Window)
+	case policy.Max < 0:
+		why = "it is not restarted"
+	case recent >= policy.Max:
+		why = fmt.Sprintf("it was restarted %d times in the last %s", recent, policy.Window)
 	}
 	if why != "" {
-		cp.log.Error("control plane process exited; the control plane has failed", append(attrs, slog.String("reason", why))...)
-		cp.fail(fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", p.name, status, why, p.logPath, tail))
-		return nil
+		attrs = append(attrs, slog.String("reason", why))
+		if e.controlPlane {
+			log.Error("control plane process exited; the control plane has failed", attrs...)
+		} else {
+			log.Error("process exited; not restarting it", attrs...)
+		}
+		return nil, fmt.Errorf("%s exited (%s) and %s\n--- last lines of %s ---\n%s", p.name, status, why, p.logPath, tail)
 	}
-	backoff := cp.restart.pause(len(recent))
-	cp.log.Error("control plane process exited; restarting it", append(attrs, slog.Duration("in", backoff))...)
-	t := time.NewTimer(backoff)
+	pause := policy.pause(recent)
+	attrs = append(attrs, slog.Duration("in", pause))
+	if e.controlPlane {
+		log.Error("control plane process exited; restarting it", attrs...)
+	} else {
+		log.Error("process exited; restarting it", attrs...)
+	}
+	t := time.NewTimer(pause)
 	defer t.Stop()
 	select {
-	case <-cp.stopping:
-		return nil
+	case <-stopping:
+		return nil, nil
 	case <-t.C:
 	}
-
-	cp.mu.Lock()
-	defer cp.mu.Unlock()
-	// Stop closes stopping before it takes the lock to stop the processes: a process
-	// started here before that is among those it stops.
-	select {
-	case <-cp.stopping:
-		return nil
-	default:
-	}
-	i := slices.Index(cp.procs, p)
-	if i < 0 {
-		return nil // replaced meanwhile (RestartAPIServer)
-	}
-	np, err := startProcess(p.name, p.logDir, p.bin, p.args...)
+	np, ok, err := start()
 	if err != nil {
-		cp.log.Error("restart control plane process", slog.String("process", p.name), slog.String("error", err.Error()))
-		cp.fail(fmt.Errorf("%s exited (%s) and could not be restarted: %w", p.name, status, err))
-		return nil
+		log.Error("restart process", slog.String("process", p.name), slog.String("error", err.Error()))
+		return nil, fmt.Errorf("%s exited (%s) and could not be restarted: %w", p.name, status, err)
 	}
-	cp.procs[i] = np
-	cp.smu.Lock()
-	cp.recent[p.name] = append(cp.recent[p.name], time.Now())
-	cp.restarted[p.name]++
-	cp.smu.Unlock()
-	cp.log.Info("control plane process restarted", slog.String("process", p.name), slog.Int("pid", np.cmd.Process.Pid))
-	return np
+	if !ok {
+		return nil, nil
+	}
+	log.Info("process restarted", slog.String("process", p.name), slog.Int("pid", np.cmd.Process.Pid))
+	return np, nil
 }
 
 // fail records the control plane's failure (the first one) and closes Failed.
