@@ -149,7 +149,8 @@ var Scheme = func() *runtime.Scheme {
 }()
 
 // setLogger gives controller-runtime's global logger (used where no manager's is at
-// hand) the first operator's log; unset, controller-runtime complains on stderr.
+// hand) the first operator's log, without its name (berth dev runs three in one
+// process); unset, controller-runtime complains on stderr.
 var setLogger sync.Once
 
 // Run serves the probes and metrics, waits to lead (unless leader election is
@@ -186,7 +187,7 @@ func Run(ctx context.Context, rc *rest.Config, o Options, c Controller) error {
 	defer o.Registry.Unregister(leader)
 
 	log := logr.FromSlogHandler(o.Log.With(slog.String("operator", o.Name)).Handler())
-	setLogger.Do(func() { ctrl.SetLogger(log) })
+	setLogger.Do(func() { ctrl.SetLogger(logr.FromSlogHandler(o.Log.Handler())) })
 	cacheOpts := cache.Options{Scheme: Scheme, SyncPeriod: &o.Resync}
 	if err := c.Cache(&cacheOpts); err != nil {
 		return fmt.Errorf("operator %s: %w", o.Name, err)
