@@ -74,6 +74,14 @@ func Index[O client.Object](ctx context.Context, mgr manager.Manager, obj O, nam
 	})
 }
 
+// Object is an empty object of kind gvk, read as unstructured: a kind of another
+// project (Gateway API, MetalLB, Rook) or one whose copies are kept slim.
+func Object(gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
+}
+
 // Informer is the manager cache's informer of obj's kind, for a controller that reads
 // its store itself: one whose transform keeps slim copies, not the kind's type, which
 // the cache's reader cannot list.

@@ -232,9 +232,10 @@ func (c *Cache) Wait(ctx context.Context, hs *Handlers) bool {
 	case <-ctx.Done():
 		return false
 	}
-	synced := make([]cache.InformerSynced, 0, 2*len(hs.regs))
+	// A registration has synced once its informer has and the handler got the list.
+	synced := make([]cache.InformerSynced, 0, len(hs.regs))
 	for _, r := range hs.regs {
-		synced = append(synced, r.inf.HasSynced, r.reg.HasSynced)
+		synced = append(synced, r.reg.HasSynced)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), synced...)
 }

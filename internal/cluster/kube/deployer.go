@@ -91,6 +91,13 @@ func (d *Deployer) Record(ctx context.Context, id market.LeaseID, version []byte
 	return err
 }
 
+// forgetRecorded drops what Record did for the lease (it goes).
+func (d *Deployer) forgetRecorded(id market.LeaseID) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.recorded, id)
+}
+
 // takeRecorded is what Record did for this very manifest and routes of the lease, if
 // it was the last thing done for it; the lease's record is forgotten in any case.
 func (d *Deployer) takeRecorded(id market.LeaseID, version []byte, routes deploy.Routes) *recordedManifest {
@@ -267,7 +274,7 @@ func (d *Deployer) Teardown(ctx context.Context, id market.LeaseID) error {
 	if err := d.ours(id); err != nil {
 		return err
 	}
-	d.takeRecorded(id, nil, deploy.Routes{}) // forgotten: the lease goes
+	d.forgetRecorded(id)
 	name := LeaseNamespace(id)
 	ns, err := d.cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
 	switch {

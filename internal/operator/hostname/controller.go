@@ -82,9 +82,7 @@ func (c *Controller) routeSelector() string {
 // routeObject is an empty route of the mode's kind.
 func (c *Controller) routeObject() client.Object {
 	if c.cfg.Mode == ModeGateway {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(httpRouteKind)
-		return u
+		return operator.Object(httpRouteKind)
 	}
 	return &networkingv1.Ingress{}
 }

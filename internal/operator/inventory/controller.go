@@ -39,6 +39,9 @@ import (
 // FieldManager is the inventory operator's server-side apply field manager.
 const FieldManager = "berth-inventory-operator"
 
+// inventoryKind is berth's Inventory, read as unstructured.
+var inventoryKind = berthv1.GroupVersion.WithKind("Inventory")
+
 // CephClusterResource is Rook's CephCluster, which sizes Ceph storage classes.
 var CephClusterResource = schema.GroupVersionResource{Group: "ceph.rook.io", Version: "v1", Resource: "cephclusters"}
 
@@ -238,14 +241,12 @@ func (c *Controller) markDirty() {
 // Cache keeps slim copies of nodes, pods, claims and namespaces, and only this
 // operator's Inventory.
 func (c *Controller) Cache(o *cache.Options) error {
-	own := &unstructured.Unstructured{}
-	own.SetGroupVersionKind(berthv1.GroupVersion.WithKind("Inventory"))
 	o.ByObject = map[client.Object]cache.ByObject{
 		&corev1.Node{}:                  {Transform: slim},
 		&corev1.Pod{}:                   {Transform: slim},
 		&corev1.PersistentVolumeClaim{}: {Transform: slim},
 		&corev1.Namespace{}:             {Transform: slim},
-		own:                             {Field: fields.OneTermEqualSelector("metadata.name", c.cfg.Name)},
+		operator.Object(inventoryKind):  {Field: fields.OneTermEqualSelector("metadata.name", c.cfg.Name)},
 	}
 	return nil
 }
@@ -291,9 +292,7 @@ func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 			return err
 		}
 	}
-	own := &unstructured.Unstructured{}
-	own.SetGroupVersionKind(berthv1.GroupVersion.WithKind("Inventory"))
-	if c.own, err = informer("the Inventory", own); err != nil {
+	if c.own, err = informer("the Inventory", operator.Object(inventoryKind)); err != nil {
 		return err
 	}
 	c.ceph = nil
@@ -302,9 +301,7 @@ func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 			// Reported with the classes it sizes, not fatal: the rest is still worth publishing.
 			c.addProblem(fmt.Sprintf("Ceph classes cannot be sized: %v", err))
 		} else {
-			ceph := &unstructured.Unstructured{}
-			ceph.SetGroupVersionKind(CephClusterResource.GroupVersion().WithKind("CephCluster"))
-			if c.ceph, err = informer("CephClusters", ceph); err != nil {
+			if c.ceph, err = informer("CephClusters", operator.Object(CephClusterResource.GroupVersion().WithKind("CephCluster"))); err != nil {
 				return err
 			}
 		}

@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -92,19 +91,13 @@ func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
 		if ctx := c.leading.Load(); ctx != nil {
 			return c.Usage(*ctx)
 		}
-		return Usage{At: time.Now().UTC(), Pools: []PoolUsage{}, IPs: []AddressUsage{}}
+		return noUsage()
 	}
 	return c, nil
 }
 
 // poolKind is MetalLB's IPAddressPool, read as unstructured.
 var poolKind = metallb.PoolResource.GroupVersion().WithKind("IPAddressPool")
-
-func poolObject() *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(poolKind)
-	return u
-}
 
 // Cache keeps the ProviderLeasedIPs and Services of ours, MetalLB's refusals to give
 // a Service an address, and the pools in MetalLB's namespace.
@@ -125,7 +118,7 @@ func (c *Controller) Cache(o *cache.Options) error {
 		&berthv1.ProviderLeasedIP{}: {Label: owned},
 		&corev1.Service{}:           {Label: services},
 		&corev1.Event{}:             {Field: refusals},
-		poolObject():                {Namespaces: map[string]cache.Config{c.cfg.MetalLBNamespace: {}}},
+		operator.Object(poolKind):   {Namespaces: map[string]cache.Config{c.cfg.MetalLBNamespace: {}}},
 	}
 	return nil
 }
@@ -150,7 +143,7 @@ func (c *Controller) Setup(ctx context.Context, mgr manager.Manager) error {
 		return err
 	}
 	// The pools are read by Usage: they are in the cache from the start.
-	if _, err := mgr.GetCache().GetInformer(ctx, poolObject()); err != nil {
+	if _, err := mgr.GetCache().GetInformer(ctx, operator.Object(poolKind)); err != nil {
 		return err
 	}
 	ofService := func(s *corev1.Service) []types.NamespacedName {

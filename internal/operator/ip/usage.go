@@ -58,9 +58,12 @@ type Usage struct {
 	At      time.Time `json:"at"`
 }
 
+// noUsage is the report of no pools and no addresses, now.
+func noUsage() Usage { return Usage{At: time.Now().UTC(), Pools: []PoolUsage{}, IPs: []AddressUsage{}} }
+
 // Usage reads the pools and Services from the cache (nothing while not leading).
 func (c *Controller) Usage(ctx context.Context) Usage {
-	u := Usage{At: time.Now().UTC(), Pools: []PoolUsage{}, IPs: []AddressUsage{}}
+	u := noUsage()
 	if c.leading.Load() == nil {
 		return u
 	}
