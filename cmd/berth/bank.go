@@ -9,9 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/testenv"
 )
 

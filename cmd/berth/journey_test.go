@@ -23,11 +23,11 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/dev"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )

@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/rest"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/provider"
 )
 

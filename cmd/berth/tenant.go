@@ -14,10 +14,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 )
 

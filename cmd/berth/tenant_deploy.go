@@ -18,9 +18,9 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/yaml"
 )

@@ -20,11 +20,11 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/client"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 )
 
 // certDir is where a key's client certificate is kept.

@@ -17,11 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )

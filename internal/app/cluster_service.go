@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
 )

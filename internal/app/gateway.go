@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/deploy"
@@ -27,7 +28,6 @@ import (
 	"berth.dev/berth/internal/gateway/rpc"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
 

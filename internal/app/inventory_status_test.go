@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // TestInventoryPerReservation: /status lists one entry per reservation, active and

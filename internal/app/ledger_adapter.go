@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/market"
 )
 
 // ledgerReader answers the manifest service's and the authenticator's questions

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bidengine/onchain"
@@ -27,7 +28,6 @@ import (
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/kubeconfig"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus/redisbus"
@@ -23,7 +24,6 @@ import (
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/yaml"
 )
 

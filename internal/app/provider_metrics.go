@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 )
 
 // leaseReadyClock measures berth_lease_ready_seconds: from a lease's first manifest

@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/balance"
 	"berth.dev/berth/internal/bus"
@@ -38,7 +39,6 @@ import (
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )

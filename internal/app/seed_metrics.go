@@ -3,8 +3,8 @@ package app
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 )
 
 // seedMetrics are the Akash provider's metric names, which providers' dashboards

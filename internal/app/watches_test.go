@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	restclient "k8s.io/client-go/rest"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Defaults of Config.

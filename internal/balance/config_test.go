@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func TestConfigValidate(t *testing.T) {

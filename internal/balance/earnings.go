@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // earningsVersion is the format of the earnings file; another version is refused.

@@ -3,7 +3,7 @@ package balance
 import (
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Event kinds.

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 

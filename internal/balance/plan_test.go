@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func dec(t *testing.T, s string) market.Dec {

@@ -20,10 +20,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/wait"

@@ -15,12 +15,12 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/market"
 )
 
 // StatusBench configures `berth bench status`: GET /status at a fixed rate.

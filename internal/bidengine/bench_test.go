@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine/bidtest"
-	"berth.dev/berth/internal/market"
 )
 
 // benchOrders is a mix: mostly web services, 10% GPU, 5% persistent storage, 10% that

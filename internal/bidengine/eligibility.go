@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // Reasons eligibility gives for not bidding (metric label values: a fixed set).

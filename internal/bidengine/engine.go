@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/market"
 )
 
 // Capacity is the cluster inventory the engine reserves from (cluster.Capacity).

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 const (

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Reasons for not bidding that pricing gives. They are metric label values: a fixed set.

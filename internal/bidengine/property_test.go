@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // TestEngineProperties drives the engine with random orders and ledger events and

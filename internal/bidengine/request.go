@@ -11,8 +11,8 @@ import (
 	"fmt"
 	"strings"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // Storage classes as prices name them: "ephemeral" (not persistent), "ram" (memory

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/market"
 )
 
 // Screening is what the engine would decide on a group: a bid at Price, or not,

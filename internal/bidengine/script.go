@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Script strategy limits and defaults.

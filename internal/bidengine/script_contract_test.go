@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // decodeJSON decodes one JSON value with numbers kept as written.

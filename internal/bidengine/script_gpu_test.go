@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/gateway/client"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/wait"
 )

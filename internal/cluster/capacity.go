@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // Node is a node as the inventory sees it.

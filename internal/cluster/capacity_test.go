@@ -7,8 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 const gi = 1 << 30

@@ -5,8 +5,8 @@ import (
 	"math"
 	"strconv"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // Amounts are countable per-node resources: what a node offers, what a pod requests,

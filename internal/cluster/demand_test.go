@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
 

@@ -8,8 +8,8 @@ import (
 	"maps"
 	"slices"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // Reserved reports whether order holds a reservation.

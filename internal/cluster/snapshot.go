@@ -5,8 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // NodeSnapshot is one node's capacity: what it offers and what is left after running

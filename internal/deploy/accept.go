@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // ErrNotRecorded reports a manifest that could not be made durable (the cluster did

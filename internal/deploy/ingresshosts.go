@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // namespaceDNS is RFC 4122's name space ID for DNS names (6ba7b810-9dad-11d1-80b4-00c04fd430c8).

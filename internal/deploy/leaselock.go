@@ -6,7 +6,7 @@ import (
 	"strings"
 	"sync"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // leaseLocks serialize what writes a lease's record: a manifest being accepted (its

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/wait"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/testenv"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // ErrHostnameInUse reports a hostname another tenant's deployment holds.

@@ -3,7 +3,7 @@ package deploy
 import (
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // ForwardedPort is a global port of a service reached through a node port.

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/wait"
 )
 

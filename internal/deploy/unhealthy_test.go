@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func TestUnhealthy(t *testing.T) {

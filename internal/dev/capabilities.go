@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"slices"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/market"
 )
 
 // capabilities are the capability attributes berth dev's provider must register for

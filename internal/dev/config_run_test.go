@@ -17,12 +17,12 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
@@ -21,7 +22,6 @@ import (
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
 

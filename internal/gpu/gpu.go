@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Node labels a cluster's operator may set by hand to name a node's GPUs; they win over

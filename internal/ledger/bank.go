@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // execCtx is the state a message executes against: the working store, the params, the

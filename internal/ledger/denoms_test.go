@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/sdl"
 )
 

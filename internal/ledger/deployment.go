@@ -2,7 +2,7 @@ package ledger
 
 import (
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func (x *execCtx) deployment(id market.DeploymentID) (api.Deployment, error) {

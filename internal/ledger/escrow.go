@@ -4,7 +4,7 @@ import (
 	"math"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func (x *execCtx) escrow(id market.DeploymentID) (api.EscrowAccount, error) {

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // State keys: a table name, then the ID parts. Strings end with a 0 byte (addresses and

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	api "berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/fixture"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 )
 

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // queryPages reads every page of a list query, limit items at a time, and returns the

@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func (r *propRun) coin(n uint64) market.Coin {

@@ -19,7 +19,7 @@ import (
 	"github.com/google/btree"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/sdl"
 )
 

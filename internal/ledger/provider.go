@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func sortedAttributes(a market.Attributes) market.Attributes {

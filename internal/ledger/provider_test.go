@@ -13,7 +13,7 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // selfSigned makes a P-256 certificate for cn, as Akash tenant tools make theirs.

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // CheckVersion reports a manifest whose version hash is not the deployment's.

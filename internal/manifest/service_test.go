@@ -16,8 +16,8 @@ import (
 	"go.uber.org/goleak"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 

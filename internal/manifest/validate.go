@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/httpjson"
-	"berth.dev/berth/internal/market"
 )
 
 // MaxBytes bounds a manifest's JSON encoding (Akash: 16 KiB of SDL; a manifest of the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // corpusCase is one valid SDL of the conformance corpus as Akash's own SDL package

@@ -20,8 +20,8 @@ import (
 	cmttime "github.com/cometbft/cometbft/types/time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/market"
 )
 
 // InitOptions describe a new chain.

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/keys"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/testenv"
 )

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Labels on every object berth creates for a lease, so that each can be traced back to

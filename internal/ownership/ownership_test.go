@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 func TestLeaseLabelsRoundTrip(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/yaml"
 )
 

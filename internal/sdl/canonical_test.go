@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // akashVersion computes a manifest's version the way Akash does: encoding/json, then

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // maxAllocBytes bounds what Parse may allocate for n bytes of input: the node tree and

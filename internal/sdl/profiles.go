@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sort"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/yaml"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // base is a minimal valid SDL; tests replace parts of it.

@@ -3,7 +3,7 @@ package sdl
 import (
 	"net/url"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/yaml"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/yaml"
 )
 

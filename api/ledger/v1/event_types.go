@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Event types. Every state change emits one; the attributes carry the full IDs of what

@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"slices"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Msg is one instruction of a transaction. Every message has one signer, who must be

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Params are the chain's rules, fixed in genesis.

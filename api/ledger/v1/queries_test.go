@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // pagesQuerier answers /orders with the pages it holds, by page key ("" first).

@@ -1,7 +1,7 @@
 package ledger
 
 import (
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // The ledger's queries. Requests and answers are JSON; list requests take a Page and

@@ -1,7 +1,7 @@
 package ledger
 
 import (
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Account is a key's account: its public key (known once it has signed a transaction)

@@ -6,9 +6,9 @@ package bidtest
 import (
 	"fmt"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gpu"
-	"berth.dev/berth/internal/market"
 )
 
 // GiB is a gibibyte.

@@ -17,10 +17,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
 

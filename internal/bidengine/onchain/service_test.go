@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/bus"
@@ -21,7 +22,6 @@ import (
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )

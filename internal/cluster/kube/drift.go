@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
 

@@ -12,8 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/ownership"
 )
 

@@ -15,11 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/metallb"
 )
 

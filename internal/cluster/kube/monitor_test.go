@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/inventory/invtest"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )

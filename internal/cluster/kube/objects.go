@@ -18,11 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/ownership"
 )
 

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
 

@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
-	"berth.dev/berth/internal/market"
 )
 
 // TestViews: each view holds what the inventory and the monitor compute from the whole

@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/market"
 )
 
 // Published vectors, data only.

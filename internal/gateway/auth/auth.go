@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // Errors of Authenticate. The gateway answers ErrNoCredentials and ErrInvalid with

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/goleak"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/market"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -24,8 +24,8 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/wait"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 )
 
 // LogOptions select log lines: of some services (all when empty), following new

@@ -14,9 +14,9 @@ import (
 
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/market"
 )
 
 // TestStreamEnds: a log stream that a provider closes other than normally is an error

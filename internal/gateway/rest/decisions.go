@@ -5,9 +5,9 @@ import (
 	"net/http"
 	"strconv"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/httpjson"
-	"berth.dev/berth/internal/market"
 )
 
 // DecisionSource is the bid engine's record of its recent decisions, newest first.

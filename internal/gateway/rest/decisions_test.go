@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
-	"berth.dev/berth/internal/market"
 )
 
 // TestDecisions: GET /status/decisions serves the bid engine's recent decisions,

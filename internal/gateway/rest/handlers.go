@@ -10,11 +10,11 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 )
 
 // submitTimeout bounds a manifest submission (ledger queries and the durable record).

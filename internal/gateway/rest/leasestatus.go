@@ -5,9 +5,9 @@ import (
 	"slices"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 )
 
 func leaseStatusOf(g *market.ManifestGroup, st deploy.LeaseStatus, dep deploy.DeploymentState, routes deploy.Routes, host string) api.LeaseStatus {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 )
 
 // TestLeaseStatusRoutes: the operators' reports reach the tenant: hostnames with their

@@ -24,11 +24,11 @@ import (
 	"go.uber.org/goleak"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/manifest"
-	"berth.dev/berth/internal/market"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

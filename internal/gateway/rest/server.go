@@ -16,10 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/httpjson"
-	"berth.dev/berth/internal/market"
 )
 
 // Authenticator identifies the tenant behind a request (auth.Authenticator).

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
-	"berth.dev/berth/internal/market"
 )
 
 func TestParseShellQuery(t *testing.T) {

@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 
 	api "berth.dev/berth/api/gateway"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/testenv"
 )
 

@@ -33,11 +33,11 @@ import (
 
 	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/httpjson"
-	"berth.dev/berth/internal/market"
 )
 
 // Board is the status snapshot (status.Board).

@@ -21,12 +21,12 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	akashproviderv1 "berth.dev/berth/api/akash/provider/v1"
+	"berth.dev/berth/api/market/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/gateway/status"
-	"berth.dev/berth/internal/market"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"berth.dev/berth/internal/market"
+	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/yaml"

@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/ownership"

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
@@ -32,7 +33,6 @@ import (
 	"berth.dev/berth/internal/gpu"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/market"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/ownership"
