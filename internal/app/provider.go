@@ -28,6 +28,7 @@ import (
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/kubeconfig"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
@@ -43,7 +44,7 @@ type Provider struct {
 	bcast  *chain.Broadcaster
 	engine *bidengine.Engine
 	bids   *onchain.Service
-	leases *bus.Bus[bidengine.LeaseEvent]
+	leases *leasefeed.Feed
 	*clusterService
 	sweeper *kube.Sweeper
 	// unhealthy tracks leases not ready, for the optional close policy (closer, nil
@@ -221,7 +222,7 @@ func (p *Provider) newBidding(prefix string) error {
 	if err != nil {
 		return err
 	}
-	if p.leases, err = bus.New[bidengine.LeaseEvent]("leases", p.reg); err != nil {
+	if p.leases, err = leasefeed.New(p.reg); err != nil {
 		return err
 	}
 	cursor, err := onchain.NewCursor(filepath.Join(cfg.Home, "provider", "bidengine.cursor"))
@@ -317,21 +318,35 @@ func (p *Provider) Monitor() *kube.Monitor { return p.monitor }
 
 // Run runs every component until ctx ends or one fails; it returns after all stopped.
 func (p *Provider) Run(ctx context.Context) error {
-	leases, err := p.leases.Subscribe(1024, nil)
-	if err != nil {
-		return err
+	// The lease feed's three consumers each follow it from before the bid engine
+	// publishes (each on its own buffer: the balance checker's ledger reads do not hold
+	// up teardowns).
+	var followers [3]*leasefeed.Follower
+	for i := range followers {
+		f, err := p.leases.Follow(leasefeed.Buffer)
+		if err != nil {
+			for _, f := range followers[:i] {
+				f.Close()
+			}
+			return err
+		}
+		followers[i] = f
 	}
-	// The balance checker has its own subscription: its ledger reads do not hold up
-	// teardowns.
-	payouts, err := p.leases.Subscribe(1024, nil)
-	if err != nil {
-		leases.Close()
-		return err
-	}
+	teardowns, watchdogs, payouts := followers[0], followers[1], followers[2]
 	g, ctx := errgroup.WithContext(ctx)
 	p.start(ctx, g, p.cfg.Cluster.InstallCRDs, p.log)
-	g.Go(func() error { return p.followLeases(ctx, leases) })
-	g.Go(func() error { return p.followPayouts(ctx, payouts) })
+	g.Go(func() error {
+		return p.manager.FollowLeases(ctx, teardowns, func(err error) {
+			p.log.WarnContext(ctx, "lease feed fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
+			select {
+			case <-p.manager.Started():
+				p.sweeper.Sweep(ctx)
+			default: // the sweeper's first pass, once the manager has started, is the check
+			}
+		})
+	})
+	g.Go(func() error { return p.gw.manifests.FollowLeases(ctx, watchdogs) })
+	g.Go(func() error { return p.balance.FollowLeases(ctx, payouts) })
 	g.Go(func() error {
 		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.manager.Started()} {
 			select {
@@ -399,84 +414,12 @@ func (p *Provider) Run(ctx context.Context) error {
 		p.log.InfoContext(ctx, "provider stopping")
 		return nil
 	})
-	err = g.Wait()
+	err := g.Wait()
 	p.client.Close()
 	p.log.InfoContext(context.WithoutCancel(ctx), "provider stopped", slog.Duration("took", time.Since(stopping)))
 	p.leases.Close()
 	p.balanceEvents.Close()
 	return err
-}
-
-// followLeases follows each lease of ours in the ledger's order: a lease won starts
-// its manifest watchdog, a lease closed stops it and is torn down. If the subscription
-// falls behind, the orphan pass (which checks every lease namespace against the
-// ledger) catches the closes missed; leases won meanwhile have no watchdog (they are
-// not closed for lack of a manifest: the error is on the tenant's side).
-func (p *Provider) followLeases(ctx context.Context, sub *bus.Subscription[bidengine.LeaseEvent]) error {
-	// Events wait in the subscription until the manager has rebuilt.
-	select {
-	case <-p.manager.Started():
-	case <-ctx.Done():
-		sub.Close()
-		return nil
-	}
-	return follow(ctx, p.leases, sub, func(ev bidengine.LeaseEvent) {
-		switch {
-		case ev.Won != nil:
-			p.gw.manifests.LeaseWon(ctx, ev.Won.Lease, ev.Won.CreatedAt)
-		case ev.Closed != nil:
-			p.gw.manifests.LeaseClosed(ev.Closed.Lease)
-			p.manager.LeaseClosed(ev.Closed.Lease)
-		}
-	}, func(err error) {
-		p.log.WarnContext(ctx, "lease events fell behind; checking every lease against the ledger (leases won meanwhile have no manifest watchdog)", slog.String("error", err.Error()))
-		p.sweeper.Sweep(ctx)
-	})
-}
-
-// followPayouts records, for the balance checker, what the ledger paid each lease of
-// ours as it closed. Events missed when the subscription falls behind are found by the
-// checker's next check (a lease gone from the active list is read again).
-func (p *Provider) followPayouts(ctx context.Context, sub *bus.Subscription[bidengine.LeaseEvent]) error {
-	return follow(ctx, p.leases, sub, func(ev bidengine.LeaseEvent) {
-		if ev.Closed == nil {
-			return
-		}
-		if err := p.balance.LeaseClosed(ctx, ev.Closed.Lease, ev.Closed.Reason); err != nil && ctx.Err() == nil {
-			p.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Closed.Lease.String()), slog.String("error", err.Error()))
-		}
-	}, func(err error) {
-		p.log.WarnContext(ctx, "lease events fell behind; the balance checker's next check finds the payouts", slog.String("error", err.Error()))
-	})
-}
-
-// follow hands each event of sub to handle until ctx ends or the bus closes. When the
-// subscription falls behind (the bus drops it), lost is called and a new one taken.
-func follow[T any](ctx context.Context, b *bus.Bus[T], sub *bus.Subscription[T], handle func(T), lost func(error)) error {
-	for {
-		select {
-		case <-ctx.Done():
-			sub.Close()
-			return nil
-		case ev, ok := <-sub.Events():
-			if ok {
-				handle(ev)
-				continue
-			}
-			if errors.Is(sub.Err(), bus.ErrClosed) {
-				return nil
-			}
-			lost(sub.Err())
-			next, err := b.Subscribe(1024, nil)
-			if errors.Is(err, bus.ErrClosed) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("resubscribe to %T events: %w", ev, err)
-			}
-			sub = next
-		}
-	}
 }
 
 // GRPCGateway is the address the gRPC gateway serves on ("" when it does not).

@@ -16,6 +16,7 @@ import (
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/leasefeed"
 )
 
 // Ledger is what the checker reads from the ledger (chain.Client).
@@ -183,8 +184,8 @@ func (c *Checker) WithdrawAll(ctx context.Context) (Withdrawal, error) {
 }
 
 // LeaseClosed records the final payout of a lease of ours that the ledger closed (the
-// app calls it for each lease-closed event; reason is the ledger's close reason). A
-// lease closed for insufficient funds is published as KindLeaseUnfunded.
+// reason is the ledger's close reason). A lease closed for insufficient funds is published as KindLeaseUnfunded (FollowLeases
+// calls it for each lease the feed says closed).
 func (c *Checker) LeaseClosed(ctx context.Context, id market.LeaseID, reason string) error {
 	if id.Provider != c.cfg.Provider {
 		return fmt.Errorf("balance: lease %s is not provider %s's", id, c.cfg.Provider)
@@ -206,6 +207,22 @@ func (c *Checker) LeaseClosed(ctx context.Context, id market.LeaseID, reason str
 		c.publish(ev)
 	}
 	return c.save()
+}
+
+// FollowLeases records each closed lease's payout (LeaseClosed) as the lease feed
+// reports it, until ctx ends. Closes missed while the follower fell behind are found by
+// the next check (a lease gone from the active list is read again).
+func (c *Checker) FollowLeases(ctx context.Context, f *leasefeed.Follower) error {
+	return f.Run(ctx, func(ev leasefeed.Event) {
+		if ev.Closed == nil {
+			return
+		}
+		if err := c.LeaseClosed(ctx, ev.Closed.Lease, ev.Closed.Reason); err != nil && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "record a closed lease's earnings", slog.String("lease", ev.Closed.Lease.String()), slog.String("error", err.Error()))
+		}
+	}, func(err error) {
+		c.log.WarnContext(ctx, "lease feed fell behind; the next check finds the payouts missed", slog.String("error", err.Error()))
+	})
 }
 
 // Status returns the checker's state.

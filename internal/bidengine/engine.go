@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
+	"berth.dev/berth/internal/leasefeed"
 )
 
 // Capacity is the cluster inventory the engine reserves from (cluster.Capacity).
@@ -59,33 +60,6 @@ type EngineConfig struct {
 	Log *slog.Logger
 }
 
-// LeaseWon is published when a tenant leases one of our bids.
-type LeaseWon struct {
-	Lease      market.LeaseID
-	Price      market.DecCoin
-	Spec       market.GroupSpec
-	Placements []cluster.Placement
-	// Rebuilt is true for leases found active when the engine started.
-	Rebuilt bool
-	// CreatedAt is the height the lease was created at.
-	CreatedAt int64
-}
-
-// LeaseClosed is published when one of our leases ends (closed by the tenant, by us,
-// or by the ledger for insufficient funds): the cluster tears it down.
-type LeaseClosed struct {
-	Lease  market.LeaseID
-	Reason string
-}
-
-// LeaseEvent is one step of a lease of ours, Won or Closed (one is set). They go on
-// one bus in the ledger's order, so a subscriber sees a lease won before it sees it
-// closed.
-type LeaseEvent struct {
-	Won    *LeaseWon
-	Closed *LeaseClosed
-}
-
 // ActionKind says what the run loop must do.
 type ActionKind int
 
@@ -117,8 +91,8 @@ type Action struct {
 	Kind   ActionKind
 	Order  market.OrderID
 	Bid    market.BidID
-	Won    *LeaseWon
-	Closed *LeaseClosed
+	Won    *leasefeed.Won
+	Closed *leasefeed.Closed
 }
 
 type bidState int
@@ -131,13 +105,12 @@ const (
 )
 
 type tracked struct {
-	state      bidState
-	owner      string
-	spec       market.GroupSpec
-	price      market.DecCoin
-	placements []cluster.Placement
-	deadline   time.Time
-	cancelled  bool // the order closed while it was being priced
+	state     bidState
+	owner     string
+	spec      market.GroupSpec
+	price     market.DecCoin
+	deadline  time.Time
+	cancelled bool // the order closed while it was being priced
 }
 
 // Engine is the bid engine's decision core: which orders to bid on, at what price,
@@ -239,7 +212,7 @@ func (e *Engine) Decide(ctx context.Context, o ledger.Order, now time.Time) (*le
 		e.declined(o.ID, now, err)
 		return nil, nil
 	}
-	t := &tracked{state: statePricing, owner: o.ID.Owner, spec: o.Spec, placements: placements}
+	t := &tracked{state: statePricing, owner: o.ID.Owner, spec: o.Spec}
 	e.trackLocked(o.ID, t)
 	e.mu.Unlock()
 
@@ -439,14 +412,14 @@ func (e *Engine) applyLocked(ev ledger.Event, height int64, now time.Time) []Act
 		}
 		t.state = stateWon
 		e.record(id, now, ResultWon, ReasonLeased, "", &t.price)
-		return []Action{{Kind: ActPublishWon, Order: id, Won: &LeaseWon{Lease: lease, Price: t.price, Spec: t.spec, Placements: t.placements, CreatedAt: height}}}
+		return []Action{{Kind: ActPublishWon, Order: id, Won: &leasefeed.Won{Lease: lease, Price: t.price, CreatedAt: height}}}
 	case ledger.EventLeaseClosed:
 		if id, err := ledger.OrderOfEvent(a); err == nil && ours {
 			if t := e.orders[id]; t != nil && t.state == stateWon {
 				e.dropLocked(id, now, ResultClosed, ReasonLeaseClosed, a[ledger.AttrReason])
 			}
 			// Whether or not the engine tracked it: the cluster must let it go.
-			return []Action{{Kind: ActPublishClosed, Order: id, Closed: &LeaseClosed{Lease: id.Bid(e.cfg.Provider).Lease(), Reason: a[ledger.AttrReason]}}}
+			return []Action{{Kind: ActPublishClosed, Order: id, Closed: &leasefeed.Closed{Lease: id.Bid(e.cfg.Provider).Lease(), Reason: a[ledger.AttrReason]}}}
 		}
 	case ledger.EventOrderClosed, ledger.EventGroupClosed, ledger.EventGroupPaused, ledger.EventGroupUnfunded, ledger.EventDeploymentClosed:
 		return e.closedLocked(ev, now)
@@ -587,17 +560,16 @@ func (e *Engine) RestoreBid(b ledger.Bid, spec market.GroupSpec, created time.Ti
 	if _, ok := e.orders[id]; ok {
 		return nil
 	}
-	placements, err := e.adoptLocked(id, spec)
-	if err != nil {
+	if err := e.adoptLocked(id, spec); err != nil {
 		return err
 	}
-	e.trackLocked(id, &tracked{state: stateOpen, owner: id.Owner, spec: spec, price: b.Price, placements: placements, deadline: created.Add(e.cfg.BidTimeout)})
+	e.trackLocked(id, &tracked{state: stateOpen, owner: id.Owner, spec: spec, price: b.Price, deadline: created.Add(e.cfg.BidTimeout)})
 	return nil
 }
 
 // Adopt takes on an active lease of ours: at start, or when a lease appears for a bid
-// the engine lost track of. It returns the LeaseWon to publish.
-func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now time.Time) (*LeaseWon, error) {
+// the engine lost track of. It returns the Won to publish.
+func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now time.Time) (*leasefeed.Won, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	id := l.ID.Order()
@@ -607,23 +579,23 @@ func (e *Engine) Adopt(l ledger.Lease, spec market.GroupSpec, rebuilt bool, now 
 		e.cap.Unreserve(id)
 		e.untrackLocked(id)
 	}
-	placements, err := e.adoptLocked(id, spec)
-	if err != nil {
+	if err := e.adoptLocked(id, spec); err != nil {
 		return nil, err
 	}
-	e.trackLocked(id, &tracked{state: stateWon, owner: id.Owner, spec: spec, price: l.Price, placements: placements})
+	e.trackLocked(id, &tracked{state: stateWon, owner: id.Owner, spec: spec, price: l.Price})
 	if !rebuilt {
 		e.record(id, now, ResultWon, ReasonLeased, "adopted", &l.Price)
 	}
-	return &LeaseWon{Lease: l.ID, Price: l.Price, Spec: spec, Placements: placements, Rebuilt: rebuilt, CreatedAt: l.CreatedAt}, nil
+	return &leasefeed.Won{Lease: l.ID, Price: l.Price, Rebuilt: rebuilt, CreatedAt: l.CreatedAt}, nil
 }
 
-func (e *Engine) adoptLocked(id market.OrderID, spec market.GroupSpec) ([]cluster.Placement, error) {
+func (e *Engine) adoptLocked(id market.OrderID, spec market.GroupSpec) error {
 	d, err := cluster.DemandOf(spec, e.cfg.Overcommit)
 	if err != nil {
-		return nil, fmt.Errorf("order %s: %w", id, err)
+		return fmt.Errorf("order %s: %w", id, err)
 	}
-	return e.cap.Adopt(id, d)
+	_, err = e.cap.Adopt(id, d)
+	return err
 }
 
 func (e *Engine) trackLocked(id market.OrderID, t *tracked) {

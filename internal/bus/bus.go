@@ -19,6 +19,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -187,3 +188,57 @@ func (s *Subscription[T]) Close() {
 	defer s.bus.mu.Unlock()
 	s.bus.endLocked(s, ErrClosed)
 }
+
+// A Follower is one consumer's standing hold on a bus: taken (Follow) before the
+// publisher starts, so that no event is missed, and run (Run) by the consumer. When its
+// subscription falls behind, Run takes a new one and says so: the consumer catches up
+// from the source of truth, as the contract above asks.
+type Follower[T any] struct {
+	bus      *Bus[T]
+	capacity int
+	sub      *Subscription[T]
+}
+
+// Follow subscribes a follower with a buffer of capacity events.
+func (b *Bus[T]) Follow(capacity int) (*Follower[T], error) {
+	sub, err := b.Subscribe(capacity, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Follower[T]{bus: b, capacity: capacity, sub: sub}, nil
+}
+
+// Run hands each event to handle, in order, until ctx ends or the bus closes (both
+// return nil). When the subscription is cut off (ErrOverflow, ErrLost), a new one is
+// taken first and then lost is called with the reason, so that whatever lost reads
+// from the source of truth to catch up, nothing published after that is missed.
+func (f *Follower[T]) Run(ctx context.Context, handle func(T), lost func(error)) error {
+	defer f.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-f.sub.Events():
+			if ok {
+				handle(ev)
+				continue
+			}
+			reason := f.sub.Err()
+			if errors.Is(reason, ErrClosed) {
+				return nil
+			}
+			next, err := f.bus.Subscribe(f.capacity, nil)
+			if errors.Is(err, ErrClosed) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("bus %s: subscribe again: %w", f.bus.name, err)
+			}
+			f.sub = next
+			lost(reason)
+		}
+	}
+}
+
+// Close ends the follower's subscription (for a follower that is never run).
+func (f *Follower[T]) Close() { f.sub.Close() }

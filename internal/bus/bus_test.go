@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -211,5 +212,66 @@ func TestCutOff(t *testing.T) {
 	b.Publish(2)
 	if v := <-s3.Events(); v != 2 || s3.Err() != nil {
 		t.Fatalf("after the cut-off: %v %v", v, s3.Err())
+	}
+}
+
+// TestFollower: a follower taken before publishing starts misses nothing; cut off, it
+// reports why and goes on from the next event; it ends when the bus closes or its
+// context does.
+func TestFollower(t *testing.T) {
+	b := newBus(t, nil)
+	f, err := b.Follow(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Publish(1)
+	b.Publish(2)
+	b.Publish(3) // the buffer holds two: the follower is cut off, after 1 and 2
+	got := make(chan int, 10)
+	lost := make(chan error, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Run(context.Background(), func(v int) { got <- v }, func(err error) { lost <- err })
+	}()
+	if a, c := <-got, <-got; a != 1 || c != 2 {
+		t.Fatalf("got %d, %d before the cut-off; want 1, 2", a, c)
+	}
+	if err := <-lost; !errors.Is(err, ErrOverflow) {
+		t.Fatalf("lost with %v; want ErrOverflow", err)
+	}
+	b.Publish(4) // lost is called once the new subscription is in place
+	if v := <-got; v != 4 {
+		t.Fatalf("after the cut-off got %d; want 4", v)
+	}
+	b.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	if len(lost) != 0 {
+		t.Fatalf("lost called again: %v", <-lost)
+	}
+
+	b2 := newBus(t, nil)
+	f2, err := b2.Follow(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f2.Run(ctx, func(int) { t.Error("no event was published") }, func(error) { t.Error("nothing was lost") }); err != nil {
+		t.Fatalf("Run with its context done: %v", err)
+	}
+	b2.mu.Lock()
+	left := len(b2.subs)
+	b2.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d subscriptions left after Run returned", left)
+	}
+	if _, err := b2.Follow(0); err == nil {
+		t.Fatal("Follow(0) accepted")
+	}
+	b2.Close()
+	if _, err := b2.Follow(1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Follow on a closed bus: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"berth.dev/berth/api/market/v1"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -365,6 +366,17 @@ func (m *Manager) LeaseClosed(id market.LeaseID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.closeLocked(id)
+}
+
+// FollowLeases tears down each lease the lease feed says closed, until ctx ends. When
+// the follower falls behind, closes may have been missed: lost is told, and the orphan
+// check (which holds every lease namespace against the ledger) is the catch-up.
+func (m *Manager) FollowLeases(ctx context.Context, f *leasefeed.Follower, lost func(error)) error {
+	return f.Run(ctx, func(ev leasefeed.Event) {
+		if ev.Closed != nil {
+			m.LeaseClosed(ev.Closed.Lease)
+		}
+	}, lost)
 }
 
 func (m *Manager) closeLocked(id market.LeaseID) {

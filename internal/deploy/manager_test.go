@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"berth.dev/berth/api/market/v1"
+	"berth.dev/berth/internal/bus"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -746,5 +748,59 @@ func TestManagerRepairsDrift(t *testing.T) {
 	}
 	if m.Drifted(lease(9)) {
 		t.Fatal("a lease the manager does not run was synced")
+	}
+}
+
+// TestManagerFollowsTheLeaseFeed: a lease the feed says closed is torn down; a won
+// lease changes nothing here (its manifest brings it); a follower cut off says so, and
+// goes on with what comes next.
+func TestManagerFollowsTheLeaseFeed(t *testing.T) {
+	f := newFake()
+	m := startManager(t, f, func(context.Context, market.LeaseID) (bool, error) { return true, nil })
+	for _, id := range []market.LeaseID{lease(1), lease(2), lease(3)} {
+		if err := m.ManifestReceived(t.Context(), id, version(1), market.ManifestGroup{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventuallyTrue(t, "three leases deployed", func() bool {
+		_, a := f.version(lease(1))
+		_, b := f.version(lease(2))
+		_, c := f.version(lease(3))
+		return a && b && c
+	})
+
+	feed, err := leasefeed.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err := feed.Follow(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	feed.Publish(leasefeed.Event{Won: &leasefeed.Won{Lease: lease(4)}})
+	feed.Publish(leasefeed.Event{Closed: &leasefeed.Closed{Lease: lease(1)}})
+	feed.Publish(leasefeed.Event{Closed: &leasefeed.Closed{Lease: lease(2)}}) // over the buffer: lost
+	lost := make(chan error, 4)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- m.FollowLeases(ctx, follower, func(err error) { lost <- err }) }()
+	if err := <-lost; !errors.Is(err, bus.ErrOverflow) {
+		t.Fatalf("lost with %v; want an overflow", err)
+	}
+	feed.Publish(leasefeed.Event{Closed: &leasefeed.Closed{Lease: lease(3)}})
+	eventuallyTrue(t, "leases 1 and 3 torn down", func() bool {
+		_, one := f.version(lease(1))
+		_, three := f.version(lease(3))
+		return !one && !three
+	})
+	if _, ok := f.version(lease(2)); !ok {
+		t.Fatal("lease 2, whose close was lost, was torn down (the orphan check is what finds it)")
+	}
+	if _, ok := f.version(lease(4)); ok {
+		t.Fatal("a won lease was deployed without a manifest")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
+	"berth.dev/berth/internal/leasefeed"
 )
 
 // Errors Submit returns besides *Error (ErrInvalid) and the deployment manager's
@@ -280,6 +281,31 @@ func (s *Service) LeaseClosed(id market.LeaseID) {
 	delete(s.waiting, id)
 	s.metrics.waiting.Set(float64(len(s.waiting)))
 	s.mu.Unlock()
+}
+
+// FollowLeases runs the watchdog's side of the lease feed until ctx ends: a lease won
+// starts its watchdog (LeaseWon), a lease closed stops it (LeaseClosed). It starts
+// once the deployments are known (Deployments.Started; the follower buffers what
+// comes meanwhile), since a lease rebuilt with its manifest needs no watchdog. Leases
+// won while the follower fell behind get no watchdog: they are not closed for lack of
+// a manifest, the error being on the tenant's side.
+func (s *Service) FollowLeases(ctx context.Context, f *leasefeed.Follower) error {
+	select {
+	case <-s.deploy.Started():
+	case <-ctx.Done():
+		f.Close()
+		return nil
+	}
+	return f.Run(ctx, func(ev leasefeed.Event) {
+		switch {
+		case ev.Won != nil:
+			s.LeaseWon(ctx, ev.Won.Lease, ev.Won.CreatedAt)
+		case ev.Closed != nil:
+			s.LeaseClosed(ev.Closed.Lease)
+		}
+	}, func(err error) {
+		s.log.WarnContext(ctx, "lease feed fell behind; leases won meanwhile have no manifest watchdog", slog.String("error", err.Error()))
+	})
 }
 
 // Waiting counts the leases the watchdog waits on, for status.

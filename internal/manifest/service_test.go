@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/deploy"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -417,5 +418,48 @@ func TestNoWatchdog(t *testing.T) {
 	cfg := Config{Provider: provider, Timeout: -time.Second}
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "timeout -1s") {
 		t.Fatalf("a negative timeout: %v, want refused", err)
+	}
+}
+
+// TestFollowLeases: the watchdog follows the lease feed, from once the deployments are
+// known (events wait meanwhile): a lease won is watched, one closed is not.
+func TestFollowLeases(t *testing.T) {
+	f := newFixture(t, Config{Timeout: time.Hour})
+	f.deploy.started = make(chan struct{}) // the deployments are not known yet
+	feed, err := leasefeed.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower, err := feed.Follow(leasefeed.Buffer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	won := market.LeaseID{Owner: tenant, DSeq: 9, GSeq: 1, OSeq: 1, Provider: provider}
+	closed := market.LeaseID{Owner: tenant, DSeq: 10, GSeq: 1, OSeq: 1, Provider: provider}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.svc.FollowLeases(ctx, follower) }()
+	feed.Publish(leasefeed.Event{Won: &leasefeed.Won{Lease: won}})
+	feed.Publish(leasefeed.Event{Won: &leasefeed.Won{Lease: closed}})
+	feed.Publish(leasefeed.Event{Closed: &leasefeed.Closed{Lease: closed}})
+	last := market.LeaseID{Owner: tenant, DSeq: 11, GSeq: 1, OSeq: 1, Provider: provider}
+	feed.Publish(leasefeed.Event{Won: &leasefeed.Won{Lease: last}}) // handled after the others
+	if n := f.svc.Waiting(); n != 0 {
+		t.Fatalf("%d leases watched before the deployments are known", n)
+	}
+	close(f.deploy.started)
+	watched := func(id market.LeaseID) bool {
+		f.svc.mu.Lock()
+		defer f.svc.mu.Unlock()
+		_, ok := f.svc.waiting[id]
+		return ok
+	}
+	testenv.Eventually(t, 5*time.Second, "the last lease won watched", func() bool { return watched(last) })
+	if !watched(won) || watched(closed) || f.svc.Waiting() != 2 {
+		t.Fatalf("watched: won %v, closed %v, %d in all; want the won and the last one only", watched(won), watched(closed), f.svc.Waiting())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

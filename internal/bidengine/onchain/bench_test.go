@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/internal/bidengine/bidtest"
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -41,7 +42,7 @@ func benchProvider(b *testing.B, l *testenv.LedgerNode, observe func(time.Durati
 	if err != nil {
 		b.Fatal(err)
 	}
-	leases, err := bus.New[bidengine.LeaseEvent]("bench", nil)
+	leases, err := bus.New[leasefeed.Event]("bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/bidengine"
-	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/wait"
 )
 
@@ -57,7 +57,7 @@ type Service struct {
 	engine *bidengine.Engine
 	client *chain.Client
 	sender Sender
-	leases *bus.Bus[bidengine.LeaseEvent]
+	leases *leasefeed.Feed
 	log    *slog.Logger
 
 	latency prometheus.Histogram
@@ -68,7 +68,7 @@ type Service struct {
 }
 
 // NewService builds the run loop; it starts nothing.
-func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sender, leases *bus.Bus[bidengine.LeaseEvent], log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
+func NewService(cfg ServiceConfig, e *bidengine.Engine, c *chain.Client, s Sender, leases *leasefeed.Feed, log *slog.Logger, reg prometheus.Registerer) (*Service, error) {
 	if cfg.Cursor == nil || e == nil || c == nil || s == nil || leases == nil || log == nil {
 		return nil, errors.New("bid engine service: cursor, engine, client, sender, bus and logger are required")
 	}
@@ -278,10 +278,10 @@ func (s *Service) act(ctx context.Context, acts []bidengine.Action) {
 			})
 		case bidengine.ActPublishWon:
 			s.log.InfoContext(ctx, "lease won", slog.String("lease", a.Won.Lease.String()), slog.String("price", a.Won.Price.String()))
-			s.leases.Publish(bidengine.LeaseEvent{Won: a.Won})
+			s.leases.Publish(leasefeed.Event{Won: a.Won})
 		case bidengine.ActPublishClosed:
 			s.log.InfoContext(ctx, "lease closed", slog.String("lease", a.Closed.Lease.String()), slog.String("reason", a.Closed.Reason))
-			s.leases.Publish(bidengine.LeaseEvent{Closed: a.Closed})
+			s.leases.Publish(leasefeed.Event{Closed: a.Closed})
 		case bidengine.ActAdopt:
 			err = s.adopt(ctx, a.Order.Bid(s.engine.Provider()).Lease(), false)
 		case bidengine.ActRestoreBid:
@@ -315,7 +315,7 @@ func (s *Service) adopt(ctx context.Context, id market.LeaseID, rebuilt bool) er
 	}
 	if won != nil {
 		s.log.InfoContext(ctx, "lease adopted", slog.String("lease", won.Lease.String()), slog.Bool("at_start", rebuilt))
-		s.leases.Publish(bidengine.LeaseEvent{Won: won})
+		s.leases.Publish(leasefeed.Event{Won: won})
 	}
 	return nil
 }

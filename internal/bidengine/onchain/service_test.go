@@ -21,6 +21,7 @@ import (
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/inventory/invtest"
+	"berth.dev/berth/internal/leasefeed"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
@@ -32,7 +33,7 @@ type providerStack struct {
 	cap    *cluster.Capacity
 	engine *bidengine.Engine
 	svc    *Service
-	leases *bus.Subscription[bidengine.LeaseEvent]
+	leases *bus.Subscription[leasefeed.Event]
 	stop   func()
 }
 
@@ -73,7 +74,7 @@ func startProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, cursor 
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaseBus, err := bus.New[bidengine.LeaseEvent]("leases", nil)
+	leaseBus, err := leasefeed.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +351,7 @@ func TestProviderBidsOnTheLedger(t *testing.T) {
 }
 
 // nextLeaseEvent waits up to 30 s for the stream's next event.
-func nextLeaseEvent(t *testing.T, sub *bus.Subscription[bidengine.LeaseEvent]) bidengine.LeaseEvent {
+func nextLeaseEvent(t *testing.T, sub *bus.Subscription[leasefeed.Event]) leasefeed.Event {
 	t.Helper()
 	select {
 	case ev := <-sub.Events():
@@ -358,7 +359,7 @@ func nextLeaseEvent(t *testing.T, sub *bus.Subscription[bidengine.LeaseEvent]) b
 	case <-time.After(30 * time.Second):
 		t.Fatal("no lease event in 30 s")
 	}
-	return bidengine.LeaseEvent{}
+	return leasefeed.Event{}
 }
 
 // TestOrdersDeclinedWhileInventoryUnknownAreBidLater: orders that arrive while the
