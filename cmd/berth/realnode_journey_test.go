@@ -376,7 +376,7 @@ func checkCredentials(t *testing.T, home, ingress string, cs kubernetes.Interfac
 	ctx := t.Context()
 	_, must := cliWith(t, "--home", home)
 	const user, password = "tenant", "a-registry-password"
-	reg, err := localenv.StartRegistry(ctx, localenv.RegistryOptions{Dir: t.TempDir(), Users: map[string]string{user: password}})
+	reg, err := localenv.StartRegistry(ctx, localenv.RegistryOptions{Dir: t.TempDir(), Users: map[string]string{user: password}, Restart: localenv.RestartPolicy{Max: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

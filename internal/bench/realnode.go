@@ -114,7 +114,7 @@ func RunRealLeaseBench(ctx context.Context, b RealLeaseBench, out io.Writer, log
 		return nil, fmt.Errorf("ingress controller: %w", err)
 	}
 	ing, err := localenv.StartIngressController(ctx, localenv.IngressControllerOptions{Kubeconfig: kubeconfig, Dir: ingDir,
-		BinDir: b.IngressDir, IngressClass: hostname.DefaultConfig().Ingress.Class})
+		BinDir: b.IngressDir, IngressClass: hostname.DefaultConfig().Ingress.Class, Restart: localenv.RestartPolicy{Max: -1}})
 	if err != nil {
 		return nil, err
 	}

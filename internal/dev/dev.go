@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -167,7 +166,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if err != nil {
 		return err
 	}
-	r := &devRun{ctx: ctx, cfg: cfg, log: log, locks: locks}
+	r := &devRun{ctx: ctx, cfg: cfg, log: log, locks: locks, helperFailed: make(chan error, 1)}
 	r.onStop(func() error { locks.release(); return nil })
 	defer func() {
 		if err := r.stop(); err != nil && retErr == nil {
@@ -264,6 +263,8 @@ type devRun struct {
 	provDone    chan error
 	procs       *devProcesses
 	procsFailed <-chan struct{}
+	// helperFailed says why a helper process (keep) is no longer restarted.
+	helperFailed chan error
 }
 
 // onStop registers f to run at stop, before what was registered earlier.
@@ -343,28 +344,36 @@ func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	if r.pool, err = devPoolRange(r.cfg.RealNode); err != nil {
 		return err
 	}
-	startLB := func(ctx context.Context) (*localenv.MetalLB, error) {
-		return startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir, r.pool)
-	}
-	lb, err := startLB(ctx)
+	lb, err := startDevMetalLB(ctx, lbBin, r.kubeconfig, lbDir, r.pool, r.log)
 	if err != nil {
 		return err
 	}
-	supervise(r, "MetalLB's controller", lb, startLB)
+	r.keep("MetalLB's controller", lb.Service)
 	return nil
 }
 
-// supervise keeps p running until stop (superviseProcess), restarted with start.
-func supervise[P hostProcess](r *devRun, what string, p P, start func(context.Context) (P, error)) {
+// keep takes on a helper process berth dev runs beside the cluster (MetalLB's
+// controller, the ingress controller, the registry), which its Service restarts when
+// it exits (logged with its last lines): it is stopped at stop, and one no longer
+// restarted (too many exits) stops berth dev, saying why (watch).
+func (r *devRun) keep(what string, svc *localenv.Service) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.ctx))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		superviseProcess(ctx, what, p, start, r.log)
+		select {
+		case <-svc.Failed():
+			select {
+			case r.helperFailed <- fmt.Errorf("%s: %w", what, svc.Err()):
+			default: // another one's failure is already reported
+			}
+		case <-ctx.Done():
+		}
 	}()
 	r.onStop(func() error {
 		cancel()
 		<-done
+		svc.Stop()
 		return nil
 	})
 }
@@ -462,6 +471,9 @@ func (r *devRun) watch(until <-chan struct{}, when string) error {
 		return stopped("the provider", when, err)
 	case <-r.procsFailed:
 		return stopped("a process of berth dev", when, r.procs.err())
+	case err := <-r.helperFailed:
+		r.helperFailed <- err
+		return stopped("a helper process of berth dev", when, err)
 	case <-r.cp.Failed():
 		// The control plane logged the process's exit and its restarts.
 		return stopped("the local cluster", when, r.cp.Err())
@@ -515,32 +527,23 @@ func (r *devRun) startRealNode(tools realTools) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("ingress controller: %w", err)
 	}
-	opts := localenv.IngressControllerOptions{
+	// Each is restarted, at the addresses the banner gave, when it exits.
+	ing, err := localenv.StartIngressController(ctx, localenv.IngressControllerOptions{
 		Kubeconfig: r.kubeconfig, Dir: dir, BinDir: tools.ingress,
-		IngressClass: hostname.DefaultConfig().Ingress.Class,
-	}
-	ing, err := localenv.StartIngressController(ctx, opts)
+		IngressClass: hostname.DefaultConfig().Ingress.Class, Log: r.log,
+	})
 	if err != nil {
 		return fmt.Errorf("start the ingress controller: %w", err)
 	}
 	r.ingress = ing
-	// Restarted at the addresses the banner gave.
-	opts.HTTPPort, opts.HTTPSPort = ing.HTTPPort, ing.HTTPSPort
-	supervise(r, "the ingress controller", ing, func(ctx context.Context) (*localenv.IngressController, error) {
-		return localenv.StartIngressController(ctx, opts)
-	})
+	r.keep("the ingress controller", ing.Service)
 	// A registry tenants' images can be pushed to and the node pulls from.
-	ropts := localenv.RegistryOptions{Dir: filepath.Join(r.cp.Dir, "registry"), BinDir: tools.registry}
-	reg, err := localenv.StartRegistry(ctx, ropts)
+	reg, err := localenv.StartRegistry(ctx, localenv.RegistryOptions{Dir: filepath.Join(r.cp.Dir, "registry"), BinDir: tools.registry, Log: r.log})
 	if err != nil {
 		return fmt.Errorf("start the image registry: %w", err)
 	}
 	r.registry = reg
-	_, port, _ := strings.Cut(reg.Addr, ":")
-	ropts.Port, _ = strconv.Atoi(port)
-	supervise(r, "the image registry", reg, func(ctx context.Context) (*localenv.Registry, error) {
-		return localenv.StartRegistry(ctx, ropts)
-	})
+	r.keep("the image registry", reg.Service)
 	return n.TrustRegistry(reg.Addr)
 }
 

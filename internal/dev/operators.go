@@ -154,11 +154,11 @@ func devMetalLB(ctx context.Context, out io.Writer) (string, error) {
 }
 
 // startDevMetalLB starts MetalLB's controller on the dev cluster with its pool of pool.
-func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string) (*localenv.MetalLB, error) {
+func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string, log *slog.Logger) (*localenv.MetalLB, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
-	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: MetalLBNamespace, BinDir: binDir})
+	m, err := localenv.StartMetalLB(ctx, localenv.MetalLBOptions{Kubeconfig: kubeconfig, Dir: dir, Namespace: MetalLBNamespace, BinDir: binDir, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
@@ -167,47 +167,6 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string) 
 		return nil, fmt.Errorf("MetalLB pool: %w", err)
 	}
 	return m, nil
-}
-
-// hostProcess is a process berth dev runs beside the cluster: MetalLB's controller,
-// the ingress controller.
-type hostProcess interface {
-	Done() <-chan struct{}
-	Err() error
-	Stop()
-}
-
-// superviseProcess restarts p (what it is, for the log) with start when it exits by
-// itself (logged with its last lines), after 1 s doubling to 30 s, until ctx ends; it
-// stops it then.
-func superviseProcess[P hostProcess](ctx context.Context, what string, p P, start func(context.Context) (P, error), log *slog.Logger) {
-	b, started := restartBackoff, time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			p.Stop()
-			return
-		case <-p.Done():
-		}
-		if time.Since(started) >= time.Minute {
-			b.Reset()
-		}
-		pause := b.Next()
-		log.ErrorContext(ctx, "process exited; restarting it", slog.String("process", what), slog.Any("error", p.Err()), slog.Duration("in", pause))
-		if !wait.Sleep(ctx, pause) {
-			return
-		}
-		started = time.Now()
-		next, err := start(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			log.ErrorContext(ctx, "restart process", slog.String("process", what), slog.Any("error", err))
-			continue // p is still the exited one: its Done is closed, the loop waits again
-		}
-		p = next
-	}
 }
 
 // devIPConfig is the IP operator of berth dev's provider: the dev MetalLB pool.

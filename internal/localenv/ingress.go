@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,9 +81,14 @@ type IngressControllerOptions struct {
 	// GatewayClassLabel). The controller serves a Gateway listener whose port is its
 	// HTTPPort (or, with TLS certificateRefs, its HTTPSPort).
 	GatewayClass string
-	// HTTPPort and HTTPSPort, when set, are the entry points' loopback ports (a
-	// restarted controller keeps the addresses it was announced at); 0: free ports.
+	// HTTPPort and HTTPSPort, when set, are the entry points' loopback ports; 0: free
+	// ports. (A restart, below, keeps the addresses the controller was started at.)
 	HTTPPort, HTTPSPort int
+	// Restart says how the process is restarted, with the same arguments, when it
+	// exits by itself (RestartPolicy's defaults; Max < 0: never, Failed is closed).
+	Restart RestartPolicy
+	// Log receives its exits and restarts (nil: discarded).
+	Log *slog.Logger
 	// StartTimeout bounds the start-up (default 1 minute).
 	StartTimeout time.Duration
 }
@@ -100,10 +106,8 @@ type IngressController struct {
 	HTTPSAddr string
 	// HTTPPort and HTTPSPort are the two entry points' ports, for Gateway listeners.
 	HTTPPort, HTTPSPort int
-	// LogPath is the controller's log file.
-	LogPath string
-
-	daemon // Done, Err, Stop
+	// Traefik's process: Failed, Err, Stop, LogPath, Restarts.
+	*Service
 }
 
 // StartIngressController installs the CRDs and classes the controller needs, starts it
@@ -167,17 +171,16 @@ func startIngressController(ctx context.Context, opts IngressControllerOptions) 
 			"--providers.kubernetesgateway.labelSelector="+GatewayClassLabel+"="+opts.GatewayClass,
 		)
 	}
-	c.proc, err = startProcessEnv("traefik", opts.Dir, filepath.Join(opts.BinDir, "traefik"),
+	c.Service, err = StartService(ServiceOptions{Name: "traefik", Bin: filepath.Join(opts.BinDir, "traefik"), Args: args,
 		// Not in-cluster, whatever this environment says: the kubeconfig's cluster.
-		[]string{"KUBECONFIG=" + opts.Kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}, args...)
+		Env:    []string{"KUBECONFIG=" + opts.Kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="},
+		LogDir: opts.Dir, Grace: 5 * time.Second, Restart: opts.Restart, Log: opts.Log})
 	if err != nil {
 		return nil, err
 	}
-	c.LogPath = c.proc.logPath
-	c.proc.grace = 5 * time.Second
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
-	if err := waitFor(ctx, "traefik ping", 50*time.Millisecond, anyExited(c.proc), httpOK(client, "http://"+pingAddr+"/ping")); err != nil {
+	if err := waitFor(ctx, "traefik ping", 50*time.Millisecond, c.exited, httpOK(client, "http://"+pingAddr+"/ping")); err != nil {
 		c.Stop()
 		return nil, err
 	}

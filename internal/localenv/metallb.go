@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -78,6 +79,11 @@ type MetalLBOptions struct {
 	BinDir string
 	// StartTimeout bounds the start-up (default 1 minute).
 	StartTimeout time.Duration
+	// Restart says how the controller is restarted, with the same arguments, when it
+	// exits by itself (RestartPolicy's defaults; Max < 0: never, Failed is closed).
+	Restart RestartPolicy
+	// Log receives its exits and restarts (nil: discarded).
+	Log *slog.Logger
 }
 
 // MetalLB is a running MetalLB controller: it gives Services of type LoadBalancer
@@ -91,11 +97,10 @@ type MetalLB struct {
 	LoadBalancerClass string
 	// MetricsURL is the controller's Prometheus endpoint.
 	MetricsURL string
-	// LogPath is the controller's log file.
-	LogPath string
-
-	dc     dynamic.Interface
-	daemon // Done, Err, Stop (Stop leaves the CRDs and pools)
+	dc         dynamic.Interface
+	// The controller's process: Failed, Err, Stop (which leaves the CRDs and pools),
+	// LogPath, Restarts.
+	*Service
 }
 
 // StartMetalLB installs MetalLB's CRDs and the namespace of its pools, starts the
@@ -156,19 +161,18 @@ func startMetalLB(ctx context.Context, dc dynamic.Interface, opts MetalLBOptions
 	if opts.LoadBalancerClass != "" {
 		args = append(args, "--lb-class="+opts.LoadBalancerClass)
 	}
-	m.proc, err = startProcessEnv("metallb-controller", opts.Dir, filepath.Join(opts.BinDir, "controller"),
+	m.Service, err = StartService(ServiceOptions{Name: "metallb-controller", Bin: filepath.Join(opts.BinDir, "controller"), Args: args,
 		// Not in-cluster, whatever this environment says: the kubeconfig's cluster.
-		[]string{"KUBECONFIG=" + opts.Kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}, args...)
+		Env:    []string{"KUBECONFIG=" + opts.Kubeconfig, "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="},
+		LogDir: opts.Dir, Grace: 5 * time.Second, Restart: opts.Restart, Log: opts.Log})
 	if err != nil {
 		return nil, err
 	}
-	m.LogPath = m.proc.logPath
-	m.proc.grace = 5 * time.Second
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
 	// Ready once the pools of its namespace (none is fine) are loaded: the controller
 	// then has its caches and serves Services.
-	if err := waitFor(ctx, "metallb controller config loaded", 50*time.Millisecond, anyExited(m.proc),
+	if err := waitFor(ctx, "metallb controller config loaded", 50*time.Millisecond, m.exited,
 		metricIs(client, m.MetricsURL, "metallb_k8s_client_config_loaded_bool", "1")); err != nil {
 		m.Stop()
 		return nil, err

@@ -248,31 +248,3 @@ func waitFor(ctx context.Context, what string, interval time.Duration, dead func
 
 // errNotYet is waitFor's check not passing yet.
 var errNotYet = errors.New("not yet")
-
-// daemon is a helper process its caller starts and owns (MetalLB's controller, the
-// ingress controller, the registry): what it offers for the process.
-type daemon struct {
-	proc     *process
-	stopOnce sync.Once
-}
-
-// Done is closed when the process has exited (stopped, or by itself: Err says).
-func (d *daemon) Done() <-chan struct{} { return d.proc.done }
-
-// Err is nil while the process runs and says how it ended once it exited by itself,
-// with the last lines of its log.
-func (d *daemon) Err() error {
-	if dead, err := d.proc.exited(); dead && !d.proc.stopping.Load() {
-		return d.proc.exitError(err)
-	}
-	return nil
-}
-
-// Stop ends the process and waits for it. It is idempotent.
-func (d *daemon) Stop() {
-	d.stopOnce.Do(func() {
-		if d.proc != nil {
-			d.proc.stop()
-		}
-	})
-}

@@ -249,7 +249,7 @@ func checkRegistryPulls(t *testing.T, cs kubernetes.Interface, node *RealNode, n
 	ctx := t.Context()
 	bin, err := FindRegistry(ctx)
 	requireDep(t, err)
-	reg, err := StartRegistry(ctx, RegistryOptions{Dir: t.TempDir(), BinDir: bin, Users: map[string]string{"tenant": "s3cret"}})
+	reg, err := StartRegistry(ctx, RegistryOptions{Dir: t.TempDir(), BinDir: bin, Users: map[string]string{"tenant": "s3cret"}, Restart: RestartPolicy{Max: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

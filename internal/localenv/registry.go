@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -51,16 +52,19 @@ type RegistryOptions struct {
 	// Users, when set, are the only accounts that may push and pull (user → password,
 	// HTTP basic authentication); empty: anyone may.
 	Users map[string]string
+	// Restart says how the process is restarted, with the same arguments, when it
+	// exits by itself (RestartPolicy's defaults; Max < 0: never, Failed is closed).
+	Restart RestartPolicy
+	// Log receives its exits and restarts (nil: discarded).
+	Log *slog.Logger
 }
 
 // Registry is a running OCI registry on a free loopback port, serving plain HTTP.
 type Registry struct {
 	// Addr is its host:port (127.0.0.1:PORT), the first part of its images' names.
 	Addr string
-	// LogPath is its log.
-	LogPath string
-
-	daemon // Done, Err, Stop (Stop leaves its storage)
+	// Its process: Failed, Err, Stop (which leaves its storage), LogPath, Restarts.
+	*Service
 }
 
 // StartRegistry starts the registry and returns once it answers. The caller must call
@@ -87,7 +91,7 @@ func StartRegistry(ctx context.Context, opts RegistryOptions) (*Registry, error)
 		}
 		port = ports[0]
 	}
-	r := &Registry{Addr: hostPort(port), LogPath: filepath.Join(opts.Dir, "registry.log")}
+	r := &Registry{Addr: hostPort(port)}
 	auth := ""
 	if len(opts.Users) > 0 {
 		var lines []string
@@ -124,14 +128,14 @@ http:
 	}
 	// No telemetry: nothing leaves this machine.
 	var err error
-	r.proc, err = startProcessEnv("registry", opts.Dir, filepath.Join(opts.BinDir, "registry"),
-		[]string{"OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none"}, "serve", config)
+	r.Service, err = StartService(ServiceOptions{Name: "registry", Bin: filepath.Join(opts.BinDir, "registry"), Args: []string{"serve", config},
+		Env: []string{"OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none"}, LogDir: opts.Dir, Restart: opts.Restart, Log: opts.Log})
 	if err != nil {
 		return nil, err
 	}
 	client := &http.Client{Timeout: 2 * time.Second}
 	defer client.CloseIdleConnections()
-	err = waitFor(ctx, "the registry", 50*time.Millisecond, anyExited(r.proc), func(ctx context.Context) (bool, error) {
+	err = waitFor(ctx, "the registry", 50*time.Millisecond, r.exited, func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.Addr+"/v2/", http.NoBody)
 		if err != nil {
 			return false, err

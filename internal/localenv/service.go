@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Service is a long-running child process kept running: its output goes to
@@ -37,11 +38,27 @@ type ServiceOptions struct {
 	Env  []string
 	// LogDir holds Name.log (it must exist).
 	LogDir string
+	// Grace is how long Stop waits after SIGTERM before SIGKILL (0: 10 s).
+	Grace time.Duration
 	// Restart says how often it is restarted (RestartPolicy's defaults: 5 within 10
 	// minutes, 1 s doubling to 30 s; Max < 0: never).
 	Restart RestartPolicy
 	Log     *slog.Logger
 }
+
+// start starts the process once.
+func (o *ServiceOptions) start() (*process, error) {
+	p, err := startProcessEnv(o.Name, o.LogDir, o.Bin, o.Env, o.Args...)
+	if err == nil && o.Grace > 0 {
+		p.grace = o.Grace
+	}
+	return p, err
+}
+
+// exited is waitFor's dead check while a Service starts up: its process has exited.
+// A restart would follow, but a start that fails (a port taken, a bad flag) is the
+// start's error, so the caller stops the Service and says why.
+func (s *Service) exited() error { return anyExited(s.current())() }
 
 // StartService starts the process and keeps it running until Stop.
 func StartService(o ServiceOptions) (*Service, error) {
@@ -49,7 +66,7 @@ func StartService(o ServiceOptions) (*Service, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	p, err := startProcessEnv(o.Name, o.LogDir, o.Bin, o.Env, o.Args...)
+	p, err := o.start()
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +143,7 @@ func (s *Service) restart(p *process) bool {
 	o := s.opts
 	np, err := restartExited(exitedProcess{p: p}, o.Restart, &s.history, s.stopping, o.Log,
 		func() (*process, bool, error) {
-			np, err := startProcessEnv(o.Name, o.LogDir, o.Bin, o.Env, o.Args...)
+			np, err := o.start()
 			if err != nil {
 				return nil, false, err
 			}

@@ -29,6 +29,9 @@ func (cp *Kube) IngressController(t testing.TB, opts localenv.IngressControllerO
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
+	if opts.Restart == (localenv.RestartPolicy{}) {
+		opts.Restart.Max = -1 // a test must not hide a crash: an exit fails it
+	}
 	c, err := localenv.StartIngressController(t.Context(), opts)
 	Require(t, err)
 	t.Cleanup(func() {
@@ -37,8 +40,8 @@ func (cp *Kube) IngressController(t testing.TB, opts localenv.IngressControllerO
 		}
 		c.Stop()
 		if t.Failed() {
-			if b, err := os.ReadFile(c.LogPath); err == nil {
-				t.Logf("ingress controller log (%s):\n%s", c.LogPath, b)
+			if b, err := os.ReadFile(c.LogPath()); err == nil {
+				t.Logf("ingress controller log (%s):\n%s", c.LogPath(), b)
 			}
 		}
 	})

@@ -22,6 +22,9 @@ func (cp *Kube) MetalLB(t testing.TB, opts localenv.MetalLBOptions) *localenv.Me
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}
+	if opts.Restart == (localenv.RestartPolicy{}) {
+		opts.Restart.Max = -1 // a test must not hide a crash: an exit fails it
+	}
 	if opts.Namespace == "" {
 		opts.Namespace = cp.Namespace(t)
 	}
@@ -33,8 +36,8 @@ func (cp *Kube) MetalLB(t testing.TB, opts localenv.MetalLBOptions) *localenv.Me
 		}
 		m.Stop()
 		if t.Failed() {
-			if b, err := os.ReadFile(m.LogPath); err == nil {
-				t.Logf("metallb controller log (%s):\n%s", m.LogPath, b)
+			if b, err := os.ReadFile(m.LogPath()); err == nil {
+				t.Logf("metallb controller log (%s):\n%s", m.LogPath(), b)
 			}
 		}
 	})
