@@ -96,5 +96,5 @@ generate-check: generate ## fail if the generated files differ from what is comm
 		echo "generated files are not current: run make generate and commit"; git status --short -- api config/crd charts docs/helm-values.md; exit 1; fi
 
 .PHONY: test
-test: deps testbin images registry netpol dns ingressctl metallb helm promtool fmt-check generate-check vet lint ## the whole suite: checks, lint and go test -race
-	BERTH_TESTBIN="$$(hack/testbin.sh)" BERTH_IMAGES="$$(hack/images.sh)" BERTH_REGISTRY="$$(hack/registry.sh)" BERTH_NETPOL="$$(hack/netpol.sh)" BERTH_DNS="$$(hack/dns.sh)" BERTH_INGRESSCTL="$$(hack/ingress.sh)" BERTH_METALLB="$$(hack/metallb.sh)" BERTH_HELM="$$(hack/tool.sh helm)" BERTH_PROMTOOL="$$(hack/tool.sh promtool)" go test $(GO_TEST_FLAGS) ./...
+test: ## the whole suite (hack/test.sh): system packages, every tool built or reused and the checks (concurrently), then go test -race; prints each phase's time
+	GO_TEST_FLAGS='$(GO_TEST_FLAGS)' hack/test.sh

@@ -2,7 +2,7 @@
 # deps.sh installs the system packages berth's tests need when they are missing:
 # redis-server, jq and bc for the pricing-script tests, and what a real node runs
 # (containerd, runc, the CNI plugins, iptables, iproute2, and ipset for its
-# NetworkPolicy enforcer; localenv's RealNode), all
+# NetworkPolicy enforcer; localenv's RealNode) and the static busybox its images use, all
 # Debian packages. As root it uses apt-get; otherwise it says what to install and fails.
 set -euo pipefail
 
@@ -16,6 +16,8 @@ command -v runc >/dev/null 2>&1 || missing+=(runc)
 command -v iptables >/dev/null 2>&1 || missing+=(iptables)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v ipset >/dev/null 2>&1 || missing+=(ipset)
+# The images' shell (hack/images.sh): the static busybox, not the dynamic one.
+dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' || missing+=(busybox-static)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

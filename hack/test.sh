@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# test.sh is `make test`, everything CI runs (.ci/run): it installs missing system
+# packages (hack/deps.sh), builds or reuses every tool the tests run, runs the checks
+# (gofmt, generated files current, go vet, golangci-lint) and then go test over the
+# whole module. It prints how long each phase took.
+#
+# The tool builds and the checks are independent of one another, so they run as
+# concurrent jobs (at most $BERTH_JOBS at once, default 3: on 2 cores one build's
+# downloads, linking and single-package stretches leave the CPU idle that another fills);
+# the checks are one job, in order.
+# Each job's output goes to its own log, printed when the job fails. go test starts
+# when all of them have succeeded.
+#
+#   GO_TEST_FLAGS   flags for go test (default: -race -count=1 -timeout=30m)
+#   BERTH_JOBS      concurrent jobs in the build phase (default 3)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+GO_TEST_FLAGS=${GO_TEST_FLAGS:--race -count=1 -timeout=30m}
+jobs_max=${BERTH_JOBS:-3}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+
+began=$(date +%s)
+since() { echo "$(($(date +%s) - $1))s"; }
+
+phase_start=$(date +%s)
+hack/deps.sh
+echo "== deps: $(since "$phase_start")" >&2
+
+# checks runs the checks one after another (make generate rewrites files that vet and
+# lint read, so they do not overlap), timing each.
+checks() {
+	local step start
+	for step in fmt-check generate-check vet lint; do
+		start=$(date +%s)
+		make --no-print-directory "$step" || { echo "== checks: $step FAILED" >&2; return 1; }
+		echo "== checks: $step in $(since "$start")" >&2
+	done
+}
+
+# The jobs, longest first so the phase does not end on a long build started last.
+# Each is a command; its last line of stdout is kept (the tools print their directory or
+# binary there).
+names=(testbin ingress checks metallb helm dns netpol registry images promtool)
+declare -A job=(
+	[testbin]="hack/testbin.sh"
+	[ingress]="hack/ingress.sh"
+	[checks]="checks"
+	[metallb]="hack/metallb.sh"
+	[helm]="hack/tool.sh helm"
+	[dns]="hack/dns.sh"
+	[netpol]="hack/netpol.sh"
+	[registry]="hack/registry.sh"
+	[images]="hack/images.sh"
+	[promtool]="hack/tool.sh promtool"
+)
+
+phase_start=$(date +%s)
+declare -A name_of=()
+failed=()
+# reap waits for one job to end and reports it.
+reap() {
+	local pid rc=0
+	wait -n -p pid || rc=$?
+	local name=${name_of[$pid]}
+	unset "name_of[$pid]"
+	local took
+	took=$(cat "$logs/$name.time" 2>/dev/null || echo "?")
+	if [ "$rc" -eq 0 ]; then
+		grep '^== ' "$logs/$name.log" >&2 || true
+		echo "== $name: ok in ${took}s" >&2
+	else
+		echo "== $name: FAILED (exit $rc) after ${took}s; its output:" >&2
+		cat "$logs/$name.log" >&2
+		failed+=("$name")
+	fi
+}
+for name in "${names[@]}"; do
+	while [ "${#name_of[@]}" -ge "$jobs_max" ]; do reap; done
+	(
+		start=$(date +%s)
+		rc=0
+		${job[$name]} >"$logs/$name.out" 2>"$logs/$name.log" || rc=$?
+		cat "$logs/$name.out" >>"$logs/$name.log"
+		echo "$(($(date +%s) - start))" >"$logs/$name.time"
+		exit "$rc"
+	) &
+	name_of[$!]=$name
+done
+while [ "${#name_of[@]}" -gt 0 ]; do reap; done
+echo "== tools and checks: $(since "$phase_start")" >&2
+if [ "${#failed[@]}" -gt 0 ]; then
+	echo "== failed: ${failed[*]} (total $(since "$began"))" >&2
+	exit 1
+fi
+
+dir() { tail -n 1 "$logs/$1.out"; }
+phase_start=$(date +%s)
+rc=0
+# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
+BERTH_TESTBIN=$(dir testbin) BERTH_IMAGES=$(dir images) BERTH_REGISTRY=$(dir registry) \
+	BERTH_NETPOL=$(dir netpol) BERTH_DNS=$(dir dns) BERTH_INGRESSCTL=$(dir ingress) \
+	BERTH_METALLB=$(dir metallb) BERTH_HELM=$(dir helm) BERTH_PROMTOOL=$(dir promtool) \
+	go test $GO_TEST_FLAGS ./... || rc=$?
+echo "== go test: $(since "$phase_start") (exit $rc)" >&2
+echo "== total: $(since "$began")" >&2
+exit "$rc"
