@@ -125,19 +125,14 @@ func installCRDsWithRetry(ctx context.Context, dc dynamic.Interface, log *slog.L
 // AwaitInventory waits until the inventory can be bid on (with the inventory operator:
 // its first report has arrived), or says why not after timeout.
 func (s *clusterService) AwaitInventory(ctx context.Context, timeout time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := wait.Until(wctx, 100*time.Millisecond, func(context.Context) error {
+	err := wait.Within(ctx, timeout, 100*time.Millisecond, func(context.Context) error {
 		if why := s.capacity.Unavailable(); why != "" {
 			return errors.New(why)
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err() // stopped, not timed out
+	if err == nil || ctx.Err() != nil {
+		return err
 	}
 	return fmt.Errorf("the provider cannot bid after %s: %w", timeout, err)
 }

@@ -505,19 +505,14 @@ var benchOwner = ownership.Owner{Provider: "akash1benchprovider", ChainID: "bert
 
 // waitTornDown waits until the manager holds no lease, checking every 20 ms.
 func waitTornDown(ctx context.Context, m *deploy.Manager, timeout time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := wait.Until(wctx, 20*time.Millisecond, func(context.Context) error {
+	err := wait.Within(ctx, timeout, 20*time.Millisecond, func(context.Context) error {
 		if n := len(m.States()); n > 0 {
 			return fmt.Errorf("the manager still holds %d", n)
 		}
 		return nil
 	})
-	switch {
-	case err == nil:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err() // stopped, not timed out
+	if err == nil || ctx.Err() != nil {
+		return err
 	}
 	return fmt.Errorf("leases torn down: %w after %s", err, timeout)
 }

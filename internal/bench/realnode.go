@@ -235,9 +235,7 @@ func withHost(g market.ManifestGroup, host string) market.ManifestGroup {
 // firstAnswer waits until the ingress at addr answers GET / for host with the echo
 // program's page, asking every 10 ms.
 func firstAnswer(ctx context.Context, c *http.Client, addr, host string, timeout time.Duration) error {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	err := wait.Until(wctx, 10*time.Millisecond, func(ctx context.Context) error {
+	err := wait.Within(ctx, timeout, 10*time.Millisecond, func(ctx context.Context) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/", http.NoBody)
 		if err != nil {
 			return wait.Abort(err)

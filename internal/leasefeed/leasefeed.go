@@ -12,8 +12,8 @@ import (
 	"berth.dev/berth/internal/bus"
 )
 
-// Won: a tenant leased one of our bids, or the bid engine took on an active lease of
-// ours (at start, or one whose bid it had lost track of).
+// Won is a lease of ours begun: a tenant leased one of our bids, or the bid engine
+// took on an active lease of ours (at start, or one whose bid it had lost track of).
 type Won struct {
 	Lease market.LeaseID
 	Price market.DecCoin
@@ -23,7 +23,7 @@ type Won struct {
 	CreatedAt int64
 }
 
-// Closed: one of our leases ended (closed by the tenant, by us, or by the ledger for
+// Closed is a lease of ours ended (closed by the tenant, by us, or by the ledger for
 // insufficient funds), with the ledger's reason.
 type Closed struct {
 	Lease  market.LeaseID

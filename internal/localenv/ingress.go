@@ -117,18 +117,11 @@ func StartIngressController(ctx context.Context, opts IngressControllerOptions) 
 	if opts.Kubeconfig == "" || opts.Dir == "" || opts.IngressClass == "" {
 		return nil, errors.New("ingress controller: Kubeconfig, Dir and IngressClass are required")
 	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = time.Minute
+	ctx, cancel, err := startup(ctx, opts.StartTimeout, &opts.BinDir, FindIngressController)
+	if err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-	if opts.BinDir == "" {
-		dir, err := FindIngressController(ctx)
-		if err != nil {
-			return nil, err
-		}
-		opts.BinDir = dir
-	}
 	if err := installIngressResources(ctx, opts); err != nil {
 		return nil, err
 	}

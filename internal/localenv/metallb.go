@@ -112,18 +112,11 @@ func StartMetalLB(ctx context.Context, opts MetalLBOptions) (*MetalLB, error) {
 	if opts.Kubeconfig == "" || opts.Dir == "" || opts.Namespace == "" {
 		return nil, errors.New("metallb: Kubeconfig, Dir and Namespace are required")
 	}
-	if opts.StartTimeout == 0 {
-		opts.StartTimeout = time.Minute
+	ctx, cancel, err := startup(ctx, opts.StartTimeout, &opts.BinDir, FindMetalLB)
+	if err != nil {
+		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-	if opts.BinDir == "" {
-		dir, err := FindMetalLB(ctx)
-		if err != nil {
-			return nil, err
-		}
-		opts.BinDir = dir
-	}
 	cfg, err := kubeconfig.Load(opts.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("metallb: %w", err)

@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -193,6 +194,22 @@ func onFreePorts[T any](start func() (T, error), taken func(error)) (T, error) {
 		}
 	}
 	return v, err
+}
+
+// startup begins a helper's start (MetalLB's controller, the ingress controller, the
+// registry): ctx bounded by timeout (0: a minute), and *binDir found with find when it
+// is empty. The caller defers cancel.
+func startup(ctx context.Context, timeout time.Duration, binDir *string, find func(context.Context) (string, error)) (context.Context, context.CancelFunc, error) {
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(timeout, time.Minute))
+	if *binDir == "" {
+		dir, err := find(ctx)
+		if err != nil {
+			cancel()
+			return nil, nil, err
+		}
+		*binDir = dir
+	}
+	return ctx, cancel, nil
 }
 
 // exitError is how a process that has exited (err) ended, with the last lines of its

@@ -49,6 +49,8 @@ type RegistryOptions struct {
 	// Port, when set, is its loopback port (a restarted registry keeps its address);
 	// 0: a free one.
 	Port int
+	// StartTimeout bounds the start-up (default 1 minute).
+	StartTimeout time.Duration
 	// Users, when set, are the only accounts that may push and pull (user → password,
 	// HTTP basic authentication); empty: anyone may.
 	Users map[string]string
@@ -73,13 +75,11 @@ func StartRegistry(ctx context.Context, opts RegistryOptions) (*Registry, error)
 	if opts.Dir == "" {
 		return nil, errors.New("registry: Dir is required")
 	}
-	if opts.BinDir == "" {
-		dir, err := FindRegistry(ctx)
-		if err != nil {
-			return nil, err
-		}
-		opts.BinDir = dir
+	ctx, cancel, err := startup(ctx, opts.StartTimeout, &opts.BinDir, FindRegistry)
+	if err != nil {
+		return nil, err
 	}
+	defer cancel()
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "data"), 0o700); err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
@@ -127,7 +127,6 @@ http:
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	// No telemetry: nothing leaves this machine.
-	var err error
 	r.Service, err = StartService(ServiceOptions{Name: "registry", Bin: filepath.Join(opts.BinDir, "registry"), Args: []string{"serve", config},
 		Env: []string{"OTEL_SDK_DISABLED=true", "OTEL_TRACES_EXPORTER=none"}, LogDir: opts.Dir, Restart: opts.Restart, Log: opts.Log})
 	if err != nil {

@@ -68,6 +68,19 @@ func Until(ctx context.Context, every time.Duration, check func(context.Context)
 	}
 }
 
+// Within is Until for at most timeout: nil once check passes; the caller's ctx.Err()
+// when ctx ended first (stopped, which is not a time-out); otherwise Until's error (an
+// *Ended saying what was still wrong when timeout ran out, or check's Abort).
+func Within(ctx context.Context, timeout, every time.Duration, check func(context.Context) error) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := Until(wctx, every, check)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 // lastOf is what a wait reports as still wrong after err: err, unless it only says
 // that ctx ended and an earlier failure says more.
 func lastOf(ctx context.Context, prev, err error) error {

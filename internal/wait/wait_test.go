@@ -177,3 +177,22 @@ func TestKeep(t *testing.T) {
 		t.Fatalf("errors told: %v", errs)
 	}
 }
+
+// TestWithin: a check that passes ends the wait; one still failing at the timeout
+// says what was wrong (an *Ended with the deadline); a caller's context that ends
+// first is reported as itself, not as a time-out.
+func TestWithin(t *testing.T) {
+	if err := Within(t.Context(), time.Minute, time.Millisecond, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("a check that passes: %v", err)
+	}
+	notYet := errors.New("not yet")
+	err := Within(t.Context(), 20*time.Millisecond, time.Millisecond, func(context.Context) error { return notYet })
+	if _, ended := errors.AsType[*Ended](err); !ended || !errors.Is(err, notYet) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timed out: %v; want an *Ended with the check's error and the deadline", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	err = Within(ctx, time.Minute, time.Millisecond, func(context.Context) error { cancel(); return notYet })
+	if !errors.Is(err, context.Canceled) || errors.Is(err, notYet) {
+		t.Fatalf("stopped: %v; want the caller's context.Canceled alone", err)
+	}
+}
