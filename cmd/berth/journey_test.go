@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -528,33 +529,6 @@ func providerBalance(must func(...string) string) (balanceStatus, error) {
 
 // leasedIPSDL is a game server on a leased IP, paid in IBC USDC (the journey checks
 // its uakt and uact earnings to the block).
-const leasedIPSDL = `version: "2.0"
-services:
-  game:
-    image: itzg/minecraft-server:latest
-    expose:
-      - port: 25565
-        as: 25565
-        to:
-          - global: true
-            ip: game-ip
-profiles:
-  compute:
-    game:
-      resources:
-        cpu: {units: 0.5}
-        memory: {size: 512Mi}
-        storage: {size: 1Gi}
-  placement:
-    dcloud:
-      pricing:
-        game: {denom: ibc/170C677610AC31DF0904FFE09CD3B5C657492170E7E52372E48756B71E56F2F1, amount: 1000}
-deployment:
-  game:
-    dcloud:
-      profile: game
-      count: 1
-endpoints:
-  game-ip:
-    kind: ip
-`
+//
+//go:embed testdata/leased-ip.sdl.yaml
+var leasedIPSDL string

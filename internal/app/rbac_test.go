@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,74 +45,15 @@ import (
 
 // The lease the RBAC test runs: a Deployment with registry credentials, a hostname and a
 // port on a leased IP; a second Deployment; a StatefulSet with a persistent volume.
-const rbacSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    credentials: {host: registry.example.com, username: u, password: s3cret}
-    expose:
-      - port: 80
-        accept: [rbac.example.com]
-        to: [{global: true}]
-      - port: 6000
-        as: 6000
-        to: [{global: true, ip: pub}]
-  cache:
-    image: redis:7
-    expose:
-      - port: 6379
-        to: [{service: web}]
-  db:
-    image: postgres:17
-    params:
-      storage:
-        data: {mount: /var/lib/postgresql/data}
-endpoints:
-  pub: {kind: ip}
-profiles:
-  compute:
-    small:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-    db:
-      resources:
-        cpu: {units: 0.1}
-        memory: {size: 64Mi}
-        storage:
-          - size: 128Mi
-          - {name: data, size: 1Gi, attributes: {persistent: true, class: beta3}}
-  placement:
-    dc:
-      pricing:
-        small: {denom: uakt, amount: 100}
-        db: {denom: uakt, amount: 100}
-deployment:
-  web: {dc: {profile: small, count: 1}}
-  cache: {dc: {profile: small, count: 1}}
-  db: {dc: {profile: db, count: 1}}
-`
+//
+//go:embed testdata/rbac.sdl.yaml
+var rbacSDL string
 
 // rbacSDLUpdate is the update: the web service alone, without credentials, hostname or
 // leased IP, so that applying it prunes every other kind of object.
-const rbacSDLUpdate = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.28
-    expose:
-      - port: 80
-        to: [{global: true}]
-profiles:
-  compute:
-    small:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-  placement:
-    dc:
-      pricing:
-        small: {denom: uakt, amount: 100}
-deployment:
-  web: {dc: {profile: small, count: 1}}
-`
+//
+//go:embed testdata/rbac-update.sdl.yaml
+var rbacSDLUpdate string
 
 func parseGroup(t *testing.T, text string) market.ManifestGroup {
 	t.Helper()

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -98,38 +99,9 @@ func (b LeaseReadyBench) Validate() error {
 
 // benchSDL is each lease of the benchmark: a web service of two replicas with a global
 // port, and a worker; three pods, two Deployments, a ClusterIP and a NodePort service.
-const benchSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 8080
-        as: 80
-        proto: tcp
-        to: [{global: true}]
-      - port: 9000
-        proto: udp
-        to: [{global: true}]
-  worker:
-    image: busybox:1.36
-    command: ["sh", "-c"]
-    args: ["sleep infinity"]
-profiles:
-  compute:
-    web:
-      resources: {cpu: {units: 0.25}, memory: {size: 128Mi}, storage: {size: 512Mi}}
-    worker:
-      resources: {cpu: {units: 0.5}, memory: {size: 256Mi}, storage: {size: 1Gi}}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 100}
-        worker: {denom: uakt, amount: 100}
-deployment:
-  web: {dc: {profile: web, count: 2}}
-  worker: {dc: {profile: worker, count: 1}}
-`
+//
+//go:embed bench.sdl.yaml
+var benchSDL string
 
 // readiness records when each lease was delivered and when the provider's monitor
 // first saw it ready, or gone.

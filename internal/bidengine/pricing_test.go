@@ -1,6 +1,7 @@
 package bidengine
 
 import (
+	_ "embed"
 	"errors"
 	"strings"
 	"testing"
@@ -18,58 +19,8 @@ func dec(t testing.TB, s string) market.Dec {
 	return d
 }
 
-const gpuSDL = `
-version: "2.0"
-services:
-  llm:
-    image: vllm/vllm-openai:v0.6.0
-    params:
-      storage:
-        data: {mount: /data}
-        shm: {mount: /dev/shm}
-    expose:
-      - port: 8000
-        as: 80
-        to:
-          - global: true
-      - port: 9000
-        to:
-          - global: true
-            ip: myip
-endpoints:
-  myip:
-    kind: ip
-profiles:
-  compute:
-    llm:
-      resources:
-        cpu: {units: 2}
-        memory: {size: 8Gi}
-        storage:
-          - size: 1Gi
-          - name: data
-            size: 10Gi
-            attributes: {persistent: true, class: beta3}
-          - name: shm
-            size: 512Mi
-            attributes: {class: ram}
-        gpu:
-          units: 2
-          attributes:
-            vendor:
-              nvidia:
-                - model: a100
-                  ram: 80Gi
-  placement:
-    dc:
-      pricing:
-        llm: {denom: uakt, amount: 100000}
-deployment:
-  llm:
-    dc:
-      profile: llm
-      count: 3
-`
+//go:embed testdata/gpu.sdl.yaml
+var gpuSDL string
 
 func gpuRequest(t *testing.T) Request {
 	t.Helper()

@@ -2,6 +2,7 @@ package bidengine
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -47,38 +48,9 @@ import (
 
 // gpuForms is a one-service SDL whose GPU vendor entry is a format verb: 2 replicas
 // with 2 GPUs each, at most 1000000uact per replica and block.
-const gpuForms = `
-version: "2.0"
-services:
-  llm:
-    image: vllm/vllm-openai:v0.6.0
-    expose:
-      - port: 8000
-        as: 80
-        to:
-          - global: true
-profiles:
-  compute:
-    llm:
-      resources:
-        cpu: {units: 4}
-        memory: {size: 16Gi}
-        storage: {size: 100Gi}
-        gpu:
-          units: 2
-          attributes:
-            vendor:
-              nvidia: %s
-  placement:
-    dc:
-      pricing:
-        llm: {denom: uact, amount: 1000000}
-deployment:
-  llm:
-    dc:
-      profile: llm
-      count: 2
-`
+//
+//go:embed testdata/gpu-forms.sdl.yaml
+var gpuForms string
 
 // gpuFormsStdin is the stdin Akash's provider sends for gpuForms, with the value of
 // "vendor" as the format verb.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,26 +25,9 @@ import (
 
 // lifecycleSDL is each lifecycle's deployment: one web service, its image tagged with
 // the lifecycle and version, so that every manifest version differs.
-const lifecycleSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27-chaos-%d-v%d
-    expose:
-      - port: 80
-        to: [{global: true}]
-profiles:
-  compute:
-    web:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-  placement:
-    chaos:
-      attributes: {region: chaos}
-      pricing:
-        web: {denom: uakt, amount: 1000}
-deployment:
-  web: {chaos: {profile: web, count: 1}}
-`
+//
+//go:embed lifecycle.sdl.yaml
+var lifecycleSDL string
 
 // lifecycle is one tenant deployment's life with one provider.
 type lifecycle struct {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	_ "embed"
 	"math"
 	"strings"
 	"testing"
@@ -10,50 +11,8 @@ import (
 	"berth.dev/berth/internal/sdl"
 )
 
-const demandSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx
-    params:
-      storage:
-        data: {mount: /data}
-        shm: {mount: /dev/shm}
-    expose:
-      - port: 80
-        to: [{global: true}]
-      - port: 5000
-        proto: udp
-        to: [{global: true}]
-      - port: 6000
-        as: 6000
-        to: [{global: true, ip: pub}]
-      - port: 6001
-        as: 6001
-        to: [{global: true, ip: pub}]
-endpoints:
-  pub: {kind: ip}
-profiles:
-  compute:
-    web:
-      resources:
-        cpu: {units: 0.5}
-        memory: {size: 512Mi}
-        storage:
-          - size: 1Gi
-          - {name: data, size: 10Gi, attributes: {persistent: true, class: beta3}}
-          - {name: shm, size: 256Mi, attributes: {class: ram}}
-        gpu:
-          units: 1
-          attributes: {vendor: {nvidia: [{model: a100, ram: 80Gi}, {model: h100}]}}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 1000}
-deployment:
-  web:
-    dc: {profile: web, count: 3}
-`
+//go:embed testdata/demand.sdl.yaml
+var demandSDL string
 
 // TestDemandOf: every global port other than HTTP on 80 takes a node port (Akash gives
 // the leased-IP ports one too), the IP endpoint counts once.

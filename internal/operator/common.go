@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -19,6 +20,21 @@ func CheckCommon(owner ownership.Owner, le LeaderElection, listen string, worker
 		return fmt.Errorf("provider/chain_id: %w", err)
 	}
 	return CheckRuntime(le, listen, workers, resync)
+}
+
+// Prepare is how every operator's New begins: cfg checked, a nil logger replaced by
+// one that discards, nil metrics made with newMetrics(nil) (unregistered).
+func Prepare[M any](cfg interface{ Validate() error }, m *M, log *slog.Logger, newMetrics func(prometheus.Registerer) *M) (*M, *slog.Logger, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = newMetrics(nil)
+	}
+	return m, log, nil
 }
 
 // CheckRuntime checks the settings of how an operator runs: its leader election, its

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -43,25 +44,8 @@ func newTestDeployer(t *testing.T, kube *testenv.Kube) *Deployer {
 	return d
 }
 
-const webSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        to: [{global: true}]
-profiles:
-  compute:
-    web:
-      resources: {cpu: {units: 0.25}, memory: {size: 128Mi}, storage: {size: 512Mi}}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 100}
-deployment:
-  web: {dc: {profile: web, count: 2}}
-`
+//go:embed testdata/web.sdl.yaml
+var webSDL string
 
 // TestDeployUpdateTeardown deploys a lease, updates it in place, rebuilds it from its
 // Manifest resource, and tears it down until its namespace is gone.

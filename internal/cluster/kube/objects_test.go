@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	_ "embed"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -31,67 +32,9 @@ import (
 // leaseSDL has the shapes the cluster service must run: a web service with global
 // port 80 and a hostname, registry credentials, a UDP random port, a worker with
 // persistent storage and a memory-backed /dev/shm, and a GPU service.
-const leaseSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    env: [MODE=prod, EMPTY]
-    credentials: {host: registry.example.com, username: u, password: p}
-    expose:
-      - port: 80
-        accept: [www.example.com]
-        to: [{global: true}]
-      - port: 5000
-        proto: udp
-        to: [{global: true}]
-      - port: 6000
-        as: 6000
-        to: [{global: true, ip: pub}]
-  worker:
-    image: busybox:1.36
-    command: [sh, -c]
-    args: ["sleep infinity"]
-    params:
-      storage:
-        data: {mount: /data}
-        shm: {mount: /dev/shm}
-  llm:
-    image: vllm/vllm-openai:v0.6.0
-    expose:
-      - port: 8000
-        to: [{service: web}]
-endpoints:
-  pub: {kind: ip}
-profiles:
-  compute:
-    web:
-      resources: {cpu: {units: 0.5}, memory: {size: 512Mi}, storage: {size: 1Gi}}
-    worker:
-      resources:
-        cpu: {units: 1}
-        memory: {size: 1Gi}
-        storage:
-          - size: 2Gi
-          - {name: data, size: 10Gi, attributes: {persistent: true, class: beta3}}
-          - {name: shm, size: 256Mi, attributes: {class: ram}}
-    llm:
-      resources:
-        cpu: {units: 4}
-        memory: {size: 16Gi}
-        storage: {size: 20Gi}
-        gpu: {units: 1, attributes: {vendor: {nvidia: [{model: a100}]}}}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 1000}
-        worker: {denom: uakt, amount: 1000}
-        llm: {denom: uakt, amount: 1000}
-deployment:
-  web: {dc: {profile: web, count: 2}}
-  worker: {dc: {profile: worker, count: 1}}
-  llm: {dc: {profile: llm, count: 1}}
-`
+//
+//go:embed testdata/lease.sdl.yaml
+var leaseSDL string
 
 var testLease = market.LeaseID{Owner: "akash1tenant", DSeq: 42, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	_ "embed"
 	"strings"
 	"testing"
 	"time"
@@ -19,37 +20,9 @@ import (
 
 // proxyBufferSDL has two HTTP services: api sets http_options.proxy_buffer_size, web
 // does not.
-const proxyBufferSDL = `
-version: "2.0"
-services:
-  api:
-    image: nginx:1.27
-    expose:
-      - port: 8080
-        as: 80
-        accept: [api.example.com]
-        http_options:
-          max_body_size: 2097152
-          proxy_buffer_size: 32768
-        to: [{global: true}]
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        accept: [www.example.com]
-        to: [{global: true}]
-profiles:
-  compute:
-    small:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-  placement:
-    dc:
-      pricing:
-        small: {denom: uakt, amount: 10}
-deployment:
-  api: {dc: {profile: small, count: 1}}
-  web: {dc: {profile: small, count: 1}}
-`
+//
+//go:embed testdata/proxy-buffer.sdl.yaml
+var proxyBufferSDL string
 
 func buildProxyBufferLease(t *testing.T, id market.LeaseID, in string) *LeaseObjects {
 	t.Helper()

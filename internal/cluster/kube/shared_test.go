@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -234,35 +235,8 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	}
 }
 
-const persistentSDL = `
-version: "2.0"
-services:
-  db:
-    image: postgres:16
-    expose:
-      - port: 5432
-        to: [{global: true}]
-    params:
-      storage:
-        data: {mount: /var/lib/postgresql/data}
-profiles:
-  compute:
-    db:
-      resources:
-        cpu: {units: 0.5}
-        memory: {size: 512Mi}
-        storage:
-          - size: 1Gi
-          - name: data
-            size: 20Gi
-            attributes: {persistent: true, class: beta3}
-  placement:
-    dc:
-      pricing:
-        db: {denom: uakt, amount: 100}
-deployment:
-  db: {dc: {profile: db, count: 1}}
-`
+//go:embed testdata/persistent.sdl.yaml
+var persistentSDL string
 
 // TestDriftIsRepaired runs the manager with the drift watcher: objects of a deployed
 // lease edited or deleted by hand come back within seconds, the namespace included.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -24,31 +25,9 @@ import (
 )
 
 // streamsSDL is a lease with two services: web with two replicas, db with one.
-const streamsSDL = `
-version: "2.0"
-services:
-  web:
-    image: nginx:1.27
-    expose:
-      - port: 80
-        to: [{global: true}]
-  db:
-    image: postgres:16
-profiles:
-  compute:
-    web:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-    db:
-      resources: {cpu: {units: 0.1}, memory: {size: 64Mi}, storage: {size: 128Mi}}
-  placement:
-    dc:
-      pricing:
-        web: {denom: uakt, amount: 100}
-        db: {denom: uakt, amount: 100}
-deployment:
-  web: {dc: {profile: web, count: 2}}
-  db: {dc: {profile: db, count: 1}}
-`
+//
+//go:embed testdata/streams.sdl.yaml
+var streamsSDL string
 
 // streamsLease is a deployed streamsSDL lease whose pods run.
 type streamsLease struct {

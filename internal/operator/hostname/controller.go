@@ -62,14 +62,9 @@ type Controller struct {
 
 // New checks cfg and builds the controller; operator.Run runs it.
 func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
-	if err := cfg.Validate(); err != nil {
+	m, log, err := operator.Prepare(&cfg, m, log, NewMetrics)
+	if err != nil {
 		return nil, err
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if m == nil {
-		m = NewMetrics(nil)
 	}
 	return &Controller{cfg: cfg, owner: cfg.Owner(), log: log, m: m}, nil
 }

@@ -47,18 +47,10 @@ type env struct {
 	dc  dynamic.Interface
 }
 
-var crdsOnce sync.Once
-
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	k := testenv.Cluster(t)
-	e := clients(t, k.RESTConfig())
-	crdsOnce.Do(func() {
-		if err := kube.InstallCRDs(t.Context(), e.dc); err != nil {
-			t.Fatal(err)
-		}
-	})
-	return e
+	k, _ := operatortest.Cluster(t)
+	return clients(t, k.RESTConfig())
 }
 
 func clients(t *testing.T, cfg *rest.Config) *env {

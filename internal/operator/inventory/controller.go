@@ -82,18 +82,12 @@ type Controller struct {
 // New checks cfg and builds the controller; operator.Run runs it. Its bus topics are
 // registered with reg (nil: not registered).
 func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
-	if err := cfg.Validate(); err != nil {
+	m, log, err := operator.Prepare(&cfg, m, log, NewMetrics)
+	if err != nil {
 		return nil, err
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if m == nil {
-		m = NewMetrics(nil)
 	}
 	host, _ := os.Hostname()
 	c := &Controller{cfg: cfg, log: log, m: m, identity: host + "_" + strconv.Itoa(os.Getpid())}
-	var err error
 	if c.cluster, err = bus.New[inventory.ClusterEvent](inventory.TopicCluster, m.reg); err != nil {
 		return nil, err
 	}

@@ -49,20 +49,9 @@ type env struct {
 	cfg    Config
 }
 
-var crdsOnce sync.Once
-
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	k := testenv.Cluster(t)
-	dc, err := dynamic.NewForConfig(k.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	crdsOnce.Do(func() {
-		if err := kube.InstallCRDs(t.Context(), dc); err != nil {
-			t.Fatal(err)
-		}
-	})
+	k, dc := operatortest.Cluster(t)
 	sum := sha256.Sum256([]byte(t.Name()))
 	prefix := fmt.Sprintf("inv%x", sum[:3])
 	cfg := DefaultConfig()

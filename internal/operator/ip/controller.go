@@ -77,14 +77,9 @@ const releaseMemory = 10 * time.Minute
 
 // New checks cfg and builds the controller; operator.Run runs it.
 func New(cfg Config, m *Metrics, log *slog.Logger) (*Controller, error) {
-	if err := cfg.Validate(); err != nil {
+	m, log, err := operator.Prepare(&cfg, m, log, NewMetrics)
+	if err != nil {
 		return nil, err
-	}
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if m == nil {
-		m = NewMetrics(nil)
 	}
 	c := &Controller{cfg: cfg, owner: cfg.Owner(), log: log, m: m, released: map[string]releasedIP{}}
 	m.usage = func() Usage {

@@ -27,7 +27,6 @@ import (
 
 	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/operatortest"
@@ -52,21 +51,10 @@ type env struct {
 	cfg   Config
 }
 
-var crdsOnce sync.Once
-
 func newEnv(t *testing.T, pool localenv.IPAddressPool) *env {
 	t.Helper()
-	k := testenv.Cluster(t)
+	k, dc := operatortest.Cluster(t)
 	cs := k.Clientset(t)
-	dc, err := dynamic.NewForConfig(k.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	crdsOnce.Do(func() {
-		if err := kube.InstallCRDs(t.Context(), dc); err != nil {
-			t.Fatal(err)
-		}
-	})
 	sum := sha256.Sum256([]byte(t.Name()))
 	class := fmt.Sprintf("berth.dev/test-%x", sum[:4])
 	lb := k.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: class})

@@ -1,5 +1,6 @@
 // Package operatortest runs an operator in a test as its process runs it
-// (operator.Run: leader election, probes, metrics).
+// (operator.Run: leader election, probes, metrics), on the tests' shared cluster with
+// berth's CRDs installed (Cluster).
 package operatortest
 
 import (
@@ -7,10 +8,32 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/testenv"
 )
+
+var crdsOnce sync.Once
+
+// Cluster is the tests' shared cluster (testenv.Cluster) with berth's CRDs installed
+// (once per test binary), and a dynamic client of it.
+func Cluster(t *testing.T) (*testenv.Kube, dynamic.Interface) {
+	t.Helper()
+	k := testenv.Cluster(t)
+	dc, err := dynamic.NewForConfig(k.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crdsOnce.Do(func() {
+		if err := kube.InstallCRDs(t.Context(), dc); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return k, dc
+}
 
 // Start runs operator.Run(ctx, rc, opts, c) until the test ends, when a Run error
 // fails the test. With opts.Listen set it returns once the probes serve, with their

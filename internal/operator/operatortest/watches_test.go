@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
@@ -26,14 +24,7 @@ import (
 // the operators' whole view of the cluster: a new informer, or a kind watched twice,
 // fails here.
 func TestOneWatchPerKind(t *testing.T) {
-	k := testenv.Cluster(t)
-	dc, err := dynamic.NewForConfig(k.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := kube.InstallCRDs(t.Context(), dc); err != nil {
-		t.Fatal(err)
-	}
+	k, _ := operatortest.Cluster(t)
 	lb := k.MetalLB(t, localenv.MetalLBOptions{LoadBalancerClass: "berth.dev/test-watches"})
 	const provider, chain = "akash1watches", "berth-test-1"
 	ns := k.Namespace(t)
