@@ -168,10 +168,7 @@ func TestProviderRun(t *testing.T) {
 	c := l.Client(t)
 	me := l.Address(t, "provider")
 	tenant := l.Address(t, "tenant")
-	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := parseWeb(t)
 	tb := l.Broadcaster(t, c, "tenant")
 	order := deployWeb(t, tb, dep, tenant, 7, 5_000_000)
 	// Default scale prices: 2 × (500 m × 0.01 + 512 MiB × 0.002 + 1024 MiB × 0.0002 + 1 endpoint) = 14.4576 per block.
@@ -359,16 +356,10 @@ func TestProviderRun(t *testing.T) {
 		return len(missing) == 0
 	}
 	testenv.EventuallyNoError(t, 10*time.Second, "the metrics", func() error {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+p.MetricsAddr()+"/metrics", http.NoBody)
+		_, body, err := testenv.Get(t.Context(), "http://"+p.MetricsAddr()+"/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
 		if !metricsHave(body) {
 			return fmt.Errorf("lacking %q", missing)
 		}
@@ -443,6 +434,16 @@ func startTestProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, yam
 
 // deployWeb creates, with tb (the tenant's broadcaster), deployment dseq of
 // fixture.WebSDL with the deposit (uakt), and returns its order.
+// parseWeb is fixture.WebSDL, parsed.
+func parseWeb(t *testing.T) *sdl.Result {
+	t.Helper()
+	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dep
+}
+
 func deployWeb(t *testing.T, tb *chain.Broadcaster, dep *sdl.Result, tenant string, dseq uint64, deposit market.Uint) market.OrderID {
 	t.Helper()
 	if _, err := tb.Broadcast(t.Context(), &ledger.MsgCreateDeployment{
@@ -569,10 +570,7 @@ func TestProviderUnfundedLease(t *testing.T) {
 
 	// A deployment funded for about 40 blocks (8 s) at the provider's 14.4576 per block.
 	tenant := l.Address(t, "tenant")
-	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := parseWeb(t)
 	tb := l.Broadcaster(t, c, "tenant")
 	bid := deployWeb(t, tb, dep, tenant, 9, 600).Bid(me)
 	testenv.EventuallyNoError(t, 30*time.Second, "the provider bids", func() error {

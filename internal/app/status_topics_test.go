@@ -12,11 +12,9 @@ import (
 	"berth.dev/berth/internal/bus"
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/bus/redisbus/redisbustest"
-	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/localenv"
-	"berth.dev/berth/internal/sdl"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -50,10 +48,7 @@ func TestStatusTopicsOverRedis(t *testing.T) {
 
 	c := l.Client(t)
 	me, tenant := l.Address(t, "provider"), l.Address(t, "tenant")
-	dep, _, err := sdl.Parse(fixture.WebSDL, sdl.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dep := parseWeb(t)
 	tb := l.Broadcaster(t, c, "tenant")
 	bidOn := func(dseq uint64) {
 		t.Helper()

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -141,15 +140,7 @@ func TestRunDevConfig(t *testing.T) {
 		t.Errorf("group requiring region=eu-central: bid %v at %v (%s: %s); want the script's 1234uakt", r.GetBid(), r.GetPrice(), r.GetReason(), r.GetDetail())
 	}
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not stop within a minute of cancellation")
-	}
+	stopRun(t, cancel, done)
 }
 
 // devGRPC is a client of the provider gRPC gateway the banner names.

@@ -129,15 +129,7 @@ func TestRunDev(t *testing.T) {
 	checkDevVolumes(ctx, t, cs)
 	screenCorpus(t, banner)
 
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run: %v", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("Run did not stop within a minute of cancellation")
-	}
+	stopRun(t, cancel, done)
 	if _, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Error("API server still answers after berth dev stopped")
 	}
@@ -332,5 +324,19 @@ func TestCheckChart(t *testing.T) {
 	}
 	if err := checkChart(t.TempDir()); err == nil || !strings.Contains(err.Error(), "not a Helm chart (no Chart.yaml)") {
 		t.Errorf("an empty directory: err = %v, want not a Helm chart", err)
+	}
+}
+
+// stopRun cancels a Run and fails the test unless it returns nil within a minute.
+func stopRun(t *testing.T, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not stop within a minute of cancellation")
 	}
 }

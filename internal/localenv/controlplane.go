@@ -500,22 +500,34 @@ func (cp *ControlPlane) Stop() {
 // Healthy reports why the control plane failed (Err), nil while it runs.
 func (cp *ControlPlane) Healthy() error { return cp.Err() }
 
+// httpOK is waitFor's check that GET url answers 200.
 func httpOK(c *http.Client, url string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return false, err
-		}
-		resp, err := c.Do(req)
+		resp, err := getOK(ctx, c, url)
 		if err != nil {
 			return false, err
 		}
 		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
 		return true, nil
 	}
+}
+
+// getOK GETs url with c: the response of a 200, whose body the caller closes, or why
+// there is none.
+func getOK(ctx context.Context, c *http.Client, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return resp, nil
 }
 
 func clientForCA(caFile string, client certPair) (*http.Client, error) {

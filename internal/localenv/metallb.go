@@ -177,18 +177,11 @@ func startMetalLB(ctx context.Context, dc dynamic.Interface, opts MetalLBOptions
 // labels) with value want.
 func metricIs(c *http.Client, url, metric, want string) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, http.NoBody)
-		if err != nil {
-			return false, err
-		}
-		resp, err := c.Do(req)
+		resp, err := getOK(ctx, c, url)
 		if err != nil {
 			return false, err
 		}
 		defer func() { _ = resp.Body.Close() }()
-		if resp.StatusCode != http.StatusOK {
-			return false, fmt.Errorf("GET %s: %s", url, resp.Status)
-		}
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 		if err != nil {
 			return false, err

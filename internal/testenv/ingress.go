@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"net"
-	"os"
 	"strconv"
 	"testing"
 
@@ -23,28 +22,10 @@ import (
 // skipped (failed under CI=true).
 func (cp *Kube) IngressController(t testing.TB, opts localenv.IngressControllerOptions) *localenv.IngressController {
 	t.Helper()
-	if opts.Kubeconfig == "" {
-		opts.Kubeconfig = cp.Kubeconfig(t)
-	}
-	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
-	}
-	if opts.Restart == (localenv.RestartPolicy{}) {
-		opts.Restart.Max = -1 // a test must not hide a crash: an exit fails it
-	}
+	cp.helperDefaults(t, &opts.Kubeconfig, &opts.Dir, &opts.Restart)
 	c, err := localenv.StartIngressController(t.Context(), opts)
 	Require(t, err)
-	t.Cleanup(func() {
-		if err := c.Err(); err != nil {
-			t.Errorf("ingress controller: %v", err)
-		}
-		c.Stop()
-		if t.Failed() {
-			if b, err := os.ReadFile(c.LogPath()); err == nil {
-				t.Logf("ingress controller log (%s):\n%s", c.LogPath(), b)
-			}
-		}
-	})
+	stopWithTest(t, "ingress controller", c.Service)
 	return c
 }
 

@@ -16,32 +16,45 @@ import (
 // binary the test is skipped (failed under CI=true).
 func (cp *Kube) MetalLB(t testing.TB, opts localenv.MetalLBOptions) *localenv.MetalLB {
 	t.Helper()
-	if opts.Kubeconfig == "" {
-		opts.Kubeconfig = cp.Kubeconfig(t)
-	}
-	if opts.Dir == "" {
-		opts.Dir = t.TempDir()
-	}
-	if opts.Restart == (localenv.RestartPolicy{}) {
-		opts.Restart.Max = -1 // a test must not hide a crash: an exit fails it
-	}
+	cp.helperDefaults(t, &opts.Kubeconfig, &opts.Dir, &opts.Restart)
 	if opts.Namespace == "" {
 		opts.Namespace = cp.Namespace(t)
 	}
 	m, err := localenv.StartMetalLB(t.Context(), opts)
 	Require(t, err)
+	stopWithTest(t, "metallb controller", m.Service)
+	return m
+}
+
+// helperDefaults fills a helper process's options left empty: an admin kubeconfig of
+// the cluster, a directory of the test's, and a policy that restarts nothing (a test
+// must not hide a crash: an exit fails it).
+func (cp *Kube) helperDefaults(t testing.TB, kubeconfig, dir *string, restart *localenv.RestartPolicy) {
+	if *kubeconfig == "" {
+		*kubeconfig = cp.Kubeconfig(t)
+	}
+	if *dir == "" {
+		*dir = t.TempDir()
+	}
+	if *restart == (localenv.RestartPolicy{}) {
+		restart.Max = -1
+	}
+}
+
+// stopWithTest stops a helper process when the test ends, failing the test if it
+// exited meanwhile, and logs its log when the test failed.
+func stopWithTest(t testing.TB, what string, s *localenv.Service) {
 	t.Cleanup(func() {
-		if err := m.Err(); err != nil {
-			t.Errorf("metallb controller: %v", err)
+		if err := s.Err(); err != nil {
+			t.Errorf("%s: %v", what, err)
 		}
-		m.Stop()
+		s.Stop()
 		if t.Failed() {
-			if b, err := os.ReadFile(m.LogPath()); err == nil {
-				t.Logf("metallb controller log (%s):\n%s", m.LogPath(), b)
+			if b, err := os.ReadFile(s.LogPath()); err == nil {
+				t.Logf("%s log (%s):\n%s", what, s.LogPath(), b)
 			}
 		}
 	})
-	return m
 }
 
 // IPAddressPool applies pool (addresses inside TEST-NET-1, 192.0.2.0/24, only) in m's

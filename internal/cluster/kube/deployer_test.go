@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -30,18 +29,7 @@ import (
 
 func newTestDeployer(t *testing.T, kube *testenv.Kube) *Deployer {
 	t.Helper()
-	dc, err := dynamic.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(t.Context(), dc); err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDeployer(kube.Clientset(t), dc, Settings{Owner: testOwner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return deployerOf(t, kube, testOwner)
 }
 
 //go:embed testdata/web.sdl.yaml

@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/deploy"
@@ -24,13 +23,7 @@ import (
 func TestManifestResource(t *testing.T) {
 	kube := testenv.Cluster(t)
 	ctx := t.Context()
-	dc, err := dynamic.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(ctx, dc); err != nil {
-		t.Fatal(err)
-	}
+	dc := withCRDs(t, kube)
 	if err := InstallCRDs(ctx, dc); err != nil { // idempotent
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"berth.dev/berth/api/market/v1"
@@ -183,13 +182,7 @@ func TestApplyLease(t *testing.T) {
 		invtest.Labelled(t, localenv.NodeSpec{Name: "apply-gpu", CPU: "32", Memory: "128Gi", GPUs: 4, GPUProduct: "NVIDIA-A100-SXM4-80GB"}),
 	)
 	nvidiaRuntimeClass(t, cs)
-	dc, err := dynamic.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(ctx, dc); err != nil {
-		t.Fatal(err)
-	}
+	dc := withCRDs(t, kube)
 	o := buildTestLease(t)
 	for range 2 {
 		if err := Apply(ctx, cs, dc, o); err != nil {

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
 
 	"berth.dev/berth/api/market/v1"
 	berthv1 "berth.dev/berth/api/v1"
@@ -45,13 +44,7 @@ func TestProviderHostProxyBufferSize(t *testing.T) {
 	kube := testenv.Cluster(t)
 	cs := kube.Clientset(t)
 	ctx := t.Context()
-	dc, err := dynamic.NewForConfig(kube.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := InstallCRDs(ctx, dc); err != nil {
-		t.Fatal(err)
-	}
+	dc := withCRDs(t, kube)
 	id := market.LeaseID{Owner: "akash1tenant", DSeq: 4317, GSeq: 1, OSeq: 1, Provider: "akash1provider"}
 	o := buildProxyBufferLease(t, id, proxyBufferSDL)
 	ns := o.Namespace.Name

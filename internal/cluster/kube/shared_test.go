@@ -30,8 +30,8 @@ import (
 	"berth.dev/berth/internal/testenv"
 )
 
-// deployerOf is a deployer playing owner on the test cluster.
-func deployerOf(t *testing.T, kube *testenv.Kube, owner ownership.Owner) *Deployer {
+// withCRDs installs berth's CRDs in the test cluster and returns a dynamic client of it.
+func withCRDs(t *testing.T, kube *testenv.Kube) dynamic.Interface {
 	t.Helper()
 	dc, err := dynamic.NewForConfig(kube.RESTConfig())
 	if err != nil {
@@ -40,7 +40,13 @@ func deployerOf(t *testing.T, kube *testenv.Kube, owner ownership.Owner) *Deploy
 	if err := InstallCRDs(t.Context(), dc); err != nil {
 		t.Fatal(err)
 	}
-	d, err := NewDeployer(kube.Clientset(t), dc, Settings{Owner: owner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	return dc
+}
+
+// deployerOf is a deployer playing owner on the test cluster.
+func deployerOf(t *testing.T, kube *testenv.Kube, owner ownership.Owner) *Deployer {
+	t.Helper()
+	d, err := NewDeployer(kube.Clientset(t), withCRDs(t, kube), Settings{Owner: owner}, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,14 +39,21 @@ func server(t *testing.T, cert auth.Certificate, code int, body string, gotAuth 
 	return srv
 }
 
-func TestProviderCertificateChecks(t *testing.T) {
-	l := authtest.NewLedger()
-	tenant := authtest.NewTenant(t, l)
+// parties are a tenant (on a ledger of the test's) and the provider's own certificate
+// (for 127.0.0.1) with its serial.
+func parties(t *testing.T) (authtest.Tenant, auth.Certificate, string) {
+	t.Helper()
+	tenant := authtest.NewTenant(t, authtest.NewLedger())
 	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	serial, _ := own.Serial()
+	return tenant, own, serial
+}
+
+func TestProviderCertificateChecks(t *testing.T) {
+	tenant, own, serial := parties(t)
 	registered := map[string]ledger.Certificate{serial: {Owner: provider, Serial: serial, State: ledger.CertValid, Cert: own.Cert}}
 	lookup := func(_ context.Context, owner, s string) (ledger.Certificate, error) {
 		c, ok := registered[s]
@@ -97,7 +104,7 @@ func TestProviderCertificateChecks(t *testing.T) {
 
 	// A refusal carries the status and the gateway's message.
 	c := newClient(server(t, own, 422, `{"message":"[0].name: bad"}`, &gotAuth))
-	err = c.SendManifest(t.Context(), 5, market.Manifest{})
+	err := c.SendManifest(t.Context(), 5, market.Manifest{})
 	var re *ResponseError
 	if !errors.As(err, &re) || re.Status != 422 || re.Message != "[0].name: bad" {
 		t.Fatalf("refusal: %v", err)
@@ -121,13 +128,7 @@ func TestNewChecksOptions(t *testing.T) {
 // failed attempts its OnRetry was told of.
 func newRetryClient(t *testing.T, handle http.HandlerFunc) (*Client, *atomic.Int32) {
 	t.Helper()
-	l := authtest.NewLedger()
-	tenant := authtest.NewTenant(t, l)
-	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := own.Serial()
+	tenant, own, serial := parties(t)
 	srv := httptest.NewUnstartedServer(handle)
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{authtest.TLS(t, own)}, MinVersion: tls.VersionTLS13}
 	srv.StartTLS()

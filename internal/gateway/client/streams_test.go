@@ -15,7 +15,6 @@ import (
 	api "berth.dev/berth/api/gateway"
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
-	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 )
 
@@ -23,13 +22,7 @@ import (
 // with the provider's reason, or with what the code means when it gave none (Akash's
 // provider gives none), after the lines it sent; a normal closure is the end.
 func TestStreamEnds(t *testing.T) {
-	l := authtest.NewLedger()
-	tenant := authtest.NewTenant(t, l)
-	own, err := auth.NewCertificate(provider, []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := own.Serial()
+	tenant, own, serial := parties(t)
 	tc := authtest.TLS(t, own)
 	// The provider sends one line, then closes with the code and reason of the query.
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

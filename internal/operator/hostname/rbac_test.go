@@ -13,6 +13,7 @@ import (
 
 	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -34,17 +35,7 @@ func TestRBAC(t *testing.T) {
 	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:berth-system:berth-hostname-operator"}
 	sa := clients(t, rc)
 
-	b, err := os.ReadFile(filepath.Join(configDir, "hostname-operator.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
-	if err := file.Validate(); err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
+	file := operatortest.ExampleConfig(t, filepath.Join(configDir, "hostname-operator.yaml"), DecodeConfig)
 	for _, mode := range []string{ModeIngress, ModeGateway} {
 		t.Run(mode, func(t *testing.T) {
 			cfg := file
@@ -76,7 +67,7 @@ func TestRBAC(t *testing.T) {
 		})
 	}
 	// What the role must not allow: another provider's route, or a Secret.
-	_, err = sa.cs.CoreV1().Secrets("berth-system").List(t.Context(), metav1.ListOptions{})
+	_, err := sa.cs.CoreV1().Secrets("berth-system").List(t.Context(), metav1.ListOptions{})
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("the operator may list Secrets (err %v)", err)
 	}

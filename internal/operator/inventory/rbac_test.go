@@ -322,18 +322,7 @@ func waitReportAs(t *testing.T, e *env, calls *testenv.APICalls, name, what stri
 // exampleConfig decodes and checks config/operators/inventory/inventory-operator.yaml.
 func exampleConfig(t *testing.T) Config {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(configDir, "inventory-operator.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
-	return cfg
+	return operatortest.ExampleConfig(t, filepath.Join(configDir, "inventory-operator.yaml"), DecodeConfig)
 }
 
 // startAs runs the operator as operator.Run runs it in its Deployment (leader

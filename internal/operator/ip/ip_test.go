@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -199,19 +198,13 @@ func TestLeasedIPLifecycle(t *testing.T) {
 	})
 	raw, _ := usageURL.Load(t.Name())
 	url, _ := raw.(string)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, http.NoBody)
+	code, body, err := testenv.Get(t.Context(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
 	var u Usage
-	if err := json.Unmarshal(body, &u); err != nil || resp.StatusCode != http.StatusOK || len(u.IPs) != 2 {
-		t.Fatalf("GET /usage: %d %s (%v)", resp.StatusCode, body, err)
+	if err := json.Unmarshal(body, &u); err != nil || code != http.StatusOK || len(u.IPs) != 2 {
+		t.Fatalf("GET /usage: %d %s (%v)", code, body, err)
 	}
 	for _, ip := range u.IPs {
 		if ip.IP == pa.Status.IP && (len(ip.Ports) != 2 || ip.Pool != "leased") {

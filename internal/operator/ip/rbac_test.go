@@ -2,7 +2,6 @@ package ip
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/metallb"
 	"berth.dev/berth/internal/operator"
+	"berth.dev/berth/internal/operator/operatortest"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -45,17 +45,7 @@ func TestRBAC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(configDir, "ip-operator.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := DecodeConfig(b)
-	if err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("the example configuration: %v", err)
-	}
+	cfg := operatortest.ExampleConfig(t, filepath.Join(configDir, "ip-operator.yaml"), DecodeConfig)
 	if cfg.MetalLBNamespace != "metallb-system" || cfg.Pool != "leased-ips" || cfg.Listen != "0.0.0.0:8086" {
 		t.Fatalf("the example configuration: %+v", cfg)
 	}

@@ -5,6 +5,7 @@ package operatortest
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 
@@ -33,6 +34,27 @@ func Cluster(t *testing.T) (*testenv.Kube, dynamic.Interface) {
 		}
 	})
 	return k, dc
+}
+
+// ExampleConfig is the operator's example configuration file at path, decoded with
+// decode and checked; either failing fails the test.
+func ExampleConfig[C any, P interface {
+	*C
+	Validate() error
+}](t *testing.T, path string, decode func([]byte) (C, error)) C {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := decode(b)
+	if err != nil {
+		t.Fatalf("the example configuration %s: %v", path, err)
+	}
+	if err := P(&cfg).Validate(); err != nil {
+		t.Fatalf("the example configuration %s: %v", path, err)
+	}
+	return cfg
 }
 
 // Start runs operator.Run(ctx, rc, opts, c) until the test ends, when a Run error

@@ -66,17 +66,12 @@ func TestOneWatchPerKind(t *testing.T) {
 			le.Name = "watches-" + tc.name
 			base, _ := operatortest.Start(t, rc, operator.Options{Name: tc.name, Listen: "127.0.0.1:0", LeaderElection: le}, tc.ctrl)
 			testenv.EventuallyNoError(t, 30*time.Second, "leading, synced", func() error {
-				req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, base+"/readyz", http.NoBody)
+				code, _, err := testenv.Get(t.Context(), base+"/readyz")
 				if err != nil {
 					return err
 				}
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return err
-				}
-				defer func() { _ = resp.Body.Close() }()
-				if resp.StatusCode != http.StatusOK {
-					return fmt.Errorf("readyz %s", resp.Status)
+				if code != http.StatusOK {
+					return fmt.Errorf("readyz %d", code)
 				}
 				if open := watches.Open(); !maps.Equal(open, tc.want) {
 					return fmt.Errorf("open watches %v, want %v", open, tc.want)
