@@ -17,15 +17,7 @@ import (
 // account holds.
 func TestBankCommands(t *testing.T) {
 	l := testenv.Ledger(t, testenv.LedgerOptions{Accounts: []string{"tenant", "poor"}})
-	common := []string{"--home", l.Home(), "--node", l.RPC()}
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := run(t, append(args, common...)...)
-		if err != nil {
-			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	cli := ledgerCLI(t, l)
 	other := t.TempDir()
 	out, err := run(t, "keys", "add", "provider2", "--home", other, "-o", "json")
 	if err != nil {
@@ -97,7 +89,7 @@ func TestBankCommands(t *testing.T) {
 		{[]string{"bank", "balance", "akash1nope"}, 2, `ADDRESS "akash1nope"`},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, err := run(t, append(tt.args, common...)...)
+			_, err := run(t, append(tt.args, "--home", l.Home(), "--node", l.RPC())...)
 			if got := exitCode(err); got != tt.code || err == nil || !strings.Contains(err.Error(), tt.message) {
 				t.Fatalf("exit %d, error %v; want exit %d with %q", got, err, tt.code, tt.message)
 			}

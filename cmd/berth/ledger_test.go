@@ -25,15 +25,7 @@ func TestTenantAndProviderCommands(t *testing.T) {
 	if err := os.WriteFile(attrFile, []byte("attributes:\n  - key: region\n    value: us-west\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--home", l.Home(), "--node", l.RPC()}
-	cli := func(args ...string) string {
-		t.Helper()
-		out, err := run(t, append(args, common...)...)
-		if err != nil {
-			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		return out
-	}
+	cli := ledgerCLI(t, l)
 	tenant, provider := l.Address(t, "tenant"), l.Address(t, "provider")
 
 	out := cli("provider", "register", "--host-uri", "https://provider.example.com:8443", "--attributes-file", attrFile)
@@ -94,7 +86,7 @@ func TestTenantAndProviderCommands(t *testing.T) {
 		{[]string{"tenant", "leases", "-o", "yaml"}, 2, `--output "yaml"`},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			_, err := run(t, append(tt.args, common...)...)
+			_, err := run(t, append(tt.args, "--home", l.Home(), "--node", l.RPC())...)
 			if got := exitCode(err); got != tt.code || err == nil || !strings.Contains(err.Error(), tt.message) {
 				t.Fatalf("exit %d, error %v; want exit %d with %q", got, err, tt.code, tt.message)
 			}

@@ -25,6 +25,20 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
+// ledgerCLI runs berth commands against the ledger node l (--home, --node), failing
+// the test on an error, and returns their output.
+func ledgerCLI(t *testing.T, l *testenv.LedgerNode) func(args ...string) string {
+	common := []string{"--home", l.Home(), "--node", l.RPC()}
+	return func(args ...string) string {
+		t.Helper()
+		out, err := run(t, append(args, common...)...)
+		if err != nil {
+			t.Fatalf("berth %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return out
+	}
+}
+
 func run(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := newRootCommand(slog.New(slog.DiscardHandler))

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -413,17 +411,7 @@ func startTestProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, yam
 	if before != nil {
 		before(p)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := p.Run(ctx); err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-	})
+	testenv.Go(t, p.Run)
 	select {
 	case <-p.Ready():
 	case <-time.After(60 * time.Second):
@@ -530,16 +518,11 @@ func (g *gatewayClient) do(t *testing.T, method, path string, body []byte) (int,
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+g.token)
-	resp, err := g.client.Do(req)
+	code, b, err := testenv.Do(g.client, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return code, b
 }
 
 // serverSerial is the serial of the certificate the gateway presented.
@@ -733,15 +716,7 @@ func TestProviderWaitsForTheLedger(t *testing.T) {
 	if b.p.Gateway() != addr {
 		t.Fatalf("the gateway serves on %s, want the start-up address %s", b.p.Gateway(), addr)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := b.p.Run(ctx); err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
+	defer testenv.Go(t, b.p.Run)()
 	testenv.Eventually(t, 30*time.Second, "/status 200 with the ledger node reachable", func() bool {
 		code, body, err := get("/status")
 		s = statusBody{}

@@ -136,15 +136,7 @@ func TestLowFunds(t *testing.T) {
 	cfg := testConfig()
 	cfg.CheckInterval = 50 * time.Millisecond
 	c, sub, _ := e.checker(cfg, nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := c.Run(ctx); err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
+	stop := testenv.Go(t, c.Run)
 	testenv.Eventually(t, 30*time.Second, "a first check", func() bool { return c.Status().Leases == 1 })
 
 	// 5 000 000 at 1 + 10 000 a block: 499 blocks. Our lease alone would last 5 000 000.
@@ -155,8 +147,7 @@ func TestLowFunds(t *testing.T) {
 		evs = append(evs, drain(sub)...)
 		return slices.ContainsFunc(evs, func(ev Event) bool { return ev.Kind == KindWithdrawal })
 	})
-	cancel()
-	wg.Wait()
+	stop()
 	if e.paid(low[0][0]) == 0 {
 		t.Fatal("the low-funds lease paid nothing out")
 	}

@@ -133,14 +133,7 @@ func startManagerWith(t *testing.T, cfg ManagerConfig, d Deployer, active LeaseA
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := m.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	testenv.Go(t, m.Run)
 	select {
 	case <-m.Started():
 	case <-time.After(10 * time.Second):

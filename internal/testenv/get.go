@@ -13,7 +13,12 @@ func Get(ctx context.Context, url string) (int, []byte, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return Do(http.DefaultClient, req)
+}
+
+// Do sends req with c: the status code and the whole body, or why there is no answer.
+func Do(c *http.Client, req *http.Request) (int, []byte, error) {
+	resp, err := c.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}

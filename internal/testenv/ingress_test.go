@@ -216,13 +216,8 @@ func do(ctx context.Context, method, base, host, body string) (int, string, erro
 	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: host, InsecureSkipVerify: true}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	code, b, err := testenv.Do(client, req)
+	return code, string(b), err
 }
 
 // waitRouted waits until a GET of base for host answers 200 with body want.

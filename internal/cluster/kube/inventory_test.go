@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,15 +94,7 @@ func TestInventoryFollowsTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(runCtx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer stop()
+	defer testenv.Go(t, inv.Run)()
 	if err := inv.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -243,15 +234,7 @@ func TestInventoryNodesThatTakeNoPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(runCtx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer stop()
+	defer testenv.Go(t, inv.Run)()
 	if err := inv.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,15 +38,7 @@ func TestInventoryLeasedIPPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv.WithMetalLBPool(dc, MetalLBPool{Namespace: lb.Namespace, Name: "inventory"})
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
+	defer testenv.Go(t, inv.Run)()
 	if err := inv.WaitSynced(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -155,15 +146,7 @@ func TestInventoryNotSyncedSaysWhy(t *testing.T) {
 	if why := inv.NotSynced(); why != "the cluster's inventory has not been read yet" {
 		t.Errorf("before Run: NotSynced = %q", why)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer cancel()
+	defer testenv.Go(t, inv.Run)()
 	testenv.EventuallyNoError(t, 30*time.Second, "NotSynced naming the refused list", func() error {
 		why := inv.NotSynced()
 		if !strings.Contains(why, "has not been read: listing ") || !strings.Contains(why, "forbidden") || !strings.Contains(why, "berth-without-roles") {

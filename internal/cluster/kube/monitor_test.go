@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,15 +57,7 @@ func TestMonitorReportsLeaseStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	mon.WithHosts()
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := mon.Run(runCtx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer wg.Wait()
-	defer stop()
+	defer testenv.Go(t, mon.Run)()
 	<-mon.Synced()
 
 	d.settings = Settings{Owner: testOwner, StorageClasses: map[string]string{"beta3": "fast-ssd"}, GPURuntimeClass: "nvidia"}

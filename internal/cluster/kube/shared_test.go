@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -152,14 +151,7 @@ func TestProvidersShareACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := mon.Run(mctx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer func() { stop(); wg.Wait() }()
+	defer testenv.Go(t, mon.Run)()
 	eventually(t, "provider a's lease status", func() bool { _, ok := mon.Status(idA); return ok })
 	if _, ok := mon.Status(idB); ok {
 		t.Fatal("provider a reports provider b's lease")
@@ -189,14 +181,7 @@ func TestStatefulClaimsBelongToTheLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ictx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := inv.Run(ictx); err != nil {
-			t.Error(err)
-		}
-	})
-	defer func() { stop(); wg.Wait() }()
+	defer testenv.Go(t, inv.Run)()
 	if err := inv.WaitSynced(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -263,16 +248,7 @@ func TestDriftIsRepaired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, run := range []func(context.Context) error{m.Run, drift.Run} {
-		wg.Go(func() {
-			if err := run(rctx); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	defer func() { stop(); wg.Wait() }()
+	defer testenv.Go(t, m.Run, drift.Run)()
 	<-m.Started()
 	<-drift.Synced()
 	res, _, err := sdl.Parse([]byte(webSDL), sdl.Options{})

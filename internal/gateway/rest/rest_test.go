@@ -29,6 +29,7 @@ import (
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/auth/authtest"
 	"berth.dev/berth/internal/manifest"
+	"berth.dev/berth/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -248,17 +249,12 @@ func (e *env) do(t *testing.T, c *http.Client, method, path, token string, body 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
+	code, b, err := testenv.Do(c, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.CloseIdleConnections()
-	return answer{resp.StatusCode, b}
+	return answer{code, b}
 }
 
 func TestPublicRoutes(t *testing.T) {

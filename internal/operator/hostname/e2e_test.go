@@ -42,13 +42,8 @@ func get(t *testing.T, addr, host string, body []byte) (int, string, error) {
 		return 0, "", err
 	}
 	req.Host = host
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), err
+	code, b, err := testenv.Do(http.DefaultClient, req)
+	return code, string(b), err
 }
 
 // waitServed waits until a request for host through addr is answered with want.
