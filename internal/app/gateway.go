@@ -1,18 +1,15 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,9 +17,7 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
-	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
-	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/rpc"
@@ -237,88 +232,9 @@ func (gw *gatewayService) publishStatus(ctx context.Context, p *Provider) error 
 }
 
 func (gw *gatewayService) snapshot(p *Provider) status.Status {
-	s := status.Status{Address: p.bcast.Address(), ClusterPublicHostname: gw.hostname, Timestamp: time.Now()}
-	s.Berth.Version = p.cfg.Build.Version
-	s.Berth.Orders = p.engine.Tracked()
-	for state, n := range s.Berth.Orders {
-		if state != "won" {
-			s.BidEngine.Orders += uint32(n) //nolint:gosec // counts of tracked orders
-		}
-	}
-	s.Berth.Deployments = map[string]int{}
-	for _, d := range p.manager.States() {
-		s.Berth.Deployments[d.Phase]++
-		if d.Phase != deploy.PhaseClosing {
-			s.Cluster.Leases++
-			s.Manifest.Deployments++
-		}
-	}
-	s.Berth.ManifestsWaiting = gw.manifests.Waiting()
-	l := p.ledger.State()
-	s.Berth.Ledger = &status.Ledger{Node: l.Node, Reachable: l.Reachable, Error: l.Error, Since: l.Since}
-	s.Berth.LeasesReady, s.Berth.LeasesNotReady = p.monitor.Counts()
-	if h := p.monitor.HostPhases(); len(h) > 0 {
-		s.Berth.Hostnames = h
-	}
-	if b := p.balance.Status(); !b.LastCheck.IsZero() {
-		s.Berth.Balance = &status.Balance{
-			Account: coinStrings(b.Balance), MinBalance: b.MinBalance.String(), Low: b.Low, Earnings: coinStrings(b.Earnings),
-			Leases: b.Leases, LowFundsLeases: b.LowFundsLeases, LastWithdrawalHeight: b.LastWithdrawalHeight, LastError: b.LastError,
-		}
-	}
-	snap := p.capacity.Snapshot()
-	s.Berth.ReservationsActive, s.Berth.ReservationsPending = snap.Active, snap.Pending
-	// Nothing is bid until the inventory has been read (a role that may not list what
-	// it watches holds it there for good: said here).
-	s.Berth.NotBidding = cmp.Or(p.inv.NotSynced(), p.capacity.Unavailable())
-	s.Cluster.Inventory = inventoryOf(snap)
-	return s
-}
-
-// inventoryOf is the capacity's snapshot as /status reports it: each reservation with
-// and without pods, one entry each as Akash lists them (its persistent storage by
-// class), and what every node and storage class has left.
-func inventoryOf(snap cluster.Snapshot) status.Inventory {
-	var inv status.Inventory
-	for _, r := range snap.Reservations {
-		m := metricsOf(r.Total)
-		if len(r.Storage) > 0 {
-			m.Storage = maps.Clone(r.Storage)
-		}
-		if r.Active {
-			inv.Active = append(inv.Active, m)
-		} else {
-			inv.Pending = append(inv.Pending, m)
-		}
-	}
-	for i := range snap.Nodes {
-		n := &snap.Nodes[i]
-		node := status.Node{Name: n.Name, Allocatable: metricsOf(n.Allocatable), Available: metricsOf(n.Available), Unschedulable: !n.Schedulable}
-		if n.Allocatable.GPUs > 0 && n.GPU.Model != "" {
-			node.GPU = &status.GPUModel{Vendor: n.GPU.Vendor, Model: n.GPU.Model, RAM: n.GPU.RAM, Interface: n.GPU.Interface}
-		}
-		inv.Available.Nodes = append(inv.Available.Nodes, node)
-	}
-	for _, pool := range snap.Pools {
-		free := max(pool.Capacity-pool.Used, 0)
-		if class, ok := strings.CutPrefix(pool.Name, cluster.StoragePool("")); ok {
-			inv.Available.Storage = append(inv.Available.Storage, status.Storage{Class: class, Size: free, Allocatable: max(pool.Capacity, 0)})
-		}
-		if pool.Name == cluster.PoolLeasedIPs && pool.Capacity > 0 {
-			inv.Available.LeasedIPs = &status.Pool{Total: pool.Capacity, Available: free}
-		}
-	}
-	return inv
-}
-
-func coinStrings(cs []market.Coin) []string {
-	out := make([]string, 0, len(cs))
-	for _, c := range cs {
-		out = append(out, c.String())
-	}
-	return out
-}
-
-func metricsOf(a cluster.Amounts) status.Metrics {
-	return status.Metrics{CPU: a.CPU, GPU: a.GPUs, Memory: a.Memory, StorageEphemeral: a.EphemeralStorage}
+	return status.Collect(status.Sources{
+		Address: p.bcast.Address(), Hostname: gw.hostname, Version: p.cfg.Build.Version,
+		Engine: p.engine, Deployments: p.manager, Manifests: gw.manifests, Ledger: p.ledger,
+		Leases: p.monitor, Balance: p.balance, Capacity: p.capacity, Inventory: p.inv,
+	}, time.Now())
 }

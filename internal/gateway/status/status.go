@@ -1,7 +1,7 @@
 // Package status holds the provider's status as the gateway serves it: a snapshot
-// built from the components' in-memory state and published on a Board, so that
-// reading it (GET /status, gRPC GetStatus and StreamStatus) never calls Kubernetes or
-// the ledger. A Board is safe for concurrent use.
+// collected (Collect) from the components' in-memory state and published on a Board,
+// so that reading it (GET /status, gRPC GetStatus and StreamStatus) never calls
+// Kubernetes or the ledger. A Board is safe for concurrent use.
 package status
 
 import (

@@ -1,4 +1,4 @@
-package app
+package status
 
 import (
 	"encoding/json"
