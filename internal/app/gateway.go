@@ -56,7 +56,7 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	}
 	var err error
 	if gw.manifests, err = manifest.New(manifest.Config{Provider: addr, Timeout: cfg.Gateway.ManifestTimeout, BlockedHostnames: cfg.Gateway.BlockedHostnames, IngressDomain: cfg.Cluster.IngressDomain},
-		reader, p.manager, closeBid, p.log, p.reg); err != nil {
+		reader, p.cluster.manager, closeBid, p.log, p.reg); err != nil {
 		return nil, err
 	}
 	gw.board = status.NewBoard(status.Status{Address: addr, Timestamp: time.Now()})
@@ -92,15 +92,15 @@ func (p *Provider) newGateway(ctx context.Context, reader ledgerReader, prefix s
 	}
 	build.Go = runtime.Version()
 	version := rest.Version{Berth: build}
-	if v, err := p.cs.Discovery().ServerVersion(); err == nil {
+	if v, err := p.cluster.cs.Discovery().ServerVersion(); err == nil {
 		version.Kube = v
 	}
-	streams, err := kube.NewStreams(p.rc, p.log)
+	streams, err := kube.NewStreams(p.cluster.rc, p.log)
 	if err != nil {
 		return nil, err
 	}
 	if gw.rest, err = rest.New(rest.Config{Provider: addr, PublicHostname: gw.hostname, IngressDomain: cfg.Cluster.IngressDomain, IngressHTTPPort: cfg.Cluster.IngressHTTPPort, Version: version, Certificate: getCert},
-		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.manager, Statuses: p.monitor, Status: gw.board, Streams: streams,
+		rest.Deps{Auth: authn, Manifests: gw.manifests, Deployments: p.cluster.manager, Statuses: p.cluster.monitor, Status: gw.board, Streams: streams,
 			Metrics: promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{}), Registerer: p.reg, Decisions: p.engine.History()}, p.log); err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (gw *gatewayService) publishStatus(ctx context.Context, p *Provider) error 
 func (gw *gatewayService) snapshot(p *Provider) status.Status {
 	return status.Collect(status.Sources{
 		Address: p.bcast.Address(), Hostname: gw.hostname, Version: p.cfg.Build.Version,
-		Engine: p.engine, Deployments: p.manager, Manifests: gw.manifests, Ledger: p.ledger,
-		Leases: p.monitor, Balance: p.balance, Capacity: p.capacity, Inventory: p.inv,
+		Engine: p.engine, Deployments: p.cluster.manager, Manifests: gw.manifests, Ledger: p.ledger,
+		Leases: p.cluster.monitor, Balance: p.balance, Capacity: p.cluster.capacity, Inventory: p.cluster.inv,
 	}, time.Now())
 }

@@ -45,7 +45,7 @@ type Provider struct {
 	engine *bidengine.Engine
 	bids   *onchain.Service
 	leases *leasefeed.Feed
-	*clusterService
+	cluster *clusterService
 	sweeper *kube.Sweeper
 	// unhealthy tracks leases not ready, for the optional close policy (closer, nil
 	// when off).
@@ -169,13 +169,13 @@ func (p *Provider) newCluster() error {
 	cfg := p.cfg
 	window := cfg.Cluster.UnhealthyCloseAfter
 	p.unhealthy = deploy.NewUnhealthy(window)
-	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.manager.FirstManifestAt(id) })
+	p.readyClock = newLeaseReadyClock(func(id market.LeaseID) (time.Time, bool) { return p.cluster.manager.FirstManifestAt(id) })
 	rc, err := kubeConfig(cfg)
 	if err != nil {
 		return err
 	}
 	owner := ownership.Owner{Provider: p.bcast.Address(), ChainID: p.client.ChainID()}
-	p.clusterService, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s deploy.LeaseStatus) {
+	p.cluster, err = newClusterService(rc, cfg, owner, p.leaseActive, func(s deploy.LeaseStatus) {
 		p.readyClock.observe(s)
 		if len(s.Services) == 0 {
 			p.unhealthy.Forget(s.Lease)
@@ -186,7 +186,7 @@ func (p *Provider) newCluster() error {
 	if err != nil {
 		return err
 	}
-	p.sweeper = &kube.Sweeper{Deployer: p.deploy, Active: p.leaseActive, Every: cfg.Cluster.OrphanInterval,
+	p.sweeper = &kube.Sweeper{Deployer: p.cluster.deploy, Active: p.leaseActive, Every: cfg.Cluster.OrphanInterval,
 		FailedPodTTL: cfg.Cluster.FailedPodTTL, Log: p.log}
 	if !cfg.Cluster.OrphanDryRun {
 		p.sweeper.Close = p.closeOrphan
@@ -196,7 +196,7 @@ func (p *Provider) newCluster() error {
 	}
 	p.closer = &deploy.UnhealthyCloser{Tracker: p.unhealthy, Every: time.Minute, Active: p.leaseActive, Log: p.log,
 		Reachable: func(ctx context.Context) error {
-			return p.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
+			return p.cluster.cs.Discovery().RESTClient().Get().AbsPath("/readyz").Do(ctx).Error()
 		},
 		Close: func(ctx context.Context, id market.LeaseID) error {
 			_, err := p.bcast.Submit(ctx, &ledger.MsgCloseBid{ID: id.Bid(), Reason: ledger.ReasonUnstable})
@@ -218,7 +218,7 @@ func (p *Provider) newBidding(prefix string) error {
 	if err != nil {
 		return err
 	}
-	p.engine, err = bidengine.NewEngine(ec, p.capacity, history)
+	p.engine, err = bidengine.NewEngine(ec, p.cluster.capacity, history)
 	if err != nil {
 		return err
 	}
@@ -310,11 +310,17 @@ func (p *Provider) leaseActive(ctx context.Context, id market.LeaseID) (bool, er
 	return l.Lease.State == ledger.LeaseActive, nil
 }
 
+// AwaitInventory waits until the inventory can be bid on, or says why not after
+// timeout.
+func (p *Provider) AwaitInventory(ctx context.Context, timeout time.Duration) error {
+	return p.cluster.AwaitInventory(ctx, timeout)
+}
+
 // Manager is the deployment manager (manifests are handed to it).
-func (p *Provider) Manager() *deploy.Manager { return p.manager }
+func (p *Provider) Manager() *deploy.Manager { return p.cluster.manager }
 
 // Monitor is the lease status monitor.
-func (p *Provider) Monitor() *kube.Monitor { return p.monitor }
+func (p *Provider) Monitor() *kube.Monitor { return p.cluster.monitor }
 
 // Run runs every component until ctx ends or one fails; it returns after all stopped.
 func (p *Provider) Run(ctx context.Context) error {
@@ -334,12 +340,12 @@ func (p *Provider) Run(ctx context.Context) error {
 	}
 	teardowns, watchdogs, payouts := followers[0], followers[1], followers[2]
 	g, ctx := errgroup.WithContext(ctx)
-	p.start(ctx, g, p.cfg.Cluster.InstallCRDs, p.log)
+	p.cluster.start(ctx, g, p.cfg.Cluster.InstallCRDs, p.log)
 	g.Go(func() error {
-		return p.manager.FollowLeases(ctx, teardowns, func(err error) {
+		return p.cluster.manager.FollowLeases(ctx, teardowns, func(err error) {
 			p.log.WarnContext(ctx, "lease feed fell behind; checking every lease against the ledger", slog.String("error", err.Error()))
 			select {
-			case <-p.manager.Started():
+			case <-p.cluster.manager.Started():
 				p.sweeper.Sweep(ctx)
 			default: // the sweeper's first pass, once the manager has started, is the check
 			}
@@ -348,7 +354,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	g.Go(func() error { return p.gw.manifests.FollowLeases(ctx, watchdogs) })
 	g.Go(func() error { return p.balance.FollowLeases(ctx, payouts) })
 	g.Go(func() error {
-		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.manager.Started()} {
+		for _, ch := range []<-chan struct{}{p.bids.Ready(), p.cluster.manager.Started()} {
 			select {
 			case <-ch:
 			case <-ctx.Done():
@@ -359,7 +365,7 @@ func (p *Provider) Run(ctx context.Context) error {
 		return nil
 	})
 	p.gw.run(ctx, g, p)
-	g.Go(func() error { return p.sweeper.Run(ctx, p.manager.Started()) })
+	g.Go(func() error { return p.sweeper.Run(ctx, p.cluster.manager.Started()) })
 	if p.remote != nil {
 		// Redis down or gone: the provider bids and serves all the same (topics.Publish
 		// never waits for it).
@@ -385,7 +391,7 @@ func (p *Provider) Run(ctx context.Context) error {
 	g.Go(func() error { return p.bcast.Run(ctx) })
 	g.Go(func() error {
 		select {
-		case <-p.inv.Synced():
+		case <-p.cluster.inv.Synced():
 			return p.bids.Run(ctx)
 		case <-ctx.Done(): // the inventory's own error, if any, is reported by its Run
 			return nil
@@ -442,6 +448,6 @@ func (p *Provider) Gateway() string {
 // deployment manager (which stops restoring it).
 func (p *Provider) closeOrphan(_ context.Context, id market.LeaseID) error {
 	p.gw.manifests.LeaseClosed(id)
-	p.manager.LeaseClosed(id)
+	p.cluster.manager.LeaseClosed(id)
 	return nil
 }

@@ -56,7 +56,7 @@ func (c *leaseReadyClock) observe(s deploy.LeaseStatus) {
 // its reserve, and the lease-ready clock.
 func (p *Provider) registerProviderMetrics() error {
 	for _, c := range []prometheus.Collector{
-		newSeedMetrics(p), newInventoryMetrics(p.capacity),
+		newSeedMetrics(p), newInventoryMetrics(p.cluster.capacity),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "berth_ledger_height",

@@ -43,7 +43,7 @@ func (m *seedMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.orderManager, prometheus.GaugeValue, float64(active))
 	ch <- prometheus.MustNewConstMetric(m.orderHandler, prometheus.CounterValue, float64(started), "start")
 	ch <- prometheus.MustNewConstMetric(m.orderHandler, prometheus.CounterValue, float64(stopped), "stop")
-	states := m.p.manager.States()
+	states := m.p.cluster.manager.States()
 	ch <- prometheus.MustNewConstMetric(m.deploymentManager, prometheus.GaugeValue, float64(len(states)))
 	deployments := map[market.DeploymentID]bool{}
 	for _, s := range states {
