@@ -18,9 +18,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chartspec"
 	"berth.dev/berth/internal/chartspec/charttest"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
@@ -259,9 +259,9 @@ func TestChartSettingsReachTheBinary(t *testing.T) {
 		}
 	}
 	processes := []process{{
-		name: "provider", configMap: "rel-provider", key: "provider.yaml", typ: reflect.TypeOf(app.ProviderConfig{}), changes: providerChanges,
+		name: "provider", configMap: "rel-provider", key: "provider.yaml", typ: reflect.TypeOf(config.ProviderConfig{}), changes: providerChanges,
 		decode: func(path string) (any, error) {
-			c, err := app.LoadProviderConfig(path, func(string) string { return "" })
+			c, err := config.LoadProviderConfig(path, func(string) string { return "" })
 			return c, err
 		},
 		check: []string{"provider", "run", "--check"},

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 )
 
 // Command groups, in the order `berth --help` lists them.
@@ -43,12 +43,12 @@ func usageError(format string, args ...any) error {
 }
 
 // runE adapts a command body so that its failures exit 1, unless it returned a
-// usageError or a configuration was refused (app.ConfigError): those exit 2.
+// usageError or a configuration was refused (config.Error): those exit 2.
 func runE(fn func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
 		err := fn(cmd, args)
 		var ee *exitError
-		var ce *app.ConfigError
+		var ce *config.Error
 		switch {
 		case err == nil || errors.As(err, &ee):
 			return err

@@ -86,7 +86,7 @@ func newOperator[C any](o operatorCommand[C]) *cobra.Command {
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "probes and metrics: http://%s/{healthz,readyz,metrics%s}\n", addr, o.extra)
 			})
 			if err != nil {
-				return err // a refused configuration exits 2 (app.ConfigError)
+				return err // a refused configuration exits 2 (config.Error)
 			}
 			defer func() { _ = op.Close() }()
 			return op.Run(cmd.Context())

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/node"
 )
@@ -29,7 +30,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			"checked at start).",
 		Args: exactArgs(0),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			cfg, err := app.LoadProviderConfig(configPath, os.Getenv)
+			cfg, err := config.LoadProviderConfig(configPath, os.Getenv)
 			if err != nil {
 				return err
 			}

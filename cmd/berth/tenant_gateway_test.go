@@ -20,6 +20,7 @@ import (
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/fixture"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/ownership"
@@ -191,7 +192,7 @@ func runProvider(t *testing.T, l *testenv.LedgerNode, k *testenv.Kube, dir, gate
 		l.KeyHome(t, "provider"), l.RPC(), k.Kubeconfig(t), gatewayExtra), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := app.LoadProviderConfig(cfgFile, func(string) string { return "" })
+	cfg, err := config.LoadProviderConfig(cfgFile, func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/wait"
@@ -42,7 +43,7 @@ type clusterService struct {
 // owner's leases only (the provider and its chain: others may share the cluster).
 // active asks the ledger about a lease; onStatus (may be nil) receives each lease
 // status change and must not block.
-func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
+func newClusterService(rc *rest.Config, cfg config.ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger, reg prometheus.Registerer) (*clusterService, error) {
 	if err := owner.Validate(); err != nil {
 		return nil, err
 	}
@@ -58,13 +59,13 @@ func newClusterService(rc *rest.Config, cfg ProviderConfig, owner ownership.Owne
 	if s.cache, err = kube.NewCache(s.cs, s.dc, owner); err != nil {
 		return nil, err
 	}
-	if s.inv, err = kube.NewInventory(s.cache, s.cs, s.capacity, kube.InventoryConfig{Storage: cfg.inventoryPools(), LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
+	if s.inv, err = kube.NewInventory(s.cache, s.cs, s.capacity, kube.InventoryConfig{Storage: cfg.InventoryPools(), LeasedIPs: cfg.Inventory.LeasedIPs, NodePorts: cfg.Inventory.NodePorts, StorageClasses: cfg.Cluster.StorageClasses}, log); err != nil {
 		return nil, err
 	}
 	if cfg.Inventory.Operator != "" {
 		s.inv.FromOperator(s.dc, cfg.Inventory.Operator, cfg.Inventory.MaxAge)
 	}
-	if pool, ok, err := cfg.leasedIPPool(); err != nil {
+	if pool, ok, err := cfg.LeasedIPPool(); err != nil {
 		return nil, err
 	} else if ok {
 		s.inv.WithMetalLBPool(s.dc, pool)
@@ -147,12 +148,12 @@ type ClusterSide struct {
 
 // NewClusterSide builds the cluster side from cfg for owner's leases (see
 // newClusterService).
-func NewClusterSide(rc *rest.Config, cfg ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
+func NewClusterSide(rc *rest.Config, cfg config.ProviderConfig, owner ownership.Owner, active deploy.LeaseActive, onStatus func(deploy.LeaseStatus), log *slog.Logger) (*ClusterSide, error) {
 	s, err := newClusterService(rc, cfg, owner, active, onStatus, log, nil)
 	if err != nil {
 		return nil, err
 	}
-	return &ClusterSide{s: s, overcommit: cfg.Cluster.overcommit()}, nil
+	return &ClusterSide{s: s, overcommit: cfg.Cluster.CapacityOvercommit()}, nil
 }
 
 // Start runs it in g until ctx ends (the CRDs installed first when installCRDs).

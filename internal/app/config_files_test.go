@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"berth.dev/berth/config/crd"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -237,7 +238,7 @@ func TestDeployExample(t *testing.T) {
 		t.Fatalf("config map generator %+v", kz.ConfigMapGenerator)
 	}
 	configMap := kz.ConfigMapGenerator[0].Name
-	cfg, err := LoadProviderConfig(filepath.Join(dir, "provider.yaml"), func(string) string { return "" })
+	cfg, err := config.LoadProviderConfig(filepath.Join(dir, "provider.yaml"), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func TestDeployExample(t *testing.T) {
 }
 
 // TestOperationsDefaults keeps the defaults block of docs/operations.md' configuration
-// reference equal to DefaultProviderConfig.
+// reference equal to config.DefaultProviderConfig.
 func TestOperationsDefaults(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
@@ -353,11 +354,11 @@ func TestOperationsDefaults(t *testing.T) {
 		t.Fatal("the configuration reference has no YAML block")
 	}
 	block, _, _ = strings.Cut(block, "```")
-	got, err := LoadProviderConfig(writeConfig(t, block), func(string) string { return "" })
+	got, err := config.LoadProviderConfig(testenv.WriteFile(t, "provider.yaml", block), func(string) string { return "" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := DefaultProviderConfig(); !reflect.DeepEqual(got, want) {
+	if want := config.DefaultProviderConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("the documented defaults\n%+v\nare not berth's\n%+v", got, want)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/gateway/rpc"
@@ -134,7 +135,7 @@ func (gw *gatewayService) close() {
 
 // serverCertificates serves own, and the configured certificate (gateway.cert_file)
 // for the names it covers.
-func serverCertificates(own auth.Certificate, g GatewayConfig) (*auth.ServerCertificates, error) {
+func serverCertificates(own auth.Certificate, g config.GatewayConfig) (*auth.ServerCertificates, error) {
 	tc, err := own.TLS()
 	if err != nil {
 		return nil, fmt.Errorf("gateway certificate: %w", err)

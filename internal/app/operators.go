@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"k8s.io/client-go/rest"
 
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/kubeconfig"
 	"berth.dev/berth/internal/operator"
 	"berth.dev/berth/internal/operator/hostname"
@@ -64,7 +65,7 @@ func newOperator(spec operatorSpec) (*Operator, error) {
 // started (may be nil) gets the address of its probes and metrics.
 func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, Invalid(fmt.Errorf("hostname operator: %w", err))
+		return nil, config.Invalid(fmt.Errorf("hostname operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "hostname", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
 		leaderElection: cfg.LeaderElection, resync: cfg.Resync, log: log, started: started,
@@ -78,7 +79,7 @@ func NewHostnameOperator(cfg hostname.Config, log *slog.Logger, started func(add
 // Besides the probes and metrics it serves GET /usage.
 func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (*Operator, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, Invalid(fmt.Errorf("IP operator: %w", err))
+		return nil, config.Invalid(fmt.Errorf("IP operator: %w", err))
 	}
 	return newOperator(operatorSpec{name: "ip", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Provider, chainID: cfg.ChainID,
 		leaderElection: cfg.LeaderElection, resync: cfg.Resync, log: log, started: started,
@@ -95,7 +96,7 @@ func NewIPOperator(cfg ip.Config, log *slog.Logger, started func(addr string)) (
 // it. Besides the probes and metrics it serves GET /inventory (its last report).
 func NewInventoryOperator(cfg inventoryop.Config, log *slog.Logger, started func(addr string)) (*Operator, *inventoryop.Controller, error) {
 	if err := cfg.Validate(); err != nil {
-		return nil, nil, Invalid(fmt.Errorf("inventory operator: %w", err))
+		return nil, nil, config.Invalid(fmt.Errorf("inventory operator: %w", err))
 	}
 	var ctrl *inventoryop.Controller
 	op, err := newOperator(operatorSpec{name: "inventory", kubeconfig: cfg.Kubeconfig, listen: cfg.Listen, provider: cfg.Name,

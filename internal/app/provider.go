@@ -24,6 +24,7 @@ import (
 	"berth.dev/berth/internal/bus/redisbus"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/status/topics"
 	"berth.dev/berth/internal/keys"
@@ -37,14 +38,14 @@ import (
 // Provider is the provider daemon: the ledger client and broadcaster, the cluster
 // inventory, and the bid engine, wired together.
 type Provider struct {
-	cfg    ProviderConfig
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	client *chain.Client
-	bcast  *chain.Broadcaster
-	engine *bidengine.Engine
-	bids   *onchain.Service
-	leases *leasefeed.Feed
+	cfg     config.ProviderConfig
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	client  *chain.Client
+	bcast   *chain.Broadcaster
+	engine  *bidengine.Engine
+	bids    *onchain.Service
+	leases  *leasefeed.Feed
 	cluster *clusterService
 	sweeper *kube.Sweeper
 	// unhealthy tracks leases not ready, for the optional close policy (closer, nil
@@ -73,9 +74,9 @@ type Provider struct {
 // NewProvider connects to the ledger and the cluster with a checked configuration; it
 // starts nothing (Run does). metricsListen, when not empty, is where /metrics is
 // served. On error, whatever it opened is closed again; a setting refused by the
-// ledger's rules (the bid deposit) is a ConfigError.
-func NewProvider(ctx context.Context, checked Checked, metricsListen string, log *slog.Logger) (_ *Provider, retErr error) {
-	cfg := checked.cfg
+// ledger's rules (the bid deposit) is a config.Error.
+func NewProvider(ctx context.Context, checked config.Checked, metricsListen string, log *slog.Logger) (_ *Provider, retErr error) {
+	cfg := checked.Config()
 	p := &Provider{cfg: cfg, log: log, reg: prometheus.NewRegistry(), ready: make(chan struct{})}
 	defer func() {
 		if retErr != nil {
@@ -211,7 +212,7 @@ func (p *Provider) newBidding(prefix string) error {
 	cfg := p.cfg
 	ec, err := cfg.EngineConfig(p.bcast.Address(), prefix, p.client.Params().BidMinDeposit)
 	if err != nil {
-		return Invalid(err)
+		return config.Invalid(err)
 	}
 	ec.Log = p.log
 	history, err := bidengine.NewHistory(cfg.Bidding.History, p.reg)
@@ -236,7 +237,7 @@ func (p *Provider) newBidding(prefix string) error {
 
 // newBalance builds the balance checker and its events' bus.
 func (p *Provider) newBalance() error {
-	bcfg, err := p.cfg.balance(p.bcast.Address())
+	bcfg, err := p.cfg.CheckerConfig(p.bcast.Address())
 	if err != nil {
 		return err
 	}
@@ -267,7 +268,7 @@ func dialLedger(ctx context.Context, addr string, log *slog.Logger, waiting func
 
 // kubeConfig loads the kubeconfig (or the in-cluster configuration) with berth's
 // explicit rate limit.
-func kubeConfig(cfg ProviderConfig) (*rest.Config, error) {
+func kubeConfig(cfg config.ProviderConfig) (*rest.Config, error) {
 	rc, err := kubeconfig.Load(cfg.Kubeconfig)
 	if err != nil {
 		return nil, err

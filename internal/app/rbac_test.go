@@ -35,6 +35,7 @@ import (
 	"berth.dev/berth/internal/chartspec/charttest"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
@@ -291,8 +292,8 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 		return !closed[id], nil // other tests' leases too: never ours to remove
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg := DefaultProviderConfig()
-	cfg.Inventory.Storage = map[string]Quantity{"beta3": MustQuantity("100Gi")}
+	cfg := config.DefaultProviderConfig()
+	cfg.Inventory.Storage = map[string]config.Quantity{"beta3": config.MustQuantity("100Gi")}
 	svc, err := newClusterService(rc, cfg, me, active, nil, log, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +354,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	// operator's Inventory by name instead of the nodes. The report is written here as
 	// the admin, after the watch started (the operator's own role is
 	// config/operators/inventory's, checked in internal/operator/inventory).
-	opCfg := DefaultProviderConfig()
+	opCfg := config.DefaultProviderConfig()
 	opCfg.Inventory.Operator = fmt.Sprintf("rbac-%d", time.Now().UnixNano())
 	if err := opCfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/httpjson"
@@ -35,7 +36,7 @@ type startupServer struct {
 // the gateway's: the configured one for the names it covers, otherwise the provider's
 // own from an earlier start, or a throwaway one (the address of the provider's key
 // needs the ledger's address prefix).
-func newStartupServer(ctx context.Context, cfg ProviderConfig, log *slog.Logger) (*startupServer, error) {
+func newStartupServer(ctx context.Context, cfg config.ProviderConfig, log *slog.Logger) (*startupServer, error) {
 	certs, err := startupCertificates(cfg)
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func newStartupServer(ctx context.Context, cfg ProviderConfig, log *slog.Logger)
 
 // startupCertificates serves the provider's own certificate from an earlier start (or
 // a throwaway one) and the configured one, chosen by server name as the gateway does.
-func startupCertificates(cfg ProviderConfig) (*auth.ServerCertificates, error) {
+func startupCertificates(cfg config.ProviderConfig) (*auth.ServerCertificates, error) {
 	dir := filepath.Join(cfg.Home, "provider", "gateway")
 	own, err := auth.LoadCertificate(filepath.Join(dir, auth.CertFile), filepath.Join(dir, auth.KeyFile))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 
 	"berth.dev/berth/api/market/v1"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/ownership"
 	"berth.dev/berth/internal/testenv"
 )
@@ -27,7 +28,7 @@ func TestProviderOneWatchPerKind(t *testing.T) {
 	watches := testenv.CountWatches(rc)
 	me := ownership.Owner{Provider: "akash1watchesprovider", ChainID: "berth-test"}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	svc, err := newClusterService(rc, DefaultProviderConfig(), me, func(context.Context, market.LeaseID) (bool, error) { return true, nil }, nil, log, nil)
+	svc, err := newClusterService(rc, config.DefaultProviderConfig(), me, func(context.Context, market.LeaseID) (bool, error) { return true, nil }, nil, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

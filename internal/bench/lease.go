@@ -23,6 +23,7 @@ import (
 
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/ownership"
@@ -212,7 +213,7 @@ func (r *readiness) latencies(ids []market.LeaseID) []time.Duration {
 // benchmarks). Each result is also written to out as it is measured.
 func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, log *slog.Logger) (_ []Result, retErr error) {
 	if err := b.Validate(); err != nil {
-		return nil, app.Invalid(err)
+		return nil, config.Invalid(err)
 	}
 	if b.NodePrefix == "" {
 		b.NodePrefix = "bench-node-"
@@ -234,7 +235,7 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 			retErr = err
 		}
 	}()
-	cfg := app.DefaultProviderConfig()
+	cfg := config.DefaultProviderConfig()
 	cfg.KubeQPS, cfg.KubeBurst, cfg.Cluster.DeployConcurrency = b.KubeQPS, b.KubeBurst, b.DeployConcurrency
 	rc := cp.RESTConfig()
 	rc.QPS, rc.Burst = float32(b.KubeQPS), b.KubeBurst

@@ -17,6 +17,7 @@ import (
 
 	"berth.dev/berth/api/market/v1"
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator/hostname"
 	"berth.dev/berth/internal/sdl"
@@ -85,7 +86,7 @@ deployment:
 // replica available). It needs what localenv.StartRealNode needs.
 func RunRealLeaseBench(ctx context.Context, b RealLeaseBench, out io.Writer, log *slog.Logger) (_ []Result, retErr error) {
 	if err := b.Validate(); err != nil {
-		return nil, app.Invalid(err)
+		return nil, config.Invalid(err)
 	}
 	if err := b.find(ctx); err != nil {
 		return nil, err
@@ -122,7 +123,7 @@ func RunRealLeaseBench(ctx context.Context, b RealLeaseBench, out io.Writer, log
 
 	track := newReadiness()
 	active := func(context.Context, market.LeaseID) (bool, error) { return true, nil }
-	svc, err := app.NewClusterSide(cp.RESTConfig(), app.DefaultProviderConfig(), benchOwner, active, track.observe, quiet)
+	svc, err := app.NewClusterSide(cp.RESTConfig(), config.DefaultProviderConfig(), benchOwner, active, track.observe, quiet)
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/deploy"
 	"berth.dev/berth/internal/gateway/auth"
 	"berth.dev/berth/internal/gateway/rest"
@@ -62,7 +62,7 @@ func (b StatusBench) Validate() error {
 // p50, p99 and max, errors, requests, the rate achieved, the answer's size.
 func RunStatusBench(ctx context.Context, b StatusBench, out io.Writer, log *slog.Logger) ([]Result, error) {
 	if err := b.Validate(); err != nil {
-		return nil, app.Invalid(err)
+		return nil, config.Invalid(err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

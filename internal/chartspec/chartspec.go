@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
@@ -25,7 +25,7 @@ const Home = "/var/lib/berth"
 // defaults, but for what the chart decides (the home on its volume, listening on the
 // pod's address for the Services and probes).
 func Defaults() map[string]any {
-	p := app.DefaultProviderConfig()
+	p := config.DefaultProviderConfig()
 	p.Home = Home
 	h := hostname.DefaultConfig()
 	h.Listen = "0.0.0.0:8085"

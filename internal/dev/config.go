@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"berth.dev/berth/api/ledger/v1"
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/yaml"
 )
@@ -39,16 +39,16 @@ const capabilitiesPrefix = "capabilities/"
 // devLocationAttributes are the dev provider's attributes besides its capabilities,
 // unless a --config file lists attributes of its own: what published SDL files most
 // often require.
-func devLocationAttributes() []app.AttributeConfig {
-	return []app.AttributeConfig{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}
+func devLocationAttributes() []config.AttributeConfig {
+	return []config.AttributeConfig{{Key: "host", Value: "akash"}, {Key: "region", Value: "us-west"}, {Key: "tier", Value: "community"}}
 }
 
 // devProviderDefaults is berth dev's provider configuration before any --config file:
 // provider.yaml's defaults with what berth dev sets (loopback listeners, the dev
 // ingress domain and storage classes, dev rates and attributes). Node and Kubeconfig
 // are left for Run, which knows them once the ledger and the cluster run.
-func devProviderDefaults(cfg Config) app.ProviderConfig {
-	pc := app.DefaultProviderConfig()
+func devProviderDefaults(cfg Config) config.ProviderConfig {
+	pc := config.DefaultProviderConfig()
 	pc.Home, pc.From = cfg.Home, DevProviderKey
 	pc.Gateway.Listen, pc.Gateway.GRPCListen, pc.Gateway.PublicHostname = "127.0.0.1:0", "127.0.0.1:0", "localhost"
 	pc.Cluster.InstallCRDs = true
@@ -71,27 +71,27 @@ func devProviderDefaults(cfg Config) app.ProviderConfig {
 // then the keys of cfg.ProviderConfig when set (read as `berth provider run` reads
 // it), then --withdraw-period when given. Its Attributes are complete: the file's (or
 // the dev location attributes), then the dev cluster's capabilities.
-func devProviderConfig(cfg Config) (app.ProviderConfig, error) {
+func devProviderConfig(cfg Config) (config.ProviderConfig, error) {
 	if cfg.ProviderConfig == "" {
 		return parseDevProviderConfig(cfg, "", nil)
 	}
 	b, err := os.ReadFile(cfg.ProviderConfig)
 	if err != nil {
-		return app.ProviderConfig{}, fmt.Errorf("--config: %w", err)
+		return config.ProviderConfig{}, fmt.Errorf("--config: %w", err)
 	}
 	return parseDevProviderConfig(cfg, cfg.ProviderConfig, b)
 }
 
 // parseDevProviderConfig is devProviderConfig on the file's contents (data, nil for
 // no file), read from path.
-func parseDevProviderConfig(cfg Config, path string, data []byte) (app.ProviderConfig, error) {
+func parseDevProviderConfig(cfg Config, path string, data []byte) (config.ProviderConfig, error) {
 	pc := devProviderDefaults(cfg)
 	where := "berth dev's provider configuration"
 	if path != "" {
 		where = "config " + path
 	}
 	if data != nil {
-		if err := app.DecodeProviderConfig(path, data, &pc); err != nil {
+		if err := config.DecodeProviderConfig(path, data, &pc); err != nil {
 			return pc, err
 		}
 		if err := refuseDevOwnedKeys(path, data); err != nil {
@@ -133,7 +133,7 @@ func parseDevProviderConfig(cfg Config, path string, data []byte) (app.ProviderC
 	}
 	pc.Attributes = pc.Attributes[:0:0]
 	for _, a := range attrs {
-		pc.Attributes = append(pc.Attributes, app.AttributeConfig{Key: a.Key, Value: a.Value})
+		pc.Attributes = append(pc.Attributes, config.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	return pc, nil
 }

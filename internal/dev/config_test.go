@@ -8,20 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/localenv"
 )
 
 // devCapabilities are the capability attributes the dev provider registers for cfg.
-func devCapabilities(t testing.TB, cfg Config) []app.AttributeConfig {
+func devCapabilities(t testing.TB, cfg Config) []config.AttributeConfig {
 	t.Helper()
 	caps, err := cfg.capabilities(localenv.DevStorageClasses)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]app.AttributeConfig, 0, len(caps))
+	out := make([]config.AttributeConfig, 0, len(caps))
 	for _, a := range caps {
-		out = append(out, app.AttributeConfig{Key: a.Key, Value: a.Value})
+		out = append(out, config.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
 	return out
 }
@@ -45,10 +45,10 @@ func TestDevProviderConfigLayers(t *testing.T) {
 		file string // "" : no --config
 		flag time.Duration
 		// check looks at the layered configuration when want is "".
-		check func(t *testing.T, pc app.ProviderConfig)
+		check func(t *testing.T, pc config.ProviderConfig)
 		want  []string // what the error says
 	}{
-		{name: "dev defaults", check: func(t *testing.T, pc app.ProviderConfig) {
+		{name: "dev defaults", check: func(t *testing.T, pc config.ProviderConfig) {
 			if pc.Home != base.Home || pc.From != DevProviderKey || pc.Gateway.Listen != "127.0.0.1:0" || pc.Gateway.GRPCListen != "127.0.0.1:0" ||
 				pc.Cluster.IngressDomain != IngressDomain || !pc.Cluster.InstallCRDs {
 				t.Errorf("dev settings: %+v", pc)
@@ -73,7 +73,7 @@ bidding:
     deny: [` + tenant + `]
   budget: {bids_per_hour: 12}
   limits: {gpus_per_replica: 2}
-`, check: func(t *testing.T, pc app.ProviderConfig) {
+`, check: func(t *testing.T, pc config.ProviderConfig) {
 			b := pc.Bidding
 			if b.Pricing.Strategy != "script" || b.Pricing.Script.Path != script || b.Pricing.Script.Timeout != 3*time.Second ||
 				!slices.Equal(b.Tenants.Deny, []string{tenant}) || b.Budget.BidsPerHour != 12 || b.Limits.GPUsPerReplica != 2 {
@@ -88,35 +88,35 @@ bidding:
 			}
 		}},
 		{name: "a scale rate over the dev rates", file: "bidding:\n  pricing:\n    scale:\n      cpu: \"0.5\"\n      storage: {beta1: \"0.1\"}\n",
-			check: func(t *testing.T, pc app.ProviderConfig) {
+			check: func(t *testing.T, pc config.ProviderConfig) {
 				s := pc.Bidding.Pricing.Scale
 				if s.CPU.Short() != "0.5" || s.Memory.Cmp(ScaleRates().Memory) != 0 || s.Storage["beta1"].Short() != "0.1" || s.Storage["beta2"].Short() != "0.00003" {
 					t.Errorf("scale %+v: want cpu and beta1 from the file, the rest dev's", s)
 				}
 			}},
 		{name: "attributes replace the dev location ones, capabilities stay", file: "attributes:\n  - {key: region, value: eu-central}\n  - {key: organization, value: acme}\n",
-			check: func(t *testing.T, pc app.ProviderConfig) {
-				want := append([]app.AttributeConfig{{Key: "region", Value: "eu-central"}, {Key: "organization", Value: "acme"}}, caps...)
+			check: func(t *testing.T, pc config.ProviderConfig) {
+				want := append([]config.AttributeConfig{{Key: "region", Value: "eu-central"}, {Key: "organization", Value: "acme"}}, caps...)
 				if !slices.Equal(pc.Attributes, want) {
 					t.Errorf("attributes\n got %v\nwant %v", pc.Attributes, want)
 				}
 			}},
-		{name: "no attributes but the capabilities", file: "attributes: []\n", check: func(t *testing.T, pc app.ProviderConfig) {
+		{name: "no attributes but the capabilities", file: "attributes: []\n", check: func(t *testing.T, pc config.ProviderConfig) {
 			if !slices.Equal(pc.Attributes, caps) {
 				t.Errorf("attributes %v, want the capabilities only", pc.Attributes)
 			}
 		}},
-		{name: "the file's withdraw period", file: "balance:\n  withdraw_period: 30s\n", check: func(t *testing.T, pc app.ProviderConfig) {
+		{name: "the file's withdraw period", file: "balance:\n  withdraw_period: 30s\n", check: func(t *testing.T, pc config.ProviderConfig) {
 			if pc.Balance.WithdrawPeriod != 30*time.Second || pc.Balance.CheckInterval != 10*time.Second {
 				t.Errorf("balance %+v", pc.Balance)
 			}
 		}},
-		{name: "--withdraw-period beats the file", file: "balance:\n  withdraw_period: 30s\n", flag: time.Minute, check: func(t *testing.T, pc app.ProviderConfig) {
+		{name: "--withdraw-period beats the file", file: "balance:\n  withdraw_period: 30s\n", flag: time.Minute, check: func(t *testing.T, pc config.ProviderConfig) {
 			if pc.Balance.WithdrawPeriod != time.Minute {
 				t.Errorf("withdraw period %s, want the flag's 1m0s", pc.Balance.WithdrawPeriod)
 			}
 		}},
-		{name: "an empty file", file: "# nothing\n", check: func(t *testing.T, pc app.ProviderConfig) {
+		{name: "an empty file", file: "# nothing\n", check: func(t *testing.T, pc config.ProviderConfig) {
 			if !slices.Equal(pc.Attributes, append(devLocationAttributes(), caps...)) {
 				t.Errorf("attributes %v", pc.Attributes)
 			}

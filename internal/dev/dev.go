@@ -15,6 +15,7 @@ import (
 
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/gateway/rest"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
@@ -145,19 +146,19 @@ func (c Config) nodes() []localenv.NodeSpec {
 // ends; then it stops everything it started, the provider first.
 func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retErr error) {
 	if err := cfg.Validate(); err != nil {
-		return app.Invalid(err)
+		return config.Invalid(err)
 	}
 	// A bad --config file stops berth dev before it touches the home.
 	pc, err := devProviderConfig(cfg)
 	if err != nil {
-		return app.Invalid(err)
+		return config.Invalid(err)
 	}
 	attrs, err := pc.Registered()
 	if err != nil {
-		return app.Invalid(err)
+		return config.Invalid(err)
 	}
 	if cfg.Redis && pc.Bus.Redis != "" {
-		return app.Invalid(fmt.Errorf("--config %s sets bus.redis: with --redis, berth dev runs its own redis-server; leave bus.redis out", cfg.ProviderConfig))
+		return config.Invalid(fmt.Errorf("--config %s sets bus.redis: with --redis, berth dev runs its own redis-server; leave bus.redis out", cfg.ProviderConfig))
 	}
 	start := time.Now()
 	// Another berth dev (or chain start, or provider run) on this home is refused before
@@ -194,7 +195,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	}
 	if cfg.Chart != "" {
 		if err := checkChart(cfg.Chart); err != nil {
-			return app.Invalid(err)
+			return config.Invalid(err)
 		}
 		if r.helm, err = localenv.FindHelm(ctx, out); err != nil {
 			return fmt.Errorf("--chart: %w", err)
@@ -380,7 +381,7 @@ func (r *devRun) keep(what string, svc *localenv.Service) {
 
 // startProcesses runs the provider and the operators as processes of their own over
 // a redis-server (--redis), and waits until they bid.
-func (r *devRun) startProcesses(pc app.ProviderConfig, banner *devBanner) (*chain.Client, error) {
+func (r *devRun) startProcesses(pc config.ProviderConfig, banner *devBanner) (*chain.Client, error) {
 	// The provider's lock is the provider process's to take.
 	r.locks.provider.Release()
 	procs, err := startDevProcesses(r.ctx, r.cfg, pc, r.rpc, r.node.ChainID(), r.kubeconfig, r.cp.Dir, r.log)
@@ -405,7 +406,7 @@ func (r *devRun) startProcesses(pc app.ProviderConfig, banner *devBanner) (*chai
 
 // startInProcess runs the provider and, once it has installed the CRDs they watch,
 // the operators, in this process; and waits until the provider can bid.
-func (r *devRun) startInProcess(pc app.ProviderConfig, banner *devBanner) (*chain.Client, error) {
+func (r *devRun) startInProcess(pc config.ProviderConfig, banner *devBanner) (*chain.Client, error) {
 	ctx, log := r.ctx, r.log
 	p, hostURI, err := startDevProvider(ctx, pc, r.rpc, r.kubeconfig, log)
 	if err != nil {

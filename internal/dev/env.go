@@ -18,6 +18,7 @@ import (
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
@@ -49,9 +50,9 @@ func devAttributes(cfg Config) (market.Attributes, error) {
 // ScaleRates are berth dev's prices: a tenth of the defaults, so that every file of
 // the SDL corpus, the cheapest asking 2 uact a block for a CPU and 1.5 GiB, gets a bid
 // as written. ACT and USDC at par with AKT (a dev chain has no market).
-func ScaleRates() app.ScaleConfig {
+func ScaleRates() config.ScaleConfig {
 	dec := market.MustParseDec
-	s := app.ScaleConfig{
+	s := config.ScaleConfig{
 		Denom: ledger.DefaultDenom, CPU: dec("0.001"), Memory: dec("0.0002"), Endpoint: dec("0.1"), LeasedIP: dec("1"),
 		Exchange: map[string]market.Dec{ledger.DenomACT: dec("1"), ledger.DenomUSDC: dec("1")},
 		Storage:  map[string]market.Dec{bidengine.ClassEphemeral: dec("0.00002"), bidengine.ClassRAM: dec("0.0002"), market.StorageClassDefault: dec("0.00003")},
@@ -219,7 +220,7 @@ func prepareDevChain(cfg Config, attrs market.Attributes, out io.Writer) (devCha
 // startDevProvider registers the provider configured by pc (devProviderConfig) on
 // the ledger at rpc, or updates its registration with this run's gateway address and
 // pc's attributes, and returns it, not yet running.
-func startDevProvider(ctx context.Context, pc app.ProviderConfig, rpc, kubeconfig string, log *slog.Logger) (*app.Provider, string, error) {
+func startDevProvider(ctx context.Context, pc config.ProviderConfig, rpc, kubeconfig string, log *slog.Logger) (*app.Provider, string, error) {
 	pc.Node, pc.Kubeconfig = rpc, kubeconfig
 	attrs, err := pc.Registered()
 	if err != nil {

@@ -15,10 +15,10 @@ import (
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/cluster"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/manifest"
@@ -42,19 +42,19 @@ type exampleProvider struct {
 // exampleProviderConfig is what berth dev's provider bids with (as startDevProvider
 // configures it): the defaults, with a pool of 1Ti and a price for each of the
 // cluster's storage classes, and the attributes it registers.
-func exampleProviderConfig(t *testing.T, dev Config) app.ProviderConfig {
+func exampleProviderConfig(t *testing.T, dev Config) config.ProviderConfig {
 	t.Helper()
-	pc := app.DefaultProviderConfig()
+	pc := config.DefaultProviderConfig()
 	attrs, err := devAttributes(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, a := range attrs {
-		pc.Attributes = append(pc.Attributes, app.AttributeConfig{Key: a.Key, Value: a.Value})
+		pc.Attributes = append(pc.Attributes, config.AttributeConfig{Key: a.Key, Value: a.Value})
 	}
-	pc.Inventory.Storage = map[string]app.Quantity{}
+	pc.Inventory.Storage = map[string]config.Quantity{}
 	for _, class := range localenv.DevStorageClasses {
-		pc.Inventory.Storage[class] = app.MustQuantity("1Ti")
+		pc.Inventory.Storage[class] = config.MustQuantity("1Ti")
 		pc.Bidding.Pricing.Scale.Storage[class] = market.MustParseDec("0.0003")
 	}
 	return pc

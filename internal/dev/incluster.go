@@ -24,9 +24,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/chartspec"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/node"
 	"berth.dev/berth/internal/operator/hostname"
@@ -67,7 +67,7 @@ type devInCluster struct {
 // gateway at a node port on 127.0.0.1, installs the chart (the provider's key as a
 // Secret, the settings berth dev gives its own provider) and waits until the provider
 // bids. Stop uninstalls the release.
-func (r *devRun) startInCluster(pc app.ProviderConfig, banner *devBanner) (*chain.Client, error) {
+func (r *devRun) startInCluster(pc config.ProviderConfig, banner *devBanner) (*chain.Client, error) {
 	ctx := r.ctx
 	exe, err := devExecutable(r.cfg, "--chart")
 	if err != nil {
@@ -187,7 +187,7 @@ func freeNodePorts(ctx context.Context, n int) ([]int, error) {
 
 // createKeySecret makes the release's namespace and the Secret of the provider's key
 // file (the chart copies it into the provider's home).
-func (ic *devInCluster) createKeySecret(ctx context.Context, pc app.ProviderConfig) error {
+func (ic *devInCluster) createKeySecret(ctx context.Context, pc config.ProviderConfig) error {
 	keyFile := pc.From + ".json"
 	key, err := os.ReadFile(filepath.Join(node.KeyringDir(pc.Home), keyFile))
 	if err != nil {
@@ -212,9 +212,9 @@ func (ic *devInCluster) createKeySecret(ctx context.Context, pc app.ProviderConf
 // the address the pods reach, the cluster in-cluster, the home and listen addresses
 // the chart's); the gateway at the node ports registered; the volume from the dev
 // provisioner; one replica each and small requests, for a machine of two cores.
-func (ic *devInCluster) values(pc app.ProviderConfig, provider, chainID, hostURI string, nodePorts []int) (string, error) {
+func (ic *devInCluster) values(pc config.ProviderConfig, provider, chainID, hostURI string, nodePorts []int) (string, error) {
 	defaults := chartspec.Defaults()
-	def, ok1 := defaults["provider"].(app.ProviderConfig)
+	def, ok1 := defaults["provider"].(config.ProviderConfig)
 	hdef, ok2 := defaults["hostname"].(hostname.Config)
 	idef, ok3 := defaults["ip"].(ip.Config)
 	vdef, ok4 := defaults["inventory"].(inventoryop.Config)

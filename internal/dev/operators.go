@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/inventory"
 	"berth.dev/berth/internal/localenv"
 	"berth.dev/berth/internal/operator"
@@ -40,7 +41,7 @@ var restartBackoff = wait.Backoff{First: time.Second, Longest: 30 * time.Second}
 // devHostnameConfig is the hostname operator of berth dev's provider: Ingresses for
 // an nginx class, not checked (the dev cluster runs no ingress controller, and its
 // pods are simulated), leader election in berth-system as on a real cluster.
-func devHostnameConfig(pc app.ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
+func devHostnameConfig(pc config.ProviderConfig, provider, chainID, kubeconfig string) hostname.Config {
 	c := hostname.DefaultConfig()
 	c.Provider, c.ChainID, c.Kubeconfig = provider, chainID, kubeconfig
 	c.Listen = "127.0.0.1:0"
@@ -75,7 +76,7 @@ func devInventoryConfig(kubeconfig, listen string) inventoryop.Config {
 
 // startDevOperators builds berth dev's operators for its provider, on ports chosen
 // free now, and makes their Leases' namespace.
-func startDevOperators(ctx context.Context, pc app.ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
+func startDevOperators(ctx context.Context, pc config.ProviderConfig, provider, chainID, kubeconfig string, log *slog.Logger) ([]devOperator, error) {
 	ports, err := localenv.FreePorts(ctx, 3)
 	if err != nil {
 		return nil, err

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/chain"
 	"berth.dev/berth/internal/cluster/kube"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/gateway/status"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/kubeconfig"
@@ -101,7 +101,7 @@ func (d *devProcesses) stop() {
 // cluster: it installs berth's CRDs and the operators' namespace, registers the
 // provider with its gateway's address, writes each process's file under
 // HOME/cluster/processes, and starts them. On error nothing it started is left.
-func startDevProcesses(ctx context.Context, cfg Config, pc app.ProviderConfig, rpc, chainID, kubeconfigPath, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
+func startDevProcesses(ctx context.Context, cfg Config, pc config.ProviderConfig, rpc, chainID, kubeconfigPath, clusterDir string, log *slog.Logger) (_ *devProcesses, retErr error) {
 	bin, err := devExecutable(cfg, "--redis")
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func devExecutable(cfg Config, flag string) (string, error) {
 // devBroadcaster connects to the ledger node (rpc) and signs with the provider's key
 // (pc.From in the home's keyring), for the provider's registration. The client is the
 // caller's to close, also on error.
-func devBroadcaster(ctx context.Context, rpc string, pc app.ProviderConfig) (*chain.Client, *chain.Broadcaster, error) {
+func devBroadcaster(ctx context.Context, rpc string, pc config.ProviderConfig) (*chain.Client, *chain.Broadcaster, error) {
 	client, err := chain.Dial(ctx, rpc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger node: %w", err)

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"berth.dev/berth/internal/app"
+	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/operator/hostname"
 	inventoryop "berth.dev/berth/internal/operator/inventory"
 	"berth.dev/berth/internal/operator/ip"
@@ -34,7 +34,7 @@ func TestDevProcessFiles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := app.LoadProviderConfig(path, func(string) string { return "" })
+		got, err := config.LoadProviderConfig(path, func(string) string { return "" })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"errors"
@@ -79,8 +79,8 @@ type BalanceConfig struct {
 	EarningsFile string `yaml:"earnings_file"`
 }
 
-// balance builds the balance checker's configuration.
-func (c *ProviderConfig) balance(provider string) (balance.Config, error) {
+// CheckerConfig is the balance checker's configuration, for the provider's account.
+func (c *ProviderConfig) CheckerConfig(provider string) (balance.Config, error) {
 	b := balance.DefaultConfig()
 	b.Provider, b.LowFundsBlocks = provider, c.Balance.LowFundsBlocks
 	b.EarningsFile = c.Balance.EarningsFile
@@ -163,7 +163,8 @@ type ClusterConfig struct {
 	} `yaml:"overcommit"`
 }
 
-func (c *ClusterConfig) overcommit() cluster.Overcommit {
+// CapacityOvercommit is cluster.overcommit as the capacity bookkeeping takes it.
+func (c *ClusterConfig) CapacityOvercommit() cluster.Overcommit {
 	return cluster.Overcommit{CPU: c.Overcommit.CPU, Memory: c.Overcommit.Memory, Storage: c.Overcommit.Storage}
 }
 
@@ -171,7 +172,7 @@ func (c *ClusterConfig) overcommit() cluster.Overcommit {
 func (c *ProviderConfig) KubeSettings() kube.Settings {
 	cl := &c.Cluster
 	return kube.Settings{StorageClasses: cl.StorageClasses, GPURuntimeClass: cl.GPURuntimeClass,
-		IngressNamespace: cl.IngressNamespace, EgressDeny: cl.EgressDeny, Overcommit: cl.overcommit(),
+		IngressNamespace: cl.IngressNamespace, EgressDeny: cl.EgressDeny, Overcommit: cl.CapacityOvercommit(),
 		// The inventory operator labels the nodes of each storage class it offers.
 		StorageAffinity: c.Inventory.Operator != ""}
 }
@@ -180,7 +181,7 @@ func (c *ProviderConfig) KubeSettings() kube.Settings {
 // is its account, prefix the ledger's address prefix, and minDeposit the ledger's
 // bid_min_deposit (which bidding.deposit may raise, never lower). Its Log is unset.
 func (c *ProviderConfig) EngineConfig(provider, prefix string, minDeposit market.Coin) (bidengine.EngineConfig, error) {
-	policy, err := c.policy(prefix)
+	policy, err := c.Policy(prefix)
 	if err != nil {
 		return bidengine.EngineConfig{}, err
 	}
@@ -198,7 +199,7 @@ func (c *ProviderConfig) EngineConfig(provider, prefix string, minDeposit market
 	b := c.Bidding.Budget
 	return bidengine.EngineConfig{
 		Provider: provider, Policy: policy, Pricer: pricer, Deposit: deposit, BidTimeout: c.Bidding.Timeout,
-		BidsPerHour: b.BidsPerHour, TenantBidsPerHour: b.TenantBidsPerHour, Overcommit: c.Cluster.overcommit(),
+		BidsPerHour: b.BidsPerHour, TenantBidsPerHour: b.TenantBidsPerHour, Overcommit: c.Cluster.CapacityOvercommit(),
 	}, nil
 }
 
@@ -332,7 +333,7 @@ func DefaultProviderConfig() ProviderConfig {
 // the maps and lists of the configuration it was made from: change neither after.)
 type Checked struct{ cfg ProviderConfig }
 
-// Check validates c (a ConfigError says what is wrong) and returns it checked.
+// Check validates c (an Error says what is wrong) and returns it checked.
 func (c ProviderConfig) Check() (Checked, error) {
 	if err := c.Validate(); err != nil {
 		return Checked{}, Invalid(err)
@@ -340,8 +341,11 @@ func (c ProviderConfig) Check() (Checked, error) {
 	return Checked{cfg: c}, nil
 }
 
+// Config is the configuration that passed Validate.
+func (c Checked) Config() ProviderConfig { return c.cfg }
+
 // LoadProviderConfig reads path over the defaults, then applies the environment. A
-// file that cannot be read or is not a provider.yaml is a ConfigError.
+// file that cannot be read or is not a provider.yaml is an Error.
 func LoadProviderConfig(path string, getenv func(string) string) (ProviderConfig, error) {
 	c := DefaultProviderConfig()
 	if path != "" {
@@ -376,8 +380,8 @@ func DecodeProviderConfig(path string, b []byte, c *ProviderConfig) error {
 	return nil
 }
 
-// leasedIPPool reads inventory.leased_ip_pool (ok false: not set).
-func (c *ProviderConfig) leasedIPPool() (kube.MetalLBPool, bool, error) {
+// LeasedIPPool reads inventory.leased_ip_pool (ok false: not set).
+func (c *ProviderConfig) LeasedIPPool() (kube.MetalLBPool, bool, error) {
 	v := c.Inventory.LeasedIPPool
 	if v == "" {
 		return kube.MetalLBPool{}, false, nil
@@ -391,7 +395,7 @@ func (c *ProviderConfig) leasedIPPool() (kube.MetalLBPool, bool, error) {
 
 // Validate reports the first invalid key by its name in provider.yaml.
 func (c *ProviderConfig) Validate() error {
-	if _, _, err := c.leasedIPPool(); err != nil {
+	if _, _, err := c.LeasedIPPool(); err != nil {
 		return err
 	}
 	switch {
@@ -421,7 +425,7 @@ func (c *ProviderConfig) Validate() error {
 	if err := c.checkBidTimeout(); err != nil {
 		return err
 	}
-	if _, err := c.balance("validating"); err != nil {
+	if _, err := c.CheckerConfig("validating"); err != nil {
 		return err
 	}
 	if p := c.Cluster.IngressHTTPPort; p < 0 || p > 65535 {
@@ -432,7 +436,7 @@ func (c *ProviderConfig) Validate() error {
 	}
 	// The chain's address prefix is known only once connected: here each address is
 	// checked against its own prefix, and NewProvider checks the chain's.
-	if _, err := c.policy(""); err != nil {
+	if _, err := c.Policy(""); err != nil {
 		return err
 	}
 	if err := c.checkInventory(); err != nil {
@@ -542,9 +546,9 @@ func attributes(field string, in []AttributeConfig) (market.Attributes, error) {
 	return out, nil
 }
 
-// policy builds the bid engine's policy; addresses are checked against prefix (""
+// Policy builds the bid engine's policy; addresses are checked against prefix (""
 // accepts any prefix, for validation before the chain is known).
-func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
+func (c *ProviderConfig) Policy(prefix string) (bidengine.Policy, error) {
 	var p bidengine.Policy
 	var err error
 	if p.RequireAttributes, err = attributes("bidding.require_attributes", c.Bidding.RequireAttributes); err != nil {
@@ -575,8 +579,8 @@ func (c *ProviderConfig) policy(prefix string) (bidengine.Policy, error) {
 	return p, nil
 }
 
-// inventoryPools are the storage classes' sizes in bytes.
-func (c *ProviderConfig) inventoryPools() map[string]int64 {
+// InventoryPools are the storage classes' sizes in bytes.
+func (c *ProviderConfig) InventoryPools() map[string]int64 {
 	out := map[string]int64{}
 	for class, q := range c.Inventory.Storage {
 		out[class] = q.Value()
