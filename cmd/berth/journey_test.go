@@ -409,13 +409,19 @@ func checkDeployFailures(t *testing.T, must func(...string) string, cli func(...
 	if err == nil || !strings.Contains(err.Error(), "no bid") || !strings.Contains(out, "closed in block") {
 		t.Fatalf("no bid: %v\n%s", err, out)
 	}
+	// The time for bids running out while the ledger is being asked (here before the
+	// first question) is the same end: no bid, not a query error.
+	out, err = cli("tenant", "deploy", mars, "--bid-timeout", "1ns")
+	if err == nil || !strings.Contains(err.Error(), "no bid") || !strings.Contains(out, "closed in block") {
+		t.Fatalf("no bid within 1ns: %v\n%s", err, out)
+	}
 	out, err = cli("tenant", "deploy", mars, "--bid-timeout", "3s", "--keep")
 	if err == nil || !strings.Contains(err.Error(), "kept open (--keep)") {
 		t.Fatalf("no bid, --keep: %v\n%s", err, out)
 	}
 	ds := deployments()
-	if len(ds) != before+2 {
-		t.Fatalf("%d deployments, want %d", len(ds), before+2)
+	if len(ds) != before+3 {
+		t.Fatalf("%d deployments, want %d", len(ds), before+3)
 	}
 	slices.SortFunc(ds, func(a, b ledger.DeploymentResponse) int {
 		return cmp.Compare(a.Deployment.ID.DSeq, b.Deployment.ID.DSeq)

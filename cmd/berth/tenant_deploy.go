@@ -241,32 +241,38 @@ func (d *deployer) waitForBids(ctx context.Context) (map[market.OrderID][]ledger
 	ctx, cancel := context.WithTimeout(ctx, d.o.bidTimeout)
 	defer cancel()
 	var settle time.Time
+	var byOrder map[market.OrderID][]ledger.Bid // as last read
 	for {
-		byOrder, err := d.openBids(ctx)
-		if err != nil {
-			return nil, err
+		got, err := d.openBids(ctx)
+		if err == nil {
+			byOrder = got
 		}
 		complete := len(byOrder) == len(d.r.Groups)
-		if complete && settle.IsZero() {
-			settle = time.Now().Add(d.o.bidWait)
-		}
-		if complete && !time.Now().Before(settle) {
-			d.showBids(byOrder)
-			return byOrder, nil
-		}
-		if err := d.nextBlock(ctx); err != nil {
-			if outer.Err() != nil {
-				return nil, fmt.Errorf("interrupted while waiting for bids: %w", outer.Err())
+		if err == nil {
+			if complete && settle.IsZero() {
+				settle = time.Now().Add(d.o.bidWait)
 			}
-			if ctx.Err() != nil && complete {
+			if complete && !time.Now().Before(settle) {
 				d.showBids(byOrder)
 				return byOrder, nil
 			}
-			if ctx.Err() != nil {
-				return nil, d.noBids(byOrder)
-			}
-			return nil, err
+			err = d.nextBlock(ctx)
 		}
+		if err == nil {
+			continue
+		}
+		// The time for bids may run out during a query as well as between blocks:
+		// either way it is the end of the wait, not a failure of the ledger.
+		switch {
+		case outer.Err() != nil:
+			return nil, fmt.Errorf("interrupted while waiting for bids: %w", outer.Err())
+		case ctx.Err() != nil && complete:
+			d.showBids(byOrder)
+			return byOrder, nil
+		case ctx.Err() != nil:
+			return nil, d.noBids(byOrder)
+		}
+		return nil, err
 	}
 }
 
