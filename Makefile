@@ -55,7 +55,7 @@ helm: ## build (or reuse) helm, which the chart's tests render charts/berth with
 	@hack/tool.sh helm >/dev/null
 
 .PHONY: promtool
-promtool: ## build (or reuse) Prometheus's promtool, which checks and unit-tests the chart's alert rules and the dashboard's queries
+promtool: ## unpack (or reuse) Prometheus's promtool from Debian's prometheus package; it checks and unit-tests the chart's alert rules and the dashboard's queries
 	@hack/tool.sh promtool >/dev/null
 
 .PHONY: deps

@@ -21,7 +21,18 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 GO_TEST_FLAGS=${GO_TEST_FLAGS:--race -count=1 -timeout=30m -p 4}
 jobs_max=${BERTH_JOBS:-3}
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+declare -A name_of=() # the running jobs, by process (group) ID
+# On the way out (a failure, Ctrl-C, SIGTERM) no build is left running: each job is a
+# process group of its own (set -m below), ended whole.
+cleanup() {
+	local pid
+	for pid in "${!name_of[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
+	rm -rf "$logs"
+}
+trap cleanup EXIT
+# A non-interactive bash waiting in `wait -n` does not die of SIGINT by itself.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 began=$(date +%s)
 since() { echo "$(($(date +%s) - $1))s"; }
@@ -59,7 +70,6 @@ declare -A job=(
 )
 
 phase_start=$(date +%s)
-declare -A name_of=()
 failed=()
 # reap waits for one job to end and reports it.
 reap() {
@@ -80,6 +90,7 @@ reap() {
 }
 for name in "${names[@]}"; do
 	while [ "${#name_of[@]}" -ge "$jobs_max" ]; do reap; done
+	set -m
 	(
 		start=$(date +%s)
 		rc=0
@@ -88,6 +99,7 @@ for name in "${names[@]}"; do
 		echo "$(($(date +%s) - start))" >"$logs/$name.time"
 		exit "$rc"
 	) &
+	set +m
 	name_of[$!]=$name
 done
 while [ "${#name_of[@]}" -gt 0 ]; do reap; done
