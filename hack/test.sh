@@ -5,9 +5,9 @@
 # whole module. It prints how long each phase took.
 #
 # The tool builds and the checks are independent of one another, so they run as
-# concurrent jobs (at most $BERTH_JOBS at once, default 3: on 2 cores one build's
-# downloads, linking and single-package stretches leave the CPU idle that another fills);
-# the checks are one job, in order.
+# concurrent jobs (at most $BERTH_JOBS at once, default 3: one go build alone keeps 2
+# cores about 90% busy, measured on helm's, and its downloads and single-package
+# stretches leave the rest to another); the checks are one job, in order.
 # Each job's output goes to its own log, printed when the job fails. go test starts
 # when all of them have succeeded.
 #
@@ -94,6 +94,7 @@ for name in "${names[@]}"; do
 	(
 		start=$(date +%s)
 		rc=0
+		# shellcheck disable=SC2086 # a job is a command and its arguments
 		${job[$name]} >"$logs/$name.out" 2>"$logs/$name.log" || rc=$?
 		cat "$logs/$name.out" >>"$logs/$name.log"
 		echo "$(($(date +%s) - start))" >"$logs/$name.time"
