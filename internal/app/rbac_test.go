@@ -28,7 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 
 	"berth.dev/berth/api/market/v1"
@@ -233,14 +232,7 @@ func runProviderRBAC(t *testing.T, objs []configObject, what string) {
 	rc.Impersonate = restclient.ImpersonationConfig{UserName: "system:serviceaccount:" + sa.Namespace + ":" + sa.Name}
 	// as is the service account for the test's own checks; rc, for berth's components,
 	// also records every request berth makes.
-	as, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asDyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	as, asDyn := testenv.Clients(t, rc)
 	calls := testenv.RecordAPICalls(rc)
 	// The authorizer sees new bindings a moment after they are written. (Two rules are
 	// asked about, so that a role lacking one still gets this far and fails on what

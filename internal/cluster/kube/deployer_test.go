@@ -15,8 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"berth.dev/berth/api/market/v1"
@@ -342,14 +340,7 @@ func TestRecordThenDeployWritesOnce(t *testing.T) {
 		defer mu.Unlock()
 		return calls[call]
 	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, dc := testenv.Clients(t, rc)
 	d, err := NewDeployer(cs, dc, Settings{Owner: testOwner}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -100,14 +100,7 @@ func TestInventoryLeasedIPPoolWithoutMetalLB(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Stop)
-	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, dc := testenv.Clients(t, cp.RESTConfig())
 	// Watching the cluster itself, and fed by the inventory operator's report: Run
 	// returns the error at once either way (it once waited, in the second, for its
 	// informers to stop, which only the end of its context did).

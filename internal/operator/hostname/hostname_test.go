@@ -55,14 +55,7 @@ func newEnv(t *testing.T) *env {
 
 func clients(t *testing.T, cfg *rest.Config) *env {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, dc := testenv.Clients(t, cfg)
 	return &env{cfg: cfg, cs: cs, dc: dc}
 }
 

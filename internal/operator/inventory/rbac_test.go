@@ -30,8 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -68,14 +66,7 @@ func TestRBAC(t *testing.T) {
 	plain.Impersonate = rest.ImpersonationConfig{UserName: serviceAccount}
 	// as is the service account for the test's own checks; rc, for the operator, also
 	// records every request it makes.
-	as, err := kubernetes.NewForConfig(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	asDyn, err := dynamic.NewForConfig(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
+	as, asDyn := testenv.Clients(t, plain)
 	rc := rest.CopyConfig(plain)
 	calls := testenv.RecordAPICalls(rc)
 	// The authorizer sees new bindings a moment after they are written. Two rules of

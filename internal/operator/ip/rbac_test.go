@@ -9,8 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	berthv1 "berth.dev/berth/api/v1"
@@ -37,14 +35,7 @@ func TestRBAC(t *testing.T) {
 	testenv.ApplyFile(t, e.dc, filepath.Join(configDir, "rbac.yaml"))
 	rc := rest.CopyConfig(e.k.RESTConfig())
 	rc.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:berth-system:berth-ip-operator"}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs, dc := testenv.Clients(t, rc)
 	cfg := operatortest.ExampleConfig(t, filepath.Join(configDir, "ip-operator.yaml"), DecodeConfig)
 	if cfg.MetalLBNamespace != "metallb-system" || cfg.Pool != "leased-ips" || cfg.Listen != "0.0.0.0:8086" {
 		t.Fatalf("the example configuration: %+v", cfg)
