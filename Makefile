@@ -8,7 +8,7 @@ SHELL := bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-GO_TEST_FLAGS ?= -race -count=1 -timeout=30m -p 4
+GO_TEST_FLAGS ?= -race -count=1 -timeout=30m
 
 .PHONY: help
 help: ## list targets
