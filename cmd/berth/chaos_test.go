@@ -20,10 +20,10 @@ import (
 // ledger node are this test binary run as berth. BERTH_CHAOS_SEED repeats a run (a
 // failure prints its seed).
 func TestChaos(t *testing.T) {
+	t.Parallel() // see TestMain
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}
-	t.Setenv(asBerthEnv, "1")
 	cfg := chaos.DefaultConfig()
 	cfg.Berth = os.Args[0]
 	if s := os.Getenv("BERTH_CHAOS_SEED"); s != "" {

@@ -35,13 +35,13 @@ import (
 // process killed is restarted and serves again; redis-server killed is restarted and
 // the topics flow again; Ctrl-C leaves no process behind.
 func TestDevRedis(t *testing.T) {
+	t.Parallel() // see TestMain
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		testenv.Require(t, fmt.Errorf("%w: redis-server: %w", localenv.ErrMissingDependency, err))
 	}
-	t.Setenv(asBerthEnv, "1") // the processes berth dev starts are this binary as berth
 	home := filepath.Join(t.TempDir(), "home")
 	procs := filepath.Join(home, "cluster", "processes")
 	// Each process by its command line; redis-server shows its address instead.

@@ -21,6 +21,7 @@ import (
 // before any file of the home changes, saying which process holds it and what to do;
 // the running marketplace still answers the CLI.
 func TestHomeInUseIsRefused(t *testing.T) {
+	t.Parallel() // see TestMain
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}

@@ -87,6 +87,7 @@ func devKube(t *testing.T, home string) kubernetes.Interface {
 // command's output → manifest update → close → namespace gone, and the provider was
 // paid exactly what the lease accrued, block for block.
 func TestTenantJourney(t *testing.T) {
+	t.Parallel() // see TestMain
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"runtime"
@@ -14,13 +15,27 @@ import (
 )
 
 // asBerthEnv makes this test binary berth itself (main), for tests that run berth as
-// processes of its own (the chaos suite's providers and ledger node).
+// processes of its own (the chaos suite's providers and ledger node, the processes of
+// berth dev --redis).
 const asBerthEnv = "BERTH_TEST_AS_BERTH"
 
+// TestMain runs the tests, or berth when asBerthEnv says so. Every process the tests
+// start of this binary is berth: the variable is set for the whole run, not by the tests
+// that need it (t.Setenv would keep those tests from running in parallel).
+//
+// The tests that run a whole berth dev for a minute or more (the journeys, the chaos
+// suite, berth dev --redis) call t.Parallel, so they run beside one another once the
+// rest are done. The two on a real node (TestRealNodeJourney, TestChartOnRealNode) take
+// the machine's one real-node lock; only the journey is parallel, so the chart's test
+// runs first and nothing waits on the lock while holding a slot.
 func TestMain(m *testing.M) {
 	if os.Getenv(asBerthEnv) == "1" {
 		main()
 		os.Exit(0)
+	}
+	if err := os.Setenv(asBerthEnv, "1"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	testenv.Main(m)
 }

@@ -36,6 +36,7 @@ import (
 // close → namespace and containers gone; then an image from the registry, a volume kept
 // across a restart and an update, and a service evicted past its ephemeral storage.
 func TestRealNodeJourney(t *testing.T) {
+	t.Parallel() // see TestMain
 	requireRealNode(t)
 
 	home := filepath.Join(t.TempDir(), "home")
