@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # test.sh is `make test`, everything CI runs (.ci/run): it installs missing system
 # packages (hack/deps.sh), builds or reuses every tool the tests run, runs the checks
-# (gofmt, generated files current, go vet, golangci-lint) and then go test over the
-# whole module. It prints how long each phase took.
+# (gofmt, generated files current, go vet, golangci-lint) and go test over the whole
+# module. It prints how long each phase took.
 #
-# The tool builds and the checks are independent of one another, so they run as
-# concurrent jobs (at most $BERTH_JOBS at once, default 3: one go build alone keeps 2
-# cores about 90% busy, measured on helm's, and its downloads and single-package
-# stretches leave the rest to another); the checks are one job, in order.
-# Each job's output goes to its own log, printed when the job fails. go test starts
-# when all of them have succeeded.
+# Two phases:
+#   1. The tool builds and the first checks (gofmt, generated files current: make
+#      generate rewrites files the tests read, so it runs before them) are independent
+#      of one another and run as concurrent jobs (at most $BERTH_JOBS at once, default 3:
+#      one go build alone keeps 2 cores about 90% busy, measured on helm's, and its
+#      downloads and single-package stretches leave the rest to another).
+#   2. go test, and beside it go vet then golangci-lint at the lowest CPU priority
+#      (nice 19): the tests leave the cores about 60% idle, waiting on control planes and
+#      processes, and the checks use that idle time instead of a phase of their own.
+#      Nothing the checks read changes while they run, and they write nothing the tests
+#      read.
+# Each job's output goes to its own log, printed when the job fails. The script fails
+# when any job, check or test fails.
 #
-#   GO_TEST_FLAGS   flags for go test (default: -race -count=1 -timeout=30m; the cores
-#                   idle about 60% while the tests run, but -p 4 is held back until a
-#                   kwok stall seen once under it, in TestDriftIsRepaired, is explained)
+#   GO_TEST_FLAGS   flags for go test (default: -race -count=1 -timeout=30m; -p 4 is held
+#                   back until a kwok stall seen once under it, in TestDriftIsRepaired,
+#                   is explained)
 #   BERTH_JOBS      concurrent jobs in the build phase (default 3)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,11 +48,11 @@ phase_start=$(date +%s)
 hack/deps.sh
 echo "== deps: $(since "$phase_start")" >&2
 
-# checks runs the checks one after another (make generate rewrites files that vet and
-# lint read, so they do not overlap), timing each.
+# checks runs the given make targets one after another (make generate rewrites files
+# that vet and lint read, so they do not overlap), timing each.
 checks() {
 	local step start
-	for step in fmt-check generate-check vet lint; do
+	for step in "$@"; do
 		start=$(date +%s)
 		make --no-print-directory "$step" || { echo "== checks: $step FAILED" >&2; return 1; }
 		echo "== checks: $step in $(since "$start")" >&2
@@ -55,11 +62,11 @@ checks() {
 # The jobs, longest first so the phase does not end on a long build started last.
 # Each is a command; its last line of stdout is kept (the tools print their directory or
 # binary there).
-names=(testbin ingress checks metallb helm dns netpol registry images promtool)
+names=(testbin ingress checks metallb helm dns netpol registry golangci-lint images promtool)
 declare -A job=(
 	[testbin]="hack/testbin.sh"
 	[ingress]="hack/ingress.sh"
-	[checks]="checks"
+	[checks]="checks fmt-check generate-check"
 	[metallb]="hack/metallb.sh"
 	[helm]="hack/tool.sh helm"
 	[dns]="hack/dns.sh"
@@ -67,6 +74,7 @@ declare -A job=(
 	[registry]="hack/registry.sh"
 	[images]="hack/images.sh"
 	[promtool]="hack/tool.sh promtool"
+	[golangci-lint]="hack/tool.sh golangci-lint"
 )
 
 phase_start=$(date +%s)
@@ -112,6 +120,17 @@ fi
 
 dir() { tail -n 1 "$logs/$1.out"; }
 phase_start=$(date +%s)
+# The late checks, as a job of their own (reaped by the cleanup on the way out).
+set -m
+(
+	start=$(date +%s)
+	rc=0
+	nice -n 19 bash -c "$(declare -f since checks); checks vet lint" >"$logs/late-checks.log" 2>&1 || rc=$?
+	echo "$(($(date +%s) - start))" >"$logs/late-checks.time"
+	exit "$rc"
+) &
+set +m
+name_of[$!]=late-checks
 rc=0
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 BERTH_TESTBIN=$(dir testbin) BERTH_IMAGES=$(dir images) BERTH_REGISTRY=$(dir registry) \
@@ -119,5 +138,10 @@ BERTH_TESTBIN=$(dir testbin) BERTH_IMAGES=$(dir images) BERTH_REGISTRY=$(dir reg
 	BERTH_METALLB=$(dir metallb) BERTH_HELM=$(dir helm) BERTH_PROMTOOL=$(dir promtool) \
 	go test $GO_TEST_FLAGS ./... || rc=$?
 echo "== go test: $(since "$phase_start") (exit $rc)" >&2
+reap
+echo "== go test and late checks: $(since "$phase_start")" >&2
 echo "== total: $(since "$began")" >&2
-exit "$rc"
+if [ "$rc" -ne 0 ] || [ "${#failed[@]}" -gt 0 ]; then
+	[ "${#failed[@]}" -eq 0 ] || echo "== failed: ${failed[*]}" >&2
+	exit 1
+fi
