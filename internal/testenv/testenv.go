@@ -41,6 +41,11 @@ var shared struct {
 	err  error
 }
 
+// inMain says the package's TestMain runs through Main, which Cluster requires: without
+// it the shared control plane would outlive the tests (its directory left behind) and
+// no goroutine leak would be looked for.
+var inMain atomic.Bool
+
 // failure is how a control plane says it failed: Failed and Err.
 type failure struct {
 	done <-chan struct{}
@@ -57,6 +62,7 @@ var sharedFailure atomic.Pointer[failure]
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) {
+	inMain.Store(true)
 	code := m.Run()
 	if shared.cp != nil {
 		if err := shared.cp.Err(); err != nil {
@@ -117,6 +123,9 @@ func LeakOptions() []goleak.Option {
 // starts its own (localenv.StartControlPlane).
 func Cluster(t testing.TB) *Kube {
 	t.Helper()
+	if !inMain.Load() {
+		t.Fatal("testenv.Cluster needs the package's TestMain to call testenv.Main (it stops the shared control plane and checks for leaked goroutines)")
+	}
 	shared.once.Do(func() {
 		start := time.Now()
 		shared.cp, shared.err = localenv.StartControlPlane(context.Background(), localenv.ControlPlaneOptions{

@@ -1,0 +1,9 @@
+package config
+
+import (
+	"testing"
+
+	"berth.dev/berth/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
