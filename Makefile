@@ -68,8 +68,8 @@ fmt-check: ## fail if any Go file is not gofmt-ed
 	if [ -n "$$files" ]; then echo "gofmt: these files need formatting:"; echo "$$files"; exit 1; fi
 
 .PHONY: vet
-vet: ## go vet
-	go vet ./...
+vet: ## go vet (VET_FLAGS: build flags, e.g. -race, which make test passes to reuse go test's compiled packages)
+	go vet $(VET_FLAGS) ./...
 
 .PHONY: lint
 lint: ## golangci-lint (pinned version, strict config)

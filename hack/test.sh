@@ -10,11 +10,15 @@
 #      of one another and run as concurrent jobs (at most $BERTH_JOBS at once, default 3:
 #      one go build alone keeps 2 cores about 90% busy, measured on helm's, and its
 #      downloads and single-package stretches leave the rest to another).
-#   2. go test, and beside it go vet then golangci-lint at the lowest CPU priority
+#   2. go test, and beside it golangci-lint then go vet at the lowest CPU priority
 #      (nice 19): the tests leave the cores about 60% idle, waiting on control planes and
 #      processes, and the checks use that idle time instead of a phase of their own.
 #      Nothing the checks read changes while they run, and they write nothing the tests
-#      read.
+#      read. go vet runs with -race, the build go test makes: it then finds every package
+#      compiled already (a package vetted after go test -race compiled 0 packages, 323
+#      without -race) instead of compiling the module a second time; no file of berth is
+#      built only without race. Test binaries are linked without symbol table and DWARF
+#      (-ldflags='-s -w': a quarter less link time; stack traces need neither).
 # Each job's output goes to its own log, printed when the job fails. The script fails
 # when any job, check or test fails.
 #
@@ -125,7 +129,7 @@ set -m
 (
 	start=$(date +%s)
 	rc=0
-	nice -n 19 bash -c "$(declare -f since checks); checks vet lint" >"$logs/late-checks.log" 2>&1 || rc=$?
+	VET_FLAGS=-race nice -n 19 bash -c "$(declare -f since checks); checks lint vet" >"$logs/late-checks.log" 2>&1 || rc=$?
 	echo "$(($(date +%s) - start))" >"$logs/late-checks.time"
 	exit "$rc"
 ) &
@@ -136,7 +140,7 @@ rc=0
 BERTH_TESTBIN=$(dir testbin) BERTH_IMAGES=$(dir images) BERTH_REGISTRY=$(dir registry) \
 	BERTH_NETPOL=$(dir netpol) BERTH_DNS=$(dir dns) BERTH_INGRESSCTL=$(dir ingress) \
 	BERTH_METALLB=$(dir metallb) BERTH_HELM=$(dir helm) BERTH_PROMTOOL=$(dir promtool) \
-	go test $GO_TEST_FLAGS ./... || rc=$?
+	go test -ldflags='-s -w' $GO_TEST_FLAGS ./... || rc=$?
 echo "== go test: $(since "$phase_start") (exit $rc)" >&2
 reap
 echo "== go test and late checks: $(since "$phase_start")" >&2
