@@ -48,6 +48,7 @@ func newBenchLeaseReadyCommand(log *slog.Logger) *cobra.Command {
 	f.IntVar(&b.KubeBurst, "kube-burst", b.KubeBurst, "berth's Kubernetes client burst")
 	f.IntVar(&b.DeployConcurrency, "deploy-concurrency", b.DeployConcurrency, "leases applied at once (the provider's cluster.deploy_concurrency)")
 	f.BoolVar(&b.Teardown, "teardown", b.Teardown, "close every lease at the end and time the teardown")
+	f.BoolVar(&b.Durable, "durable", false, "run the control plane as berth dev's: etcd syncs every write to disk")
 	f.StringVar(&b.MemProfile, "memprofile", "", "write a heap profile here when memory is measured")
 	f.DurationVar(&b.Timeout, "timeout", b.Timeout, "longest wait for each phase")
 	return cmd

@@ -52,6 +52,9 @@ type LeaseReadyBench struct {
 	// ControlPlaneOptions.Throughput (BinDir: the binaries, empty: found as tests do).
 	ControlPlane *localenv.ControlPlane
 	BinDir       string
+	// Durable starts the private control plane as berth dev's runs: persistent, etcd
+	// syncing every write to disk (in a temporary directory, removed at the end).
+	Durable bool
 	// NodePrefix names the simulated nodes (default "bench-node-").
 	NodePrefix string
 	// Owner is the tenant of the benchmark's leases (default "akash1bench").
@@ -226,9 +229,16 @@ func RunLeaseReadyBench(ctx context.Context, b LeaseReadyBench, out io.Writer, l
 		return nil, fmt.Errorf("benchmark SDL: %w", err)
 	}
 	r := &leaseBench{b: b, out: out, res: res, group: res.Manifest[0], track: newReadiness()}
+	cpStart := time.Now()
 	cp, cleanup, err := benchCluster(ctx, b, log)
 	if err != nil {
 		return nil, err
+	}
+	if b.ControlPlane == nil {
+		if err := r.emit("control_plane_and_nodes_start", time.Since(cpStart).Seconds(), "s"); err != nil {
+			_ = cleanup()
+			return nil, err
+		}
 	}
 	defer func() {
 		if err := cleanup(); err != nil && retErr == nil {
@@ -305,10 +315,22 @@ func benchCluster(ctx context.Context, b LeaseReadyBench, log *slog.Logger) (*lo
 	if cp == nil {
 		start := time.Now()
 		var err error
-		if cp, err = localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{BinDir: b.BinDir, Logger: log, Throughput: true}); err != nil {
-			return nil, nil, err
+		opts := localenv.ControlPlaneOptions{BinDir: b.BinDir, Logger: log, Throughput: true, Persistent: b.Durable}
+		if b.Durable {
+			if opts.Dir, err = os.MkdirTemp("", "berth-bench-cluster-"); err != nil {
+				return nil, nil, err
+			}
 		}
-		cleanup = func() error { cp.Stop(); return nil }
+		removeDir := func() error {
+			if opts.Dir == "" {
+				return nil
+			}
+			return os.RemoveAll(opts.Dir)
+		}
+		if cp, err = localenv.StartControlPlane(ctx, opts); err != nil {
+			return nil, nil, errors.Join(err, removeDir())
+		}
+		cleanup = func() error { cp.Stop(); return removeDir() }
 		log.InfoContext(ctx, "control plane started", slog.Duration("took", time.Since(start)))
 	} else {
 		cleanup = func() error {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"berth.dev/berth/api/ledger/v1"
+	"berth.dev/berth/api/market/v1"
 	providerv1 "berth.dev/berth/api/provider/v1"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/localenv"
@@ -124,12 +125,33 @@ func TestDevBannerOlderChain(t *testing.T) {
 	}
 }
 
-// TestDevBannerManifestTimeout: leases of the last run are to be sent their manifests
+// TestDevBannerResumedLeases: the leases of the last run whose manifests the kept
+// cluster holds are counted as resumed; those it does not hold are named, to be sent
+// their manifests.
+func TestDevBannerResumedLeases(t *testing.T) {
+	d := devBanner{cfg: Config{Home: "/h"}, cp: &localenv.ControlPlane{}, denoms: ledger.DefaultDenoms(),
+		leases: make([]ledger.LeaseResponse, 3), manifestTimeout: 5 * time.Minute}
+	var all strings.Builder
+	printDevBanner(&all, d)
+	if want := "3 lease(s) from the last run resumed"; !strings.Contains(all.String(), want) || strings.Contains(all.String(), "send-manifest") {
+		t.Errorf("every lease resumed: the banner lacks %q or asks for manifests:\n%s", want, all.String())
+	}
+	d.unrecorded = []market.LeaseID{{DSeq: 12}, {DSeq: 40}}
+	var some strings.Builder
+	printDevBanner(&some, d)
+	for _, want := range []string{"1 lease(s) from the last run resumed", "2 lease(s) active on the ledger have no manifest on this cluster (dseq 12, 40)", "tenant send-manifest FILE DSEQ"} {
+		if !strings.Contains(some.String(), want) {
+			t.Errorf("two leases without manifests: the banner lacks %q:\n%s", want, some.String())
+		}
+	}
+}
+
+// TestDevBannerManifestTimeout: leases without a manifest are to be sent their manifests
 // within the provider's manifest_timeout, or whenever the tenant likes when it is 0s
 // (no watchdog), never "within 0s".
 func TestDevBannerManifestTimeout(t *testing.T) {
 	d := devBanner{cfg: Config{Home: "/h"}, cp: &localenv.ControlPlane{}, denoms: ledger.DefaultDenoms(),
-		leases: []ledger.LeaseResponse{{}}, manifestTimeout: 5 * time.Minute}
+		leases: []ledger.LeaseResponse{{}}, unrecorded: []market.LeaseID{{DSeq: 7}}, manifestTimeout: 5 * time.Minute}
 	for _, c := range []struct {
 		timeout time.Duration
 		want    string

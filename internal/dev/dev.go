@@ -230,6 +230,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger, out io.Writer) (retE
 	if banner.leases, banner.tenant, err = devTenantView(ctx, client, banner.providerAddr, chainInfo.tenant); err != nil {
 		return err
 	}
+	if banner.unrecorded, err = unrecordedLeases(ctx, r.kubeconfig, banner.leases); err != nil {
+		return err
+	}
 	banner.took = time.Since(start)
 	printDevBanner(out, banner)
 
@@ -315,8 +318,10 @@ func (r *devRun) startLedger() error {
 func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	ctx, log := r.ctx, r.log
 	log.InfoContext(ctx, "starting the local Kubernetes control plane", slog.String("dir", filepath.Join(r.cfg.Home, "cluster")))
+	// The cluster is kept from one run to the next, as the chain is: the leases of an
+	// earlier run come back with their workloads, and etcd syncs what it acknowledges.
 	cp, err := localenv.StartControlPlane(ctx, localenv.ControlPlaneOptions{
-		Dir: filepath.Join(r.cfg.Home, "cluster"), BinDir: bin, Logger: log,
+		Dir: filepath.Join(r.cfg.Home, "cluster"), BinDir: bin, Logger: log, Persistent: true,
 	})
 	if err != nil {
 		return fmt.Errorf("start the local cluster: %w", err)
@@ -324,7 +329,7 @@ func (r *devRun) startCluster(bin, lbBin string, tools realTools) error {
 	r.cp = cp
 	r.onStop(func() error { cp.Stop(); return nil })
 	r.specs = r.cfg.nodes()
-	if err := cp.AddNodes(ctx, r.specs...); err != nil {
+	if err := cp.SetNodes(ctx, r.specs...); err != nil {
 		return fmt.Errorf("add simulated nodes: %w", err)
 	}
 	r.kubeconfig = filepath.Join(cp.Dir, "berth.kubeconfig")

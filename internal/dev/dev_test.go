@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/internal/inventory"
@@ -86,14 +85,7 @@ func TestRunDev(t *testing.T) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(restCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := mustKube(t, kubeconfig)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -128,24 +120,76 @@ func TestRunDev(t *testing.T) {
 	}
 	checkDevVolumes(ctx, t, cs)
 	screenCorpus(t, banner)
+	// Something for the second start to find: the cluster is kept.
+	kept := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: metav1.NamespaceDefault}, Data: map[string]string{"run": "1"}}
+	if kept, err = cs.CoreV1().ConfigMaps(kept.Namespace).Create(ctx, kept, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// etcd syncs what it acknowledges: berth dev's cluster outlives it.
+	if args := etcdArgs(t, filepath.Join(cfg.Home, "cluster", "etcd")); !slices.Contains(args, "--unsafe-no-fsync=false") {
+		t.Errorf("berth dev's etcd runs with %q, want --unsafe-no-fsync=false", args)
+	}
 
 	stopRun(t, cancel, done)
 	if _, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{}); err == nil {
 		t.Error("API server still answers after berth dev stopped")
 	}
 
-	// A second start resumes the chain; the provider's registration follows its new
-	// gateway address.
+	// A second start resumes the chain and the cluster; the provider's registration
+	// follows its new gateway address, and the simulated nodes follow this start's flags:
+	// one plain node and one GPU node, of 2 GPUs, this time.
+	cfg.Nodes, cfg.GPUNodes, cfg.GPUsPerNode = 1, 1, 2
 	ctx2, cancel2 := context.WithCancel(t.Context())
 	defer cancel2()
 	out2, done := startDev(ctx2, t, cfg, "the second berth dev")
 	if !strings.Contains(out2.String(), "chain berth-dev (resumed)") {
 		t.Errorf("second start did not resume the chain:\n%s", out2.String())
 	}
+	cs2 := mustKube(t, kubeconfig) // the kubeconfig is written anew, with the new port
+	if got, err := cs2.CoreV1().ConfigMaps(kept.Namespace).Get(ctx2, kept.Name, metav1.GetOptions{}); err != nil || got.UID != kept.UID {
+		t.Errorf("the first run's ConfigMap on the second start: %v (UID %v, want %s)", err, got.GetUID(), kept.UID)
+	}
+	nodes, err = cs2.CoreV1().Nodes().List(ctx2, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+		if q := n.Status.Allocatable[localenv.ResourceGPU]; n.Name == "dev-gpu-node-1" && q.Value() != 2 {
+			t.Errorf("the GPU node has %s GPUs on the second start, want 2", q.String())
+		}
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"dev-gpu-node-1", "dev-node-1"}) {
+		t.Errorf("nodes on the second start: %v, want dev-gpu-node-1 and dev-node-1", names)
+	}
 	cancel2()
 	if err := <-done; err != nil {
 		t.Fatalf("second Run: %v", err)
 	}
+}
+
+// mustKube is a client of the cluster of the kubeconfig at path.
+func mustKube(t *testing.T, path string) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubeClient(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// etcdArgs is the command line of the etcd running on dataDir.
+func etcdArgs(t *testing.T, dataDir string) []string {
+	t.Helper()
+	for _, args := range localenv.Processes() {
+		if len(args) > 0 && filepath.Base(args[0]) == "etcd" && slices.Contains(args, "--data-dir="+dataDir) {
+			return args
+		}
+	}
+	t.Fatalf("no etcd runs on %s", dataDir)
+	return nil
 }
 
 // checkDevVolumes: a claim of a dev storage class is bound to a volume of its size,

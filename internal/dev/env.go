@@ -10,14 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+
 	"berth.dev/berth/api/ledger/v1"
 	"berth.dev/berth/api/market/v1"
+	berthv1 "berth.dev/berth/api/v1"
 	"berth.dev/berth/internal/app"
 	"berth.dev/berth/internal/bidengine"
 	"berth.dev/berth/internal/chain"
+	"berth.dev/berth/internal/cluster/kube"
 	"berth.dev/berth/internal/config"
 	"berth.dev/berth/internal/keys"
 	"berth.dev/berth/internal/localenv"
@@ -289,8 +296,36 @@ type devTenant struct {
 	balance []market.Coin
 }
 
-// devTenantView reads the tenant's balance and the provider's active leases (from an
-// earlier run: their workloads were on the cluster that run made).
+// unrecordedLeases are the leases (active on the ledger) whose manifest the cluster
+// does not hold: with a cluster kept from the last run, those that never got one, or
+// whose cluster was lost (berth dev's cluster directory deleted).
+func unrecordedLeases(ctx context.Context, kubeconfigPath string, leases []ledger.LeaseResponse) ([]market.LeaseID, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	rc, err := restConfig(kubeconfigPath)
+	if err != nil {
+		return nil, err
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	var missing []market.LeaseID
+	for i := range leases {
+		id := leases[i].Lease.ID
+		_, err := dc.Resource(berthv1.ManifestResource).Namespace(kube.LeaseNamespace(id)).Get(ctx, kube.ManifestName, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, id)
+		case err != nil:
+			return nil, fmt.Errorf("the manifest of lease %s: %w", id, err)
+		}
+	}
+	return missing, nil
+}
+
+// devTenantView reads the tenant's balance and the provider's active leases.
 func devTenantView(ctx context.Context, c *chain.Client, provider string, tenant keys.Info) ([]ledger.LeaseResponse, devTenant, error) {
 	t := devTenant{Info: tenant}
 	var acct ledger.AccountResponse
@@ -341,6 +376,7 @@ type devBanner struct {
 	grpc, metrics                                   string
 	tenant                                          devTenant
 	leases                                          []ledger.LeaseResponse
+	unrecorded                                      []market.LeaseID // of leases: those the cluster holds no manifest of
 	defaultHome                                     string
 	manifestTimeout                                 time.Duration
 	hostnameOperator, ipOperator, inventoryOperator string
@@ -429,9 +465,16 @@ func printDevBanner(out io.Writer, d devBanner) {
 		bal = append(bal, c.String())
 	}
 	fmt.Fprintf(&b, "  tenant key    %q %s, balance %s\n", d.tenant.Name, d.tenant.Address, strings.Join(bal, ", "))
-	if n := len(d.leases); n > 0 {
-		fmt.Fprintf(&b, "\n  %d lease(s) from the last run are still active on the ledger; their workloads were on\n", n)
-		fmt.Fprintf(&b, "  the previous cluster. Send each manifest again (%s tenant send-manifest FILE DSEQ)\n", cmp.Or(d.cfg.Command, "berth"))
+	if n := len(d.leases) - len(d.unrecorded); n > 0 {
+		fmt.Fprintf(&b, "\n  %d lease(s) from the last run resumed: the cluster kept their manifests and workloads.\n", n)
+	}
+	if n := len(d.unrecorded); n > 0 {
+		dseqs := make([]string, 0, n)
+		for _, id := range d.unrecorded {
+			dseqs = append(dseqs, strconv.FormatUint(id.DSeq, 10))
+		}
+		fmt.Fprintf(&b, "\n  %d lease(s) active on the ledger have no manifest on this cluster (dseq %s).\n", n, strings.Join(dseqs, ", "))
+		fmt.Fprintf(&b, "  Send each manifest (%s tenant send-manifest FILE DSEQ)\n", cmp.Or(d.cfg.Command, "berth"))
 		if d.manifestTimeout > 0 {
 			fmt.Fprintf(&b, "  within %s, or the provider closes the lease (manifest_timeout).\n", yaml.FormatDuration(d.manifestTimeout))
 		} else {

@@ -274,8 +274,8 @@ func (ic *devInCluster) run(ctx context.Context, args ...string) error {
 	return nil
 }
 
-// uninstall removes the release and the provider's home volume (the chart keeps it):
-// the cluster is new at each start. ctx is the run's, without its cancellation (it
+// uninstall removes the release and the provider's home volume (the chart keeps it),
+// so that the next start installs the chart afresh. ctx is the run's, without its cancellation (it
 // runs at stop), bounded here.
 func (ic *devInCluster) uninstall(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

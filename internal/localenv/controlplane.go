@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,6 +49,13 @@ type ControlPlaneOptions struct {
 	// Restart is what happens when a process exits once the control plane runs
 	// (default: restarts with backoff, at most 5 per process in 10 minutes; etcd never).
 	Restart RestartPolicy
+	// Persistent keeps the cluster in Dir (required) from one start to the next: etcd's
+	// data and the service-account signing key are reused when Dir holds them (the
+	// certificates, kubeconfigs and kwok's files are made anew, as are the ports), and
+	// etcd syncs every write to disk, so what the API server acknowledged survives a
+	// crash of this machine. Without it Dir is emptied at start and etcd runs with
+	// --unsafe-no-fsync: nothing of the cluster outlives it.
+	Persistent bool
 }
 
 // ControlPlane is a running private Kubernetes control plane with kwok.
@@ -64,6 +73,9 @@ type ControlPlane struct {
 	// this host, as the user running the control plane, with or without a terminal
 	// (the node server runs them: nodeserver.go).
 	ExecDir string
+	// Resumed says a persistent control plane started on the cluster of an earlier start
+	// (ControlPlaneOptions.Persistent): its objects are all there.
+	Resumed bool
 
 	cfg       *rest.Config
 	tlsClient *http.Client
@@ -74,7 +86,7 @@ type ControlPlane struct {
 	procs   []*process
 	nodes   []*RealNode // real nodes started and not yet stopped (realnode.go)
 	node    *nodeServer // the simulated nodes' kubelet endpoint, in front of kwok
-	removed bool
+	removed atomic.Bool
 	log     *slog.Logger
 
 	// Supervision (supervise.go): one goroutine per process from the end of start-up
@@ -105,6 +117,9 @@ const (
 // controllers serve. The caller must call Stop. Start-up is retried when a port chosen
 // as free was taken before a process could bind it.
 func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlPlane, error) {
+	if opts.Persistent && opts.Dir == "" {
+		return nil, errors.New("a persistent control plane needs a directory (ControlPlaneOptions.Dir)")
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -125,18 +140,21 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 
 func newControlPlane(dir string, removeDir bool, log *slog.Logger, restart RestartPolicy) *ControlPlane {
 	restart.defaults()
-	return &ControlPlane{Dir: dir, removed: removeDir, log: log, restart: restart,
+	cp := &ControlPlane{Dir: dir, log: log, restart: restart,
 		stopping: make(chan struct{}), failed: make(chan struct{}), history: map[string]*restartHistory{}}
+	cp.removed.Store(removeDir)
+	return cp
 }
 
 func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *ControlPlane, retErr error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-	dir, removeDir, err := controlPlaneDir(opts.Dir)
+	dir, removeDir, resumed, err := controlPlaneDir(opts.Dir, opts.Persistent)
 	if err != nil {
 		return nil, err
 	}
 	cp := newControlPlane(dir, removeDir, opts.Logger, opts.Restart)
+	cp.Resumed = resumed
 	defer func() {
 		if retErr != nil {
 			cp.Stop()
@@ -149,7 +167,7 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	st := &cpStart{opts: opts, cp: cp, logs: filepath.Join(dir, "logs"),
 		etcdClient: ports[0], etcdPeer: ports[1], apiPort: ports[2], kcmPort: ports[3], schedPort: ports[4], kwokPort: ports[5]}
 	cp.APIServerURL = "https://" + hostPort(st.apiPort)
-	if st.files, err = writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL, opts.Throughput); err != nil {
+	if st.files, err = writeControlPlaneFiles(dir, opts.BinDir, cp.APIServerURL, opts.Throughput, opts.Persistent); err != nil {
 		return nil, err
 	}
 	cp.KubeconfigPath, cp.ContainerLogFile, cp.ExecDir = st.files.adminKubeconfig, st.files.containerLog, st.files.execDir
@@ -170,29 +188,45 @@ func startControlPlane(ctx context.Context, opts ControlPlaneOptions) (_ *Contro
 	return cp, nil
 }
 
-// controlPlaneDir is the control plane's directory, made afresh: a new temporary one
-// (removed at Stop) when dir is empty, else dir emptied (stale etcd data would not
-// match the new keys).
-func controlPlaneDir(dir string) (string, bool, error) {
+// controlPlaneDir is the control plane's directory: a new temporary one (removed at
+// Stop) when dir is empty; else dir, emptied (stale etcd data would not match new
+// keys) unless persistent, which keeps etcd's data, the service-account keys and the
+// logs and says whether there was a cluster to resume.
+func controlPlaneDir(dir string, persistent bool) (_ string, removeDir, resumed bool, _ error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "berth-kube-")
 		if err != nil {
-			return "", false, fmt.Errorf("create control plane dir: %w", err)
+			return "", false, false, fmt.Errorf("create control plane dir: %w", err)
 		}
-		return d, true, nil
+		return d, true, false, nil
 	}
 	// A real node of a run that was killed keeps running containers, with mounts,
 	// under the directory: ended first, never removed through.
 	if err := abandonedNodes(dir); err != nil {
-		return "", false, fmt.Errorf("clean control plane dir: %w", err)
+		return "", false, false, fmt.Errorf("clean control plane dir: %w", err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return "", false, fmt.Errorf("clean control plane dir: %w", err)
+	keep := map[string]bool{}
+	if persistent {
+		keep = map[string]bool{"etcd": true, "logs": true, "pki": true}
+		_, err := os.Stat(filepath.Join(dir, "etcd", "member"))
+		resumed = err == nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", false, false, fmt.Errorf("clean control plane dir: %w", err)
+	}
+	for _, e := range entries {
+		if keep[e.Name()] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return "", false, false, fmt.Errorf("clean control plane dir: %w", err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", false, fmt.Errorf("create control plane dir: %w", err)
+		return "", false, false, fmt.Errorf("create control plane dir: %w", err)
 	}
-	return dir, false, nil
+	return dir, false, resumed, nil
 }
 
 // cpStart is one start of a control plane: its ports and files, and the clients its
@@ -227,7 +261,8 @@ func (st *cpStart) startEtcd(ctx context.Context) error {
 		"--listen-client-urls="+st.etcdURL, "--advertise-client-urls="+st.etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL,
-		"--unsafe-no-fsync=true", // throwaway data: durability buys nothing, fsync costs seconds
+		// Throwaway data: durability buys nothing, fsync costs seconds.
+		fmt.Sprintf("--unsafe-no-fsync=%t", !st.opts.Persistent),
 		"--quota-backend-bytes=2147483648",
 		"--log-level=warn",
 	)
@@ -489,13 +524,17 @@ func (cp *ControlPlane) Stop() {
 		if cp.node != nil {
 			cp.node.stop()
 		}
-		if cp.removed {
+		if cp.removed.Load() {
 			if err := os.RemoveAll(cp.Dir); err != nil {
 				cp.log.Warn("remove control plane dir", slog.String("dir", cp.Dir), slog.String("error", err.Error()))
 			}
 		}
 	})
 }
+
+// KeepDir makes Stop leave the directory, with the processes' logs, in place: the
+// evidence of a failed test run.
+func (cp *ControlPlane) KeepDir() { cp.removed.Store(false) }
 
 // Healthy reports why the control plane failed (Err), nil while it runs.
 func (cp *ControlPlane) Healthy() error { return cp.Err() }
@@ -555,7 +594,7 @@ type controlPlaneFiles struct {
 	kwokHome, kwokConfig, containerLog, execDir                     string
 }
 
-func writeControlPlaneFiles(dir, binDir, serverURL string, throughput bool) (controlPlaneFiles, error) {
+func writeControlPlaneFiles(dir, binDir, serverURL string, throughput, persistent bool) (controlPlaneFiles, error) {
 	var f controlPlaneFiles
 	pkiDir := filepath.Join(dir, "pki")
 	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
@@ -593,7 +632,7 @@ func writeControlPlaneFiles(dir, binDir, serverURL string, throughput bool) (con
 	if err != nil {
 		return f, err
 	}
-	if f.saKey, f.saPub, err = serviceAccountKeys(pkiDir); err != nil {
+	if f.saKey, f.saPub, err = serviceAccountKeys(pkiDir, persistent); err != nil {
 		return f, err
 	}
 	writeKubeconfig := func(name string, c certPair) (string, error) {

@@ -1,6 +1,7 @@
 package localenv
 
 import (
+	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -86,6 +87,65 @@ func TestNodeSpec(t *testing.T) {
 			}
 			tt.check(t, n)
 		})
+	}
+}
+
+// TestPersistentDir: a persistent control plane's directory keeps etcd's data, the
+// service-account key pair and the logs from one start to the next (and says it
+// resumes a cluster), and nothing else; a throwaway one is emptied; a persistent one
+// needs a directory.
+func TestPersistentDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cluster")
+	for _, f := range []string{"etcd/member/snap/db", "pki/ca.crt", "logs/etcd.log", "kwok/containers.log", "admin.kubeconfig"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key, pub, err := serviceAccountKeys(filepath.Join(dir, "pki"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, removeDir, resumed, err := controlPlaneDir(dir, true)
+	if err != nil || got != dir || removeDir || !resumed {
+		t.Fatalf("persistent: %q, remove %t, resumed %t, %v", got, removeDir, resumed, err)
+	}
+	for f, want := range map[string]bool{"etcd/member/snap/db": true, "pki/ca.crt": true, "logs/etcd.log": true, "kwok": false, "admin.kubeconfig": false} {
+		if _, err := os.Stat(filepath.Join(dir, f)); (err == nil) != want {
+			t.Errorf("persistent: %s kept = %t, want %t", f, err == nil, want)
+		}
+	}
+	key2, pub2, err := serviceAccountKeys(filepath.Join(dir, "pki"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.ReadFile(key2); err != nil || key2 != key || pub2 != pub || !bytes.Equal(again, keyPEM) {
+		t.Errorf("the service-account key was not reused (%v)", err)
+	}
+	if _, _, err := serviceAccountKeys(filepath.Join(dir, "pki"), false); err != nil {
+		t.Fatal(err)
+	}
+	if fresh, err := os.ReadFile(key); err != nil || bytes.Equal(fresh, keyPEM) {
+		t.Errorf("without reuse the service-account key is the same (%v)", err)
+	}
+
+	if _, _, resumed, err := controlPlaneDir(dir, false); err != nil || resumed {
+		t.Fatalf("throwaway: resumed %t, %v", resumed, err)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+		t.Errorf("throwaway: %d entries left (%v)", len(entries), err)
+	}
+	if _, _, resumed, err := controlPlaneDir(filepath.Join(t.TempDir(), "new"), true); err != nil || resumed {
+		t.Errorf("persistent on a new directory: resumed %t, %v", resumed, err)
+	}
+	if _, err := StartControlPlane(t.Context(), ControlPlaneOptions{Persistent: true}); err == nil || !strings.Contains(err.Error(), "needs a directory") {
+		t.Errorf("persistent without a directory: %v", err)
 	}
 }
 

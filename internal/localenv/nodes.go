@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 )
 
 // GPU node labels, as NVIDIA GPU feature discovery publishes them on real clusters.
@@ -126,9 +130,10 @@ func (s NodeSpec) Object() (*corev1.Node, error) {
 	}, nil
 }
 
-// AddNodes creates simulated nodes (16 at a time) and waits until each is Ready and
-// schedulable (kwok reports Ready and the node lifecycle controller has lifted the
-// not-ready taint).
+// AddNodes creates simulated nodes (16 at a time), or makes existing ones of the same
+// names match their specs (a persistent control plane's nodes of an earlier start), and
+// waits until each is Ready and schedulable (kwok reports Ready and the node lifecycle
+// controller has lifted the not-ready taint).
 func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
 	if err != nil {
@@ -151,10 +156,7 @@ func (cp *ControlPlane) AddNodes(ctx context.Context, specs ...NodeSpec) error {
 	g.SetLimit(16)
 	for _, n := range nodes {
 		g.Go(func() error {
-			if _, err := cs.CoreV1().Nodes().Create(gctx, n, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create node %s: %w", n.Name, err)
-			}
-			return nil
+			return putNode(gctx, cs, n)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -219,4 +221,65 @@ func (cp *ControlPlane) DeleteNodes(ctx context.Context, names ...string) error 
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// putNode creates n, or, when a node of its name exists (kept by a persistent control
+// plane), gives that one n's labels, annotations, capacity and allocatable, keeping what
+// Kubernetes added (taints, conditions, its addresses).
+func putNode(ctx context.Context, cs kubernetes.Interface, n *corev1.Node) error {
+	_, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("create node %s: %w", n.Name, err)
+		}
+		return nil
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		cur.Labels = n.Labels
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		maps.Copy(cur.Annotations, n.Annotations)
+		if cur, err = cs.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update node %s: %w", n.Name, err)
+		}
+		cur.Status.Capacity, cur.Status.Allocatable = n.Status.Capacity, n.Status.Allocatable
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update node %s status: %w", n.Name, err)
+		}
+		return nil
+	})
+}
+
+// SetNodes makes the simulated nodes exactly specs: AddNodes, then every other node kwok
+// simulates here deleted (a persistent control plane's nodes that an earlier start had
+// and this one does not; their pods go elsewhere or wait). Real nodes are left alone.
+func (cp *ControlPlane) SetNodes(ctx context.Context, specs ...NodeSpec) error {
+	if err := cp.AddNodes(ctx, specs...); err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("list nodes: %w", err)
+	}
+	for i := range list.Items {
+		n := &list.Items[i]
+		if n.Annotations[kwokNodeAnnotation] != kwokNodeValue || slices.ContainsFunc(specs, func(s NodeSpec) bool { return s.Name == n.Name }) {
+			continue
+		}
+		err := cs.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete node %s: %w", n.Name, err)
+		}
+		cp.log.InfoContext(ctx, "deleted a simulated node the cluster no longer has", slog.String("node", n.Name))
+	}
+	return nil
 }

@@ -122,8 +122,18 @@ func (p *pki) issue(name string, tmpl *x509.Certificate) (certPair, error) {
 }
 
 // serviceAccountKeys writes the RSA key pair the API server signs and verifies
-// service-account tokens with, and returns (private key file, public key file).
-func serviceAccountKeys(dir string) (string, string, error) {
+// service-account tokens with (with reuse, keeps the pair already in dir, so tokens
+// issued before a restart stay valid), and returns (private key file, public key file).
+func serviceAccountKeys(dir string, reuse bool) (string, string, error) {
+	priv := filepath.Join(dir, "sa.key")
+	pubFile := filepath.Join(dir, "sa.pub")
+	if reuse {
+		_, errPriv := os.Stat(priv)
+		_, errPub := os.Stat(pubFile)
+		if errPriv == nil && errPub == nil {
+			return priv, pubFile, nil
+		}
+	}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return "", "", fmt.Errorf("generate service-account key: %w", err)
@@ -132,8 +142,6 @@ func serviceAccountKeys(dir string) (string, string, error) {
 	if err != nil {
 		return "", "", fmt.Errorf("marshal service-account public key: %w", err)
 	}
-	priv := filepath.Join(dir, "sa.key")
-	pubFile := filepath.Join(dir, "sa.pub")
 	if err := os.WriteFile(priv, pemBlock("RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key)), 0o600); err != nil {
 		return "", "", fmt.Errorf("write %s: %w", priv, err)
 	}

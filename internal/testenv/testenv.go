@@ -56,8 +56,9 @@ type failure struct {
 // (of tests that did not call Cluster themselves too).
 var sharedFailure atomic.Pointer[failure]
 
-// Main runs a test package: m.Run, then stops the shared control plane, then fails the
-// run if a process of the shared control plane died or goroutines leaked. Use it from
+// Main runs a test package: m.Run, then stops the shared control plane (keeping its
+// directory, with the processes' logs, when the run failed), then fails the run if a
+// process of the shared control plane died or goroutines leaked. Use it from
 // TestMain:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
@@ -68,6 +69,10 @@ func Main(m *testing.M) {
 		if err := shared.cp.Err(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: the shared control plane failed during the run: %v\n", err)
 			code = 1
+		}
+		if code != 0 {
+			shared.cp.KeepDir()
+			fmt.Fprintf(os.Stderr, "testenv: the run failed; the shared control plane's logs are kept in %s\n", filepath.Join(shared.cp.Dir, "logs"))
 		}
 		shared.cp.Stop()
 	}
