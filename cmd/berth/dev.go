@@ -44,6 +44,7 @@ func newDevCommand(log *slog.Logger) *cobra.Command {
 			cfg.WithdrawPeriodSet = cmd.Flag("withdraw-period").Changed
 			cfg.Command = selfName()
 			cfg.Build = rest.BuildInfo{Name: "berth", ServerName: "berth-provider", Version: version, Commit: buildCommit()}
+			routeKlog(log)
 			return dev.Run(cmd.Context(), cfg, log, cmd.OutOrStdout())
 		}),
 	}

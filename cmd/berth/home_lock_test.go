@@ -20,13 +20,20 @@ import (
 // with --reset), berth chain start and berth provider run on that home are refused
 // before any file of the home changes, saying which process holds it and what to do;
 // the running marketplace still answers the CLI.
+//
+// It also checks that berth dev starts cleanly: nothing logged at error, klog's lines
+// (client-go's watches, leader election) included. It is not parallel, so that the
+// process's one klog logs to this berth dev's logger alone.
 func TestHomeInUseIsRefused(t *testing.T) {
-	t.Parallel() // see TestMain
 	if _, err := localenv.FindBinaries(t.Context()); err != nil {
 		testenv.Require(t, err)
 	}
 	home := filepath.Join(t.TempDir(), "home")
-	startDev(t, "--home", home, "--nodes", "1", "--gpu-nodes", "0")
+	var log testenv.Buffer
+	startDevLogging(t, slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelWarn})), "--home", home, "--nodes", "1", "--gpu-nodes", "0")
+	if errs := linesWith(log.String(), "level=ERROR"); len(errs) > 0 {
+		t.Errorf("berth dev logged errors while it started:\n%s", strings.Join(errs, "\n"))
+	}
 	_, must := cliWith(t, "--home", home)
 	must("tenant", "deployment", "list")
 
@@ -134,4 +141,15 @@ func diffFiles(before, after map[string]homeFile) string {
 		}
 	}
 	return b.String()
+}
+
+// linesWith are the lines of s that contain sub.
+func linesWith(s, sub string) []string {
+	var out []string
+	for line := range strings.Lines(s) {
+		if strings.Contains(line, sub) {
+			out = append(out, strings.TrimRight(line, "\n"))
+		}
+	}
+	return out
 }

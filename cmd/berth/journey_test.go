@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,9 +38,15 @@ import (
 // returns once it is ready (its banner printed).
 func startDev(t *testing.T, args ...string) string {
 	t.Helper()
+	return startDevLogging(t, slog.New(slog.DiscardHandler), args...)
+}
+
+// startDevLogging is startDev with berth's log going to log.
+func startDevLogging(t *testing.T, log *slog.Logger, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	out := testenv.NewMarkerWriter("Press Ctrl-C")
-	root := newRootCommand(slog.New(slog.DiscardHandler))
+	root := newRootCommand(log)
 	root.SetOut(out)
 	root.SetErr(out)
 	root.SetArgs(append([]string{"dev"}, args...))
@@ -228,6 +235,10 @@ func TestTenantJourney(t *testing.T) {
 		return got
 	}
 	addr := gameIP(ipDSeq, "")
+	// The pool is a /24: its network and broadcast addresses are never handed out.
+	if a := netip.MustParseAddr(addr).As4(); a[3] == 0 || a[3] == 255 {
+		t.Errorf("the leased IP is %s, the pool's network or broadcast address", addr)
+	}
 	// A second deployment of the tenant names the same endpoint: the first keeps it
 	// until the tenant moves it (POST /endpoint/migrate); then the second has it, at
 	// the same address.

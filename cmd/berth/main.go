@@ -13,9 +13,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"berth.dev/berth/internal/config"
 )
@@ -89,6 +93,51 @@ func newRootCommand(log *slog.Logger) *cobra.Command {
 	root.SetHelpCommandGroupID(groupTools)
 	root.SetCompletionCommandGroupID(groupTools)
 	return root
+}
+
+// routeKlog sends what the Kubernetes libraries log through klog (client-go's
+// reflectors, leader election) to log, in berth's format and at its level, instead of
+// klog's own lines on stderr. klog is configured once per process (it may not be while
+// it logs): to a handler that forwards to the logger of the command that last called
+// routeKlog.
+func routeKlog(log *slog.Logger) {
+	klogTarget.Store(log)
+	klogOnce.Do(func() { klog.SetSlogLogger(slog.New(klogHandler{})) })
+}
+
+var (
+	klogOnce   sync.Once
+	klogTarget atomic.Pointer[slog.Logger]
+)
+
+// klogHandler is klog's slog handler: klogTarget's, with the attributes and groups
+// klog's loggers added (wrap, applied in order when a record is handled).
+type klogHandler struct {
+	wrap []func(slog.Handler) slog.Handler
+}
+
+func (h klogHandler) target() slog.Handler {
+	t := klogTarget.Load().Handler()
+	for _, w := range h.wrap {
+		t = w(t)
+	}
+	return t
+}
+
+func (h klogHandler) Enabled(ctx context.Context, l slog.Level) bool {
+	return klogTarget.Load().Handler().Enabled(ctx, l)
+}
+
+func (h klogHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.target().Handle(ctx, r)
+}
+
+func (h klogHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return klogHandler{wrap: append(slices.Clip(h.wrap), func(t slog.Handler) slog.Handler { return t.WithAttrs(as) })}
+}
+
+func (h klogHandler) WithGroup(name string) slog.Handler {
+	return klogHandler{wrap: append(slices.Clip(h.wrap), func(t slog.Handler) slog.Handler { return t.WithGroup(name) })}
 }
 
 func main() {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/klog/v2"
+
 	"berth.dev/berth/internal/testenv"
 )
 
@@ -27,7 +29,8 @@ const asBerthEnv = "BERTH_TEST_AS_BERTH"
 // suite, berth dev --redis) call t.Parallel, so they run beside one another once the
 // rest are done. The two on a real node (TestRealNodeJourney, TestChartOnRealNode) take
 // the machine's one real-node lock; only the journey is parallel, so the chart's test
-// runs first and nothing waits on the lock while holding a slot.
+// runs first and nothing waits on the lock while holding a slot. TestHomeInUseIsRefused
+// is not parallel: it reads what klog (one per process) logs.
 func TestMain(m *testing.M) {
 	if os.Getenv(asBerthEnv) == "1" {
 		main()
@@ -176,5 +179,23 @@ func TestExitStatus(t *testing.T) {
 		if got := exitStatus(&stderr, tt.err); got != tt.code || stderr.String() != tt.stderr {
 			t.Errorf("%v: exit %d, stderr %q; want %d, %q", tt.err, got, stderr.String(), tt.code, tt.stderr)
 		}
+	}
+}
+
+// TestKlogRouted: what the Kubernetes libraries log through klog reaches the logger of
+// the command that runs, in its format and at its level, attributes included.
+func TestKlogRouted(t *testing.T) {
+	var first, second testenv.Buffer
+	routeKlog(slog.New(slog.NewTextHandler(&first, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	klog.InfoS("below the level", "k", "v")
+	klog.Background().WithValues("reflector", "pods").Error(errors.New("boom"), "Failed to watch")
+	routeKlog(slog.New(slog.NewTextHandler(&second, nil)))
+	klog.InfoS("to the second", "k", "v")
+	if got := first.String(); strings.Contains(got, "below the level") || !strings.Contains(got, `level=ERROR msg="Failed to watch"`) ||
+		!strings.Contains(got, "reflector=pods") || !strings.Contains(got, "err=boom") {
+		t.Errorf("first logger got:\n%s", got)
+	}
+	if got := second.String(); !strings.Contains(got, `level=INFO msg="to the second" k=v`) || strings.Contains(got, "Failed to watch") {
+		t.Errorf("second logger got:\n%s", got)
 	}
 }

@@ -82,6 +82,7 @@ func newOperator[C any](o operatorCommand[C]) *cobra.Command {
 				return printValid(cmd, config)
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With(slog.String("operator", o.name))
+			routeKlog(log)
 			op, err := o.new(cfg, log, func(addr string) {
 				_, _ = fmt.Fprintf(cmd.OutOrStdout(), "probes and metrics: http://%s/{healthz,readyz,metrics%s}\n", addr, o.extra)
 			})

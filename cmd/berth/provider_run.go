@@ -68,6 +68,7 @@ func newProviderRunCommand(f *ledgerFlags) *cobra.Command {
 			}
 			defer lock.Release()
 			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			routeKlog(log)
 			p, err := app.NewProvider(cmd.Context(), checked, metricsListen, log)
 			if err != nil {
 				return err

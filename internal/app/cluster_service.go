@@ -90,18 +90,24 @@ func newClusterService(rc *rest.Config, cfg config.ProviderConfig, owner ownersh
 
 // start runs, in g until ctx ends, the CRD install when configured to (retried while
 // the API server does not answer: a provider started during an outage waits for it),
-// the cache, the inventory, the manager, the monitor and the drift watcher. Those wait for the
-// cluster on their own; the manager takes manifests once it has read the Manifest
-// resources, so none is accepted before the CRDs are there.
+// then the cache, the inventory, the manager, the monitor and the drift watcher. None
+// of those starts before the CRDs it watches are established, so a clean start logs no
+// failed watch. They wait for the cluster on their own; the manager takes manifests once
+// it has read the Manifest resources.
 func (s *clusterService) start(ctx context.Context, g *errgroup.Group, installCRDs bool, log *slog.Logger) {
-	if installCRDs {
-		g.Go(func() error { return installCRDsWithRetry(ctx, s.dc, log) })
-	}
-	g.Go(func() error { return s.cache.Run(ctx) })
-	g.Go(func() error { return s.inv.Run(ctx) })
-	g.Go(func() error { return s.manager.Run(ctx) })
-	g.Go(func() error { return s.monitor.Run(ctx) })
-	g.Go(func() error { return s.drift.Run(ctx) })
+	g.Go(func() error {
+		if installCRDs {
+			if err := installCRDsWithRetry(ctx, s.dc, log); err != nil || ctx.Err() != nil {
+				return err
+			}
+		}
+		g.Go(func() error { return s.cache.Run(ctx) })
+		g.Go(func() error { return s.inv.Run(ctx) })
+		g.Go(func() error { return s.manager.Run(ctx) })
+		g.Go(func() error { return s.monitor.Run(ctx) })
+		g.Go(func() error { return s.drift.Run(ctx) })
+		return nil
+	})
 }
 
 // installCRDsWithRetry installs berth's CRDs, retrying with backoff (logged) while the

@@ -163,7 +163,7 @@ func startDevMetalLB(ctx context.Context, binDir, kubeconfig, dir, pool string, 
 	if err != nil {
 		return nil, fmt.Errorf("MetalLB: %w", err)
 	}
-	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: MetalLBPool, Addresses: []string{pool}}); err != nil {
+	if err := m.ApplyPool(ctx, localenv.IPAddressPool{Name: MetalLBPool, Addresses: []string{pool}, AvoidBuggyIPs: true}); err != nil {
 		m.Stop()
 		return nil, fmt.Errorf("MetalLB pool: %w", err)
 	}
