@@ -261,7 +261,8 @@ func (st *cpStart) startEtcd(ctx context.Context) error {
 		"--listen-client-urls="+st.etcdURL, "--advertise-client-urls="+st.etcdURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
 		"--initial-cluster=default="+peerURL,
-		// Throwaway data: durability buys nothing, fsync costs seconds.
+		// Only a persistent cluster's data outlives it: for a throwaway one durability
+		// buys nothing, and fsync costs seconds.
 		fmt.Sprintf("--unsafe-no-fsync=%t", !st.opts.Persistent),
 		"--quota-backend-bytes=2147483648",
 		"--log-level=warn",
