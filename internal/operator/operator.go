@@ -186,7 +186,7 @@ func Run(ctx context.Context, rc *rest.Config, o Options, c Controller) error {
 	}
 	defer o.Registry.Unregister(leader)
 
-	log := logr.FromSlogHandler(o.Log.With(slog.String("operator", o.Name)).Handler())
+	log := logr.FromSlogHandler(stopNoise{Handler: o.Log.With(slog.String("operator", o.Name)).Handler(), stopping: func() bool { return ctx.Err() != nil }})
 	setLogger.Do(func() { ctrl.SetLogger(logr.FromSlogHandler(o.Log.Handler())) })
 	cacheOpts := cache.Options{Scheme: Scheme, SyncPeriod: &o.Resync}
 	if err := c.Cache(&cacheOpts); err != nil {
@@ -378,4 +378,46 @@ func probeMux(o Options, leading *atomic.Bool, healthy, ready func() error) http
 		mux.Handle("GET "+path, h)
 	}
 	return mux
+}
+
+// stopNoise is the manager's log handler. At a deliberate stop the manager releases the
+// leader-election lease (ReleaseOnCancel), and controller-runtime reports that as the
+// error "leader election lost", received after the stop sequence was engaged; while the
+// operator is stopping, that one record is logged at info as what it is. Every other
+// record passes as it is (a lease lost while running ends Run with that error).
+type stopNoise struct {
+	slog.Handler
+	stopping func() bool
+}
+
+// stopMessage is what controller-runtime's manager logs an error received while it
+// stops with.
+const stopMessage = "error received after stop sequence was engaged"
+
+func (h stopNoise) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level != slog.LevelError || r.Message != stopMessage || !h.stopping() {
+		return h.Handler.Handle(ctx, r)
+	}
+	lost := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && err.Error() == "leader election lost" {
+			lost = true
+		}
+		return !lost
+	})
+	if !lost {
+		return h.Handler.Handle(ctx, r)
+	}
+	if !h.Enabled(ctx, slog.LevelInfo) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, slog.NewRecord(r.Time, slog.LevelInfo, "leader election lease released at stop", r.PC))
+}
+
+func (h stopNoise) WithAttrs(as []slog.Attr) slog.Handler {
+	return stopNoise{Handler: h.Handler.WithAttrs(as), stopping: h.stopping}
+}
+
+func (h stopNoise) WithGroup(name string) slog.Handler {
+	return stopNoise{Handler: h.Handler.WithGroup(name), stopping: h.stopping}
 }
