@@ -86,6 +86,13 @@ var replicas atomic.Int32
 // and returns Run's error.
 func (e *env) start(t *testing.T, cfg Config, ns string) (stop func() error) {
 	t.Helper()
+	_, stop = e.startReplica(t, cfg, ns)
+	return stop
+}
+
+// startReplica is start, also returning the replica's leader-election identity.
+func (e *env) startReplica(t *testing.T, cfg Config, ns string) (identity string, stop func() error) {
+	t.Helper()
 	reg := prometheus.NewRegistry()
 	c, err := New(cfg, NewMetrics(reg), slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
@@ -95,9 +102,10 @@ func (e *env) start(t *testing.T, cfg Config, ns string) (stop func() error) {
 	if !le.Disabled {
 		le.Namespace = ns
 	}
+	identity = fmt.Sprintf("replica-%d", replicas.Add(1))
 	_, stop = operatortest.Start(t, e.cfg, operator.Options{Name: "hostname", LeaderElection: le, Resync: cfg.Resync, Registry: reg,
-		Identity: fmt.Sprintf("replica-%d", replicas.Add(1))}, c)
-	return stop
+		Identity: identity}, c)
+	return identity, stop
 }
 
 // lease is a lease of provider's for the tests.
@@ -544,7 +552,8 @@ func TestGatewayModeNeedsCRDs(t *testing.T) {
 }
 
 // TestLeaderElectionAndRestart: two replicas, one leads; hostnames created while the
-// leader is stopped mid-work are routed by the standby when it takes over.
+// leader (whichever it is, by the Lease) is stopped mid-work are routed by the standby
+// when it takes over, and the Lease then names the standby.
 func TestLeaderElectionAndRestart(t *testing.T) {
 	prov := testProvider(t)
 	e := newEnv(t)
@@ -552,8 +561,8 @@ func TestLeaderElectionAndRestart(t *testing.T) {
 	cfg := testConfig(prov)
 	cfg.Health.Mode = HealthNone
 	cfg.LeaderElection = operator.LeaderElection{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond}
-	stopA := e.start(t, cfg, ns)
-	stopB := e.start(t, cfg, ns)
+	idA, stopA := e.startReplica(t, cfg, ns)
+	idB, stopB := e.startReplica(t, cfg, ns)
 	first := e.createHost(t, ns, "one.example.test", "one.example.test", lease(prov, 50))
 	e.waitPhase(t, ns, first.Name, berthv1.HostRouted)
 	holder := func() string {
@@ -563,15 +572,19 @@ func TestLeaderElectionAndRestart(t *testing.T) {
 		}
 		return *l.Spec.HolderIdentity
 	}
-	if holder() == "" {
-		t.Fatal("no replica holds the Lease")
+	stopLeader, stopStandby, standby := stopA, stopB, idB
+	switch h := holder(); h {
+	case idA:
+	case idB:
+		stopLeader, stopStandby, standby = stopB, stopA, idA
+	default:
+		t.Fatalf("the Lease is held by %q, neither replica (%s, %s)", h, idA, idB)
 	}
-	// Stop whichever leads (both have one identity here: stop A, then B if needed) in
-	// the middle of a burst of new hostnames.
+	// Stop the leader in the middle of a burst of new hostnames.
 	for i := range 20 {
 		e.createHost(t, ns, fmt.Sprintf("burst-%d.example.test", i), fmt.Sprintf("burst-%d.example.test", i), lease(prov, 51))
 		if i == 5 {
-			if err := stopA(); err != nil {
+			if err := stopLeader(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -579,7 +592,10 @@ func TestLeaderElectionAndRestart(t *testing.T) {
 	for i := range 20 {
 		e.waitPhase(t, ns, fmt.Sprintf("burst-%d.example.test", i), berthv1.HostRouted)
 	}
-	if err := stopB(); err != nil {
+	if h := holder(); h != standby {
+		t.Errorf("after the leader stopped and the burst was routed, the Lease is held by %q, want the standby %s", h, standby)
+	}
+	if err := stopStandby(); err != nil {
 		t.Fatal(err)
 	}
 }
